@@ -1,0 +1,87 @@
+"""Server settings, read once at start from the environment (and CLI overrides).
+
+Environment variables (all optional):
+
+- ``DATABASE_URL``: a PostgreSQL URL (``postgresql://user@host:5432/db``). Without it the server
+  starts an embedded PostgreSQL (the ``pgserver`` package) in ``<data dir>/pg``.
+- ``TRIPEAKS_DATA_DIR``: the data folder (default ``./.tripeaks``): the embedded database and the
+  generated daily secret live there.
+- ``TRIPEAKS_HOST`` / ``TRIPEAKS_PORT``: where to listen (default ``127.0.0.1:8080``).
+- ``TRIPEAKS_DAILY_SECRET``: the secret the daily deals are derived from. When absent, one is
+  generated on first start and kept in ``<data dir>/daily_secret``.
+- ``TRIPEAKS_DAILY_RULES``: ``E`` (Easy, default) or ``C`` (Classic).
+- ``TRIPEAKS_LOG_LEVEL``: ``DEBUG``, ``INFO`` (default), ``WARNING``, ``ERROR``.
+- ``TRIPEAKS_DB_POOL_SIZE``: connections per server process (default 10).
+- ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
+  per-connection request rate (defaults 4096 bytes, 20 requests per second).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Validated server settings.
+
+    Raises:
+        pydantic.ValidationError: at construction, naming every invalid variable.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TRIPEAKS_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "TRIPEAKS_DATABASE_URL")
+    )
+    data_dir: Path = Path(".tripeaks")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    daily_secret: str | None = Field(default=None, min_length=16)
+    daily_rules: Literal["E", "C"] = "E"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)
+    ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
+    ws_heartbeat_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("daily_rules", mode="before")
+    @classmethod
+    def _upper_rules(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+
+def load_or_create_daily_secret(settings: Settings) -> bytes:
+    """The daily secret: from the settings, else from ``<data dir>/daily_secret`` (created with a
+    fresh 256-bit random value, readable by the owner only, the first time).
+
+    Returns:
+        The secret as bytes.
+
+    Raises:
+        OSError: the data folder cannot be written.
+    """
+    if settings.daily_secret:
+        return settings.daily_secret.encode()
+    path = settings.data_dir / "daily_secret"
+    if path.exists():
+        return path.read_text().strip().encode()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_hex(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process created it first
+        return path.read_text().strip().encode()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+    return value.encode()

@@ -1,0 +1,160 @@
+"""SQLAlchemy table models. Alembic (``migrations/``) owns the schema; these must match it.
+
+A test (``tests/storage/test_migrations.py``) fails when the models and the migrations drift.
+All timestamps are ``timestamptz`` in UTC (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Date,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    func,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+GAME_MODES = ("free", "daily", "race")
+GAME_STATUSES = ("playing", "won", "blocked", "resigned")
+ACTION_KINDS = ("remove", "draw", "undo")
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a stable constraint naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Player(Base):
+    """A registered player. Only the SHA-256 of the bearer token is stored."""
+
+    __tablename__ = "players"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    name: Mapped[str] = mapped_column(String(24), nullable=False)
+    token_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (Index("uq_players_name_lower", func.lower(name), unique=True),)
+
+
+class Game(Base):
+    """One player's game of one deal: its code, rule set, mode and current result."""
+
+    __tablename__ = "games"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    code: Mapped[str] = mapped_column(String(13), nullable=False)
+    rules: Mapped[str] = mapped_column(String(1), nullable=False)
+    deal_version: Mapped[str] = mapped_column(String(8), nullable=False)
+    mode: Mapped[str] = mapped_column(String(8), nullable=False)
+    daily_date: Mapped[dt.date | None] = mapped_column(Date, nullable=True)
+    status: Mapped[str] = mapped_column(String(10), nullable=False)
+    score: Mapped[int] = mapped_column(Integer, nullable=False)
+    moves: Mapped[int] = mapped_column(Integer, nullable=False)
+    undos: Mapped[int] = mapped_column(Integer, nullable=False)
+    seq: Mapped[int] = mapped_column(Integer, nullable=False)
+    elapsed_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (
+        CheckConstraint("rules IN ('E', 'C')", name="rules"),
+        CheckConstraint("mode IN ('free', 'daily', 'race')", name="mode"),
+        CheckConstraint("status IN ('playing', 'won', 'blocked', 'resigned')", name="status"),
+        CheckConstraint("(mode = 'daily') = (daily_date IS NOT NULL)", name="daily_date"),
+        CheckConstraint("score >= 0 AND moves >= 0 AND undos >= 0 AND seq >= 0", name="counters"),
+        # One ranked attempt per player per daily date.
+        Index(
+            "uq_games_daily_player",
+            "daily_date",
+            "player_id",
+            unique=True,
+            postgresql_where=text("mode = 'daily'"),
+        ),
+        # The daily leaderboard in SPEC §4 order, for keyset pages and rank counts.
+        Index(
+            "ix_games_daily_board",
+            "daily_date",
+            text("score DESC"),
+            "moves",
+            "elapsed_ms",
+            "finished_at",
+            "player_id",
+            postgresql_where=text("mode = 'daily' AND status IN ('won', 'blocked')"),
+        ),
+    )
+
+
+class GameAction(Base):
+    """One accepted action of a game (the stored undo history), unique per game and seq."""
+
+    __tablename__ = "game_actions"
+
+    game_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("games.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(6), nullable=False)
+    pos: Mapped[int | None] = mapped_column(SmallInteger, nullable=True)
+    card: Mapped[str] = mapped_column(String(2), nullable=False)
+    score_after: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        CheckConstraint("kind IN ('remove', 'draw', 'undo')", name="kind"),
+        CheckConstraint("seq >= 1", name="seq"),
+        CheckConstraint("pos IS NULL OR (pos >= 0 AND pos < 28)", name="pos"),
+    )
+
+
+class DailyChallenge(Base):
+    """The deal of one UTC date: its game code and rule set."""
+
+    __tablename__ = "daily_challenges"
+
+    date: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    code: Mapped[str] = mapped_column(String(13), nullable=False)
+    rules: Mapped[str] = mapped_column(String(1), nullable=False)
+    created_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (CheckConstraint("rules IN ('E', 'C')", name="rules"),)
+
+
+__all__ = [
+    "ACTION_KINDS",
+    "GAME_MODES",
+    "GAME_STATUSES",
+    "Base",
+    "DailyChallenge",
+    "Game",
+    "GameAction",
+    "Player",
+]
