@@ -1,0 +1,159 @@
+"""Server → client messages: the single place where replies and the game STATE are encoded.
+
+Every function returns a JSON-ready dict; ``encode`` turns one into the frame's text. The wire
+format is documented in ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any, Protocol
+
+from server.engine.cards import Card
+from server.engine.codes import GameCode
+from server.engine.errors import Locale, Rejection, blocked_notice, rejection_message
+from server.engine.game import GameView, Status
+
+JSON = dict[str, Any]
+
+
+class GameSnapshot(Protocol):
+    """What the encoder needs of a game at one moment (the services' snapshot has it)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def mode(self) -> StrEnum: ...
+    @property
+    def code(self) -> GameCode: ...
+    @property
+    def code_visible(self) -> bool: ...
+    @property
+    def daily_date(self) -> dt.date | None: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def view(self) -> GameView: ...
+    @property
+    def elapsed_ms(self) -> int: ...
+
+
+class PlayerInfo(Protocol):
+    """What the encoder needs of a player."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+
+
+#: Messages for the rejection codes the services add to the engine's.
+_SERVICE_REJECTIONS = {
+    "stale_seq": {
+        Locale.EN: "The game moved on; here is its current state.",
+        Locale.ZH_HANT: "牌局已更新，以下是目前的狀態。",
+    },
+    "daily_closed": {
+        Locale.EN: "This daily challenge is closed.",
+        Locale.ZH_HANT: "本日挑戰已結束。",
+    },
+}
+
+
+def encode(message: JSON) -> str:
+    """The text frame for a message (compact JSON, UTF-8 characters kept)."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+
+
+def _with_id(message: JSON, request_id: int | str | None) -> JSON:
+    if request_id is not None:
+        message["id"] = request_id
+    return message
+
+
+def game_state(snapshot: GameSnapshot, locale: Locale) -> JSON:
+    """The STATE object: what the player may see of a game (never a face-down or stock card).
+
+    Shape: ``{game_id, mode, code (null for an open daily), rules, daily_date, seq, status,
+    score, moves, undos, stock_count, waste, tableau (28 × card | "down" | null), cards_left,
+    can_undo, elapsed_ms, message?}``.
+    """
+    view = snapshot.view
+    state: JSON = {
+        "game_id": snapshot.id,
+        "mode": snapshot.mode.value,
+        "code": str(snapshot.code) if snapshot.code_visible else None,
+        "rules": snapshot.code.rules.value,
+        "daily_date": snapshot.daily_date.isoformat() if snapshot.daily_date else None,
+        "seq": snapshot.seq,
+        "status": view.status.value,
+        "score": view.score,
+        "moves": view.moves,
+        "undos": view.undos,
+        "stock_count": view.stock_count,
+        "waste": str(view.waste),
+        "tableau": [str(c) if isinstance(c, Card) else c for c in view.tableau],
+        "cards_left": view.cards_left,
+        "can_undo": view.can_undo,
+        "elapsed_ms": snapshot.elapsed_ms,
+    }
+    if view.status is Status.BLOCKED:
+        state["message"] = blocked_notice(locale)
+    return state
+
+
+def welcome(player: PlayerInfo, games: Sequence[GameSnapshot], locale: Locale) -> JSON:
+    """Reply to ``hello``: the player and their unfinished games (each a STATE)."""
+    return {
+        "type": "welcome",
+        "player": {"id": player.id, "name": player.name},
+        "locale": locale.value,
+        "games": [game_state(g, locale) for g in games],
+    }
+
+
+def game(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> JSON:
+    """Reply to ``new_game``, ``join_daily``, ``resume`` and ``resign``."""
+    return _with_id({"type": "game", "game": game_state(snapshot, locale)}, request_id)
+
+
+def accepted(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> JSON:
+    """An action was applied and committed (or was an exact repeat of the last one)."""
+    return _with_id({"type": "accepted", "game": game_state(snapshot, locale)}, request_id)
+
+
+def rejected(
+    snapshot: GameSnapshot,
+    code: str,
+    locale: Locale,
+    error_help: bool,
+    request_id: int | str | None,
+) -> JSON:
+    """An action was refused; nothing changed. ``message`` is sent only with error help on."""
+    message: JSON = {"type": "rejected", "code": code}
+    if error_help:
+        text = _rejection_text(code, locale)
+        if text:
+            message["message"] = text
+    message["game"] = game_state(snapshot, locale)
+    return _with_id(message, request_id)
+
+
+def _rejection_text(code: str, locale: Locale) -> str | None:
+    try:
+        return rejection_message(Rejection(code), locale)
+    except ValueError:
+        return _SERVICE_REJECTIONS.get(code, {}).get(locale)
+
+
+def error(code: str, message: str, request_id: int | str | None = None) -> JSON:
+    """A request could not be handled (malformed, unauthorized, unknown game, …)."""
+    return _with_id({"type": "error", "code": code, "message": message}, request_id)
+
+
+def pong(request_id: int | str | None) -> JSON:
+    """Reply to ``ping``."""
+    return _with_id({"type": "pong"}, request_id)

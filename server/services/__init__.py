@@ -1,0 +1,50 @@
+"""Services: games, the daily challenge, players and leaderboards. They use the engine and the
+store, take a clock, and know nothing of sockets or HTTP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from server.engine.codes import RuleSet
+from server.services.clock import Clock
+from server.services.daily import DailyService
+from server.services.games import GameService
+from server.services.leaderboards import LeaderboardService
+from server.services.players import PlayerService
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Every service of one server process, sharing one database engine and one clock."""
+
+    db: AsyncEngine
+    clock: Clock
+    players: PlayerService
+    daily: DailyService
+    games: GameService
+    leaderboards: LeaderboardService
+
+    @classmethod
+    def build(
+        cls, db: AsyncEngine, clock: Clock, *, daily_secret: bytes, daily_rules: RuleSet
+    ) -> Services:
+        """Wire the services together over one database engine.
+
+        Args:
+            db: the async database engine.
+            clock: the UTC clock.
+            daily_secret: the secret daily deals are derived from.
+            daily_rules: the rule set of new daily deals.
+        """
+        sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(db, expire_on_commit=False)
+        daily = DailyService(sessions, clock, daily_secret, daily_rules)
+        return cls(
+            db=db,
+            clock=clock,
+            players=PlayerService(sessions, clock),
+            daily=daily,
+            games=GameService(sessions, clock, daily),
+            leaderboards=LeaderboardService(sessions),
+        )

@@ -1,0 +1,192 @@
+"""The daily challenge: one secret deal per UTC date (SPEC §4 "Daily challenge")."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from server.engine.codes import CODE_SPACE, GameCode, RuleSet
+from server.services.clock import Clock
+from server.services.errors import InvalidInputError, NotFoundError
+from server.storage.models import DailyChallenge, Game
+
+_WORD = 1 << 64
+_LIMIT = _WORD - (_WORD % CODE_SPACE)
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def derive_daily_code(secret: bytes, date: dt.date, rules: RuleSet, candidate: int = 0) -> GameCode:
+    """The game code of a date's daily deal, derived from the server secret.
+
+    ``HMAC-SHA256(secret, "TP1-daily:" + ISO date + ":" + candidate)`` is read as 64-bit
+    big-endian words; the first word below the largest multiple of 26⁷ gives the number
+    (uniform, no modulo bias). Without the secret nobody can compute it in advance.
+
+    Args:
+        secret: the server's daily secret (bytes).
+        date: the UTC date.
+        rules: the day's rule set.
+        candidate: which candidate of the date (0 first).
+
+    Returns:
+        The daily's game code.
+    """
+    counter = 0
+    while True:
+        msg = f"TP1-daily:{date.isoformat()}:{candidate}:{counter}".encode()
+        digest = hmac.new(secret, msg, hashlib.sha256).digest()
+        for i in range(0, 32, 8):
+            word = int.from_bytes(digest[i : i + 8], "big")
+            if word < _LIMIT:
+                return GameCode(rules, word % CODE_SPACE)
+        counter += 1
+
+
+@dataclass(frozen=True, slots=True)
+class DailyInfo:
+    """A date's daily challenge as the public may see it.
+
+    ``code`` is None while the date is open (SPEC §4: published once the date is over).
+    ``closes_at`` is the UTC instant the date ends.
+    """
+
+    date: dt.date
+    rules: RuleSet
+    code: GameCode | None
+    is_open: bool
+    players: int
+    ranked: int
+    closes_at: dt.datetime
+
+
+class DailyService:
+    """Chooses, stores and reveals daily deals.
+
+    The first server process to need a date's deal stores it in ``daily_challenges``; every
+    process reads it from there, so all agree even if their secrets differ.
+
+    Args:
+        sessions: database session factory.
+        clock: the UTC clock.
+        secret: the server's daily secret.
+        rules: the rule set of new daily deals.
+    """
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Clock,
+        secret: bytes,
+        rules: RuleSet = RuleSet.EASY,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self._secret = secret
+        self._rules = rules
+
+    def today(self) -> dt.date:
+        """The current UTC date."""
+        return self._clock.now().astimezone(dt.UTC).date()
+
+    def is_open(self, date: dt.date) -> bool:
+        """Whether a date's daily may still be played (it is today, UTC)."""
+        return date >= self.today()
+
+    def choose_code(self, date: dt.date) -> GameCode:
+        """The code this server would deal for ``date`` (before consulting the database)."""
+        return derive_daily_code(self._secret, date, self._rules)
+
+    async def challenge(self, date: dt.date) -> GameCode:
+        """The stored deal of ``date``; today's is created on first use.
+
+        Returns:
+            The date's game code (its rule set is the day's rule set).
+
+        Raises:
+            InvalidInputError: ``bad_date`` for a date in the future.
+            NotFoundError: ``no_daily`` for a past date that had no daily (nobody asked for it
+                that day); past dates are never created afterwards.
+        """
+        today = self.today()
+        if date > today:
+            raise InvalidInputError(f"{date.isoformat()} is in the future", code="bad_date")
+        async with self._sessions() as session:
+            code = await session.scalar(
+                select(DailyChallenge.code).where(DailyChallenge.date == date)
+            )
+            if code is not None:
+                return GameCode.parse(code)
+            if date < today:
+                raise NotFoundError(
+                    f"there was no daily challenge on {date.isoformat()}", code="no_daily"
+                )
+            chosen = self.choose_code(date)
+            await session.execute(
+                insert(DailyChallenge)
+                .values(
+                    date=date,
+                    code=str(chosen),
+                    rules=chosen.rules.value,
+                    created_at=self._clock.now(),
+                )
+                .on_conflict_do_nothing(index_elements=["date"])
+            )
+            stored = await session.scalar(
+                select(DailyChallenge.code).where(DailyChallenge.date == date)
+            )
+            await session.commit()
+        assert stored is not None
+        return GameCode.parse(stored)
+
+    async def info(self, date: dt.date | None = None) -> DailyInfo:
+        """Public facts about a date's daily (today's by default).
+
+        Raises:
+            InvalidInputError: ``bad_date`` for a date in the future.
+            NotFoundError: ``no_daily`` for a past date without a daily.
+        """
+        day = self.today() if date is None else date
+        code = await self.challenge(day)
+        async with self._sessions() as session:
+            row = (
+                await session.execute(
+                    select(
+                        func.count(),
+                        func.count().filter(Game.status.in_(("won", "blocked"))),
+                    ).where(Game.mode == "daily", Game.daily_date == day)
+                )
+            ).one()
+        open_ = self.is_open(day)
+        closes = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+        return DailyInfo(
+            date=day,
+            rules=code.rules,
+            code=None if open_ else code,
+            is_open=open_,
+            players=int(row[0]),
+            ranked=int(row[1]),
+            closes_at=closes,
+        )
+
+
+def parse_date(text: str) -> dt.date:
+    """Parse an ISO date (``YYYY-MM-DD``).
+
+    Raises:
+        InvalidInputError: ``bad_date`` naming the text.
+    """
+    try:
+        if not _ISO_DATE.fullmatch(text):  # fromisoformat also takes week dates (2026-W11-6)
+            raise ValueError
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError(
+            f"{text[:40]!r} is not a date (expected YYYY-MM-DD)", code="bad_date"
+        ) from None

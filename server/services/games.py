@@ -1,0 +1,642 @@
+"""Games: create, resume, play and resign, every accepted action committed before it is reported.
+
+The engine validates; this module stores. Each game has one in-process lock, so actions of one
+game are applied in order; across processes the ``games.seq`` check of each write (and the
+``(game_id, seq)`` primary key of the action log) lets only one writer win (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TypeVar
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from server.engine.codes import DEAL_ALGORITHM, GameCode, RuleSet
+from server.engine.errors import IllegalActionError
+from server.engine.game import Action, ActionKind, AppliedAction, Game, GameView, Status
+from server.services.clock import Clock, elapsed_ms
+from server.services.daily import DailyService
+from server.services.errors import (
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+    ServiceError,
+    UnavailableError,
+)
+from server.storage.models import Game as GameRow
+from server.storage.models import GameAction, Player
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+
+class GameMode(StrEnum):
+    """How a game is played: free play (unranked), the daily challenge, or a race."""
+
+    FREE = "free"
+    DAILY = "daily"
+    RACE = "race"
+
+    @property
+    def ranked(self) -> bool:
+        """Ranked games end when blocked (SPEC §4 "Ranked play")."""
+        return self is not GameMode.FREE
+
+
+class Outcome(StrEnum):
+    """What became of an action request."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+#: Rejection codes the service adds to the engine's (SPEC §2) ones.
+STALE_SEQ = "stale_seq"
+DAILY_CLOSED = "daily_closed"
+
+
+@dataclass(slots=True)
+class _LiveGame:
+    id: int
+    player_id: int
+    mode: GameMode
+    code: GameCode
+    daily_date: dt.date | None
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    elapsed_ms: int | None
+    game: Game
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(frozen=True, slots=True)
+class GameSnapshot:
+    """What a player may see of one of their games at one moment.
+
+    Attributes:
+        code_visible: False for a daily whose date is still open (its code stays secret).
+        elapsed_ms: ms from the deal being sent to the end of the game (or to now, if going on).
+    """
+
+    id: int
+    player_id: int
+    mode: GameMode
+    code: GameCode
+    code_visible: bool
+    daily_date: dt.date | None
+    seq: int
+    view: GameView
+    elapsed_ms: int
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+
+    @property
+    def rules(self) -> str:
+        """The rule set letter (``E`` or ``C``)."""
+        return self.code.rules.value
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """The answer to an action request.
+
+    Attributes:
+        outcome: accepted (applied and committed, or an exact repeat of the last action) or
+            rejected (nothing changed).
+        code: for a rejection, the engine's rejection code, ``stale_seq`` or ``daily_closed``.
+        snapshot: the game's state after the request.
+        applied: the action applied now (None for a repeat or a rejection).
+    """
+
+    outcome: Outcome
+    snapshot: GameSnapshot
+    code: str | None = None
+    applied: AppliedAction | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GameSummary:
+    """A stored game as the public REST API shows it.
+
+    Attributes:
+        revealed: whether ``code`` may be shown (a daily's only once its date is over).
+        actions: the action log, or None when the viewer may not see it (it names only cards
+            the player has seen, so its owner always may).
+    """
+
+    id: int
+    player_id: int
+    player_name: str
+    mode: GameMode
+    code: GameCode
+    revealed: bool
+    daily_date: dt.date | None
+    status: Status
+    score: int
+    moves: int
+    undos: int
+    seq: int
+    elapsed_ms: int | None
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    actions: tuple[StoredAction, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAction:
+    """One row of a game's action log."""
+
+    seq: int
+    kind: ActionKind
+    pos: int | None
+    card: str
+    score_after: int
+    at: dt.datetime
+
+
+class GameService:
+    """Plays games for players: the only path from a request to the engine and the database.
+
+    Args:
+        sessions: database session factory.
+        clock: the UTC clock (elapsed times are server time).
+        daily: the daily challenge service.
+        cache_size: how many games to keep in memory (least recently used are dropped).
+    """
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Clock,
+        daily: DailyService,
+        *,
+        cache_size: int = 10_000,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self._daily = daily
+        self._cache: OrderedDict[int, _LiveGame] = OrderedDict()
+        self._cache_size = cache_size
+        self._loading: dict[int, asyncio.Lock] = {}
+
+    # ----------------------------------------------------------------------------- creating
+
+    async def new_free_game(
+        self, player_id: int, code: GameCode | None = None, rules: RuleSet = RuleSet.EASY
+    ) -> GameSnapshot:
+        """Start a free-play game of ``code``, or of a random deal under ``rules`` when None.
+
+        Raises:
+            UnavailableError: the database failed; no game was created.
+        """
+        chosen = code if code is not None else GameCode.random(rules)
+        live = await self._create(player_id, GameMode.FREE, chosen, None)
+        return self._snapshot(live)
+
+    async def join_daily(self, player_id: int) -> GameSnapshot:
+        """Create the player's one attempt at today's daily, or return the existing one.
+
+        Raises:
+            UnavailableError: the database failed.
+        """
+        today = self._daily.today()
+        code = await self._guard(self._daily.challenge(today))
+        existing = await self._daily_game_id(player_id, today)
+        if existing is None:
+            try:
+                live = await self._create(player_id, GameMode.DAILY, code, today)
+                return self._snapshot(live)
+            except IntegrityError:  # another connection of the same player created it first
+                existing = await self._daily_game_id(player_id, today)
+        assert existing is not None
+        return await self.resume(player_id, existing)
+
+    async def _daily_game_id(self, player_id: int, date: dt.date) -> int | None:
+        async with self._sessions() as session:
+            return await self._guard(
+                session.scalar(
+                    select(GameRow.id).where(
+                        GameRow.player_id == player_id,
+                        GameRow.mode == GameMode.DAILY.value,
+                        GameRow.daily_date == date,
+                    )
+                )
+            )
+
+    async def _create(
+        self, player_id: int, mode: GameMode, code: GameCode, daily_date: dt.date | None
+    ) -> _LiveGame:
+        game = Game.new(code, ranked=mode.ranked)
+        now = self._clock.now()
+        async with self._sessions() as session:
+            try:
+                game_id = await session.scalar(
+                    insert(GameRow)
+                    .values(
+                        player_id=player_id,
+                        code=str(code),
+                        rules=code.rules.value,
+                        deal_version=DEAL_ALGORITHM,
+                        mode=mode.value,
+                        daily_date=daily_date,
+                        status=game.status.value,
+                        score=game.score,
+                        moves=0,
+                        undos=0,
+                        seq=0,
+                        created_at=now,
+                    )
+                    .returning(GameRow.id)
+                )
+                await session.commit()
+            except IntegrityError:
+                raise  # the caller decides (a concurrent daily join)
+            except (SQLAlchemyError, OSError) as exc:
+                raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+        assert game_id is not None
+        live = _LiveGame(game_id, player_id, mode, code, daily_date, now, None, None, game)
+        self._remember(live)
+        return live
+
+    # ----------------------------------------------------------------------------- reading
+
+    async def resume(self, player_id: int, game_id: int) -> GameSnapshot:
+        """The current state of one of the player's games.
+
+        Raises:
+            NotFoundError: ``unknown_game``.
+            ForbiddenError: ``not_your_game``.
+        """
+        live = await self._owned(player_id, game_id)
+        return self._snapshot(live)
+
+    async def unfinished(self, player_id: int, limit: int = 20) -> list[GameSnapshot]:
+        """The player's games that can still be played, newest first (at most ``limit``)."""
+        today = self._daily.today()
+        async with self._sessions() as session:
+            ids = (
+                await self._guard(
+                    session.scalars(
+                        select(GameRow.id)
+                        .where(
+                            GameRow.player_id == player_id,
+                            (GameRow.status == "playing")
+                            | ((GameRow.status == "blocked") & (GameRow.mode == "free")),
+                            (GameRow.daily_date.is_(None)) | (GameRow.daily_date >= today),
+                        )
+                        .order_by(GameRow.created_at.desc(), GameRow.id.desc())
+                        .limit(limit)
+                    )
+                )
+            ).all()
+        return [self._snapshot(await self._load(game_id)) for game_id in ids]
+
+    async def summary(self, game_id: int, viewer_id: int | None) -> GameSummary:
+        """A stored game for the REST API.
+
+        The action log (which names cards) and the code are included when the game's cards may
+        be revealed: to its owner at any time; to anyone once the game has ended, except a daily
+        game, which is revealed only after its date is over.
+
+        Raises:
+            NotFoundError: ``unknown_game``.
+        """
+        async with self._sessions() as session:
+            row = (
+                await self._guard(
+                    session.execute(
+                        select(GameRow, Player.name)
+                        .join(Player, Player.id == GameRow.player_id)
+                        .where(GameRow.id == game_id)
+                    )
+                )
+            ).first()
+            if row is None:
+                raise NotFoundError(f"there is no game {game_id}", code="unknown_game")
+            game_row, name = row
+            mode = GameMode(game_row.mode)
+            ended = game_row.status != Status.PLAYING.value
+            owner = viewer_id == game_row.player_id
+            if mode is GameMode.DAILY:
+                assert game_row.daily_date is not None
+                # A daily's code reveals every hidden card: never before its date is over.
+                code_revealed = public = not self._daily.is_open(game_row.daily_date)
+            else:
+                public = ended
+                code_revealed = public or owner
+            actions: tuple[StoredAction, ...] | None = None
+            if public or owner:
+                rows = (
+                    await self._guard(
+                        session.scalars(
+                            select(GameAction)
+                            .where(GameAction.game_id == game_id)
+                            .order_by(GameAction.seq)
+                        )
+                    )
+                ).all()
+                actions = tuple(
+                    StoredAction(
+                        r.seq, ActionKind(r.kind), r.pos, r.card, r.score_after, r.created_at
+                    )
+                    for r in rows
+                )
+        return GameSummary(
+            id=game_row.id,
+            player_id=game_row.player_id,
+            player_name=name,
+            mode=mode,
+            code=GameCode.parse(game_row.code),
+            revealed=code_revealed,
+            daily_date=game_row.daily_date,
+            status=Status(game_row.status),
+            score=game_row.score,
+            moves=game_row.moves,
+            undos=game_row.undos,
+            seq=game_row.seq,
+            elapsed_ms=game_row.elapsed_ms,
+            created_at=game_row.created_at,
+            finished_at=game_row.finished_at,
+            actions=actions,
+        )
+
+    # ----------------------------------------------------------------------------- playing
+
+    async def act(self, player_id: int, game_id: int, seq: int, action: Action) -> ActionResult:
+        """Apply one action, committing it before returning ``accepted``.
+
+        Args:
+            player_id: the acting player (must own the game).
+            game_id: the game.
+            seq: how many actions the client has seen applied.
+            action: the removal, draw or undo.
+
+        Returns:
+            ``accepted`` with the new state; ``accepted`` without applying when the request
+            repeats the last applied action exactly (same seq and content); ``rejected`` with
+            the current state and a code otherwise (nothing changes).
+
+        Raises:
+            NotFoundError, ForbiddenError: unknown or someone else's game.
+            UnavailableError: the database failed; nothing was applied.
+        """
+        async with self._locked(player_id, game_id) as live:
+            return await asyncio.shield(self._act_locked(live, seq, action))
+
+    async def _act_locked(self, live: _LiveGame, seq: int, action: Action) -> ActionResult:
+        game = live.game
+        if seq != game.seq:
+            if seq == game.seq - 1 and game.actions and game.actions[-1] == action:
+                return ActionResult(Outcome.ACCEPTED, self._snapshot(live))
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), STALE_SEQ)
+        if self._closed(live):
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), DAILY_CLOSED)
+        trial = game.copy()
+        try:
+            applied = trial.apply(action)
+        except IllegalActionError as exc:
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), exc.code.value)
+        now = self._clock.now()
+        finished_at, elapsed = self._ending(live, trial.status, now)
+        try:
+            async with self._sessions() as session:
+                await session.execute(
+                    insert(GameAction).values(
+                        game_id=live.id,
+                        seq=trial.seq,
+                        kind=applied.kind.value,
+                        pos=applied.pos,
+                        card=str(applied.card),
+                        score_after=applied.score_after,
+                        created_at=now,
+                    )
+                )
+                moved = await session.execute(
+                    update(GameRow)
+                    .where(GameRow.id == live.id, GameRow.seq == game.seq)
+                    .values(
+                        status=trial.status.value,
+                        score=trial.score,
+                        moves=trial.moves,
+                        undos=trial.undos,
+                        seq=trial.seq,
+                        finished_at=finished_at,
+                        elapsed_ms=elapsed,
+                    )
+                )
+                if moved.rowcount != 1:  # type: ignore[attr-defined]
+                    raise _Conflict
+                await session.commit()
+        except (IntegrityError, _Conflict):
+            # Another writer (another process) applied an action first: reload and resync.
+            self._forget(live.id)
+            fresh = await self._load(live.id)
+            return ActionResult(Outcome.REJECTED, self._snapshot(fresh), STALE_SEQ)
+        except (SQLAlchemyError, OSError) as exc:
+            self._forget(live.id)  # the commit's fate is unknown: reload on next use
+            raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+        live.game = trial
+        live.finished_at, live.elapsed_ms = finished_at, elapsed
+        return ActionResult(Outcome.ACCEPTED, self._snapshot(live), applied=applied)
+
+    async def resign(self, player_id: int, game_id: int) -> GameSnapshot:
+        """Give up a game (it does not rank).
+
+        Raises:
+            NotFoundError, ForbiddenError: unknown or someone else's game.
+            InvalidInputError: ``game_over`` when the game has already ended, ``daily_closed``
+                for a daily whose date is over.
+            UnavailableError: the database failed; nothing changed.
+        """
+        async with self._locked(player_id, game_id) as live:
+            if self._closed(live):
+                raise InvalidInputError("this daily challenge is closed", code=DAILY_CLOSED)
+            trial = live.game.copy()
+            try:
+                trial.resign()
+            except IllegalActionError as exc:
+                raise InvalidInputError("the game is already over", code=exc.code.value) from None
+            now = self._clock.now()
+            finished_at, elapsed = self._ending(live, trial.status, now)
+            try:
+                async with self._sessions() as session:
+                    moved = await session.execute(
+                        update(GameRow)
+                        .where(GameRow.id == live.id, GameRow.seq == trial.seq)
+                        .values(
+                            status=trial.status.value, finished_at=finished_at, elapsed_ms=elapsed
+                        )
+                    )
+                    if moved.rowcount != 1:  # type: ignore[attr-defined]
+                        raise _Conflict
+                    await session.commit()
+            except _Conflict:
+                self._forget(live.id)
+                raise InvalidInputError(
+                    "the game moved on; resume it and try again", code=STALE_SEQ
+                ) from None
+            except (SQLAlchemyError, OSError) as exc:
+                self._forget(live.id)
+                raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+            live.game = trial
+            live.finished_at, live.elapsed_ms = finished_at, elapsed
+            return self._snapshot(live)
+
+    # ----------------------------------------------------------------------------- helpers
+
+    def _closed(self, live: _LiveGame) -> bool:
+        return live.daily_date is not None and not self._daily.is_open(live.daily_date)
+
+    def _ending(
+        self, live: _LiveGame, status: Status, now: dt.datetime
+    ) -> tuple[dt.datetime | None, int | None]:
+        if status is Status.PLAYING:
+            return None, None
+        return now, elapsed_ms(live.created_at, now)
+
+    def _snapshot(self, live: _LiveGame) -> GameSnapshot:
+        now = self._clock.now()
+        elapsed = (
+            live.elapsed_ms if live.elapsed_ms is not None else elapsed_ms(live.created_at, now)
+        )
+        code_visible = live.daily_date is None or not self._daily.is_open(live.daily_date)
+        return GameSnapshot(
+            id=live.id,
+            player_id=live.player_id,
+            mode=live.mode,
+            code=live.code,
+            code_visible=code_visible,
+            daily_date=live.daily_date,
+            seq=live.game.seq,
+            view=live.game.view(),
+            elapsed_ms=elapsed,
+            created_at=live.created_at,
+            finished_at=live.finished_at,
+        )
+
+    @asynccontextmanager
+    async def _locked(self, player_id: int, game_id: int) -> AsyncIterator[_LiveGame]:
+        """The player's game, its lock held, and the copy the cache holds now."""
+        while True:
+            live = await self._owned(player_id, game_id)
+            await live.lock.acquire()
+            if self._cache.get(game_id) is live:
+                break
+            live.lock.release()  # reloaded by another request while we waited: use the new copy
+        try:
+            yield live
+        finally:
+            live.lock.release()
+
+    async def _owned(self, player_id: int, game_id: int) -> _LiveGame:
+        live = await self._load(game_id)
+        if live.player_id != player_id:
+            raise ForbiddenError(f"game {game_id} is not yours", code="not_your_game")
+        return live
+
+    async def _load(self, game_id: int) -> _LiveGame:
+        cached = self._cache.get(game_id)
+        if cached is not None:
+            self._cache.move_to_end(game_id)
+            return cached
+        loading = self._loading.setdefault(game_id, asyncio.Lock())
+        try:
+            async with loading:
+                cached = self._cache.get(game_id)
+                if cached is not None:
+                    return cached
+                live = await self._read(game_id)
+                self._remember(live)
+                return live
+        finally:
+            if not loading.locked():
+                self._loading.pop(game_id, None)
+
+    async def _read(self, game_id: int) -> _LiveGame:
+        async with self._sessions() as session:
+            row = await self._guard(session.get(GameRow, game_id))
+            if row is None:
+                raise NotFoundError(f"there is no game {game_id}", code="unknown_game")
+            kinds = (
+                await self._guard(
+                    session.execute(
+                        select(GameAction.kind, GameAction.pos)
+                        .where(GameAction.game_id == game_id)
+                        .order_by(GameAction.seq)
+                    )
+                )
+            ).all()
+        code = GameCode.parse(row.code)
+        mode = GameMode(row.mode)
+        actions = [Action(ActionKind(kind), pos) for kind, pos in kinds]
+        game = Game.replay(code.deal(), code.rules, actions, ranked=mode.ranked)
+        if row.status == Status.RESIGNED.value:
+            game.resign()
+        if game.seq != row.seq or game.status.value != row.status or game.score != row.score:
+            log.error("game %s: stored row disagrees with its replayed action log", game_id)
+        return _LiveGame(
+            row.id,
+            row.player_id,
+            mode,
+            code,
+            row.daily_date,
+            row.created_at,
+            row.finished_at,
+            row.elapsed_ms,
+            game,
+        )
+
+    def _remember(self, live: _LiveGame) -> None:
+        self._cache[live.id] = live
+        self._cache.move_to_end(live.id)
+        while len(self._cache) > self._cache_size:
+            oldest_id, oldest = next(iter(self._cache.items()))
+            if oldest.lock.locked():
+                self._cache.move_to_end(oldest_id)
+                break
+            del self._cache[oldest_id]
+
+    def _forget(self, game_id: int) -> None:
+        self._cache.pop(game_id, None)
+
+    @staticmethod
+    async def _guard(awaitable: Awaitable[T]) -> T:
+        try:
+            return await awaitable
+        except ServiceError:
+            raise
+        except (DBAPIError, SQLAlchemyError, OSError) as exc:
+            raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+
+
+class _Conflict(Exception):
+    """Another writer changed the game first."""
+
+
+def _db_failure(exc: BaseException) -> str:
+    log.warning("database failure: %s", exc.__class__.__name__, exc_info=exc)
+    return "the game database is unavailable; nothing was changed, try again shortly"
+
+
+__all__: Sequence[str] = (
+    "DAILY_CLOSED",
+    "STALE_SEQ",
+    "ActionResult",
+    "GameMode",
+    "GameService",
+    "GameSnapshot",
+    "GameSummary",
+    "Outcome",
+    "StoredAction",
+)

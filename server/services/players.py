@@ -1,0 +1,149 @@
+"""Player registration and bearer-token authentication (SPEC §4 "Players")."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import unicodedata
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from server.services.clock import Clock
+from server.services.errors import ConflictError, InvalidInputError, UnauthorizedError
+from server.storage.models import Player
+
+NAME_MIN = 2
+NAME_MAX = 24
+_NAME_PUNCTUATION = frozenset(" _-.'")
+_MAX_MARKS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerInfo:
+    """A player as other code sees it: id and display name."""
+
+    id: int
+    name: str
+
+
+def normalize_name(raw: object) -> str:
+    """Validate and normalise a display name.
+
+    Names are NFC-normalised, trimmed, with inner runs of spaces collapsed; 2–24 characters of
+    letters or digits (any script) and `` _-.'``, starting with a letter or digit.
+
+    Returns:
+        The normalised name.
+
+    Raises:
+        InvalidInputError: (code ``bad_name``) saying which rule the name breaks.
+    """
+    if not isinstance(raw, str):
+        raise InvalidInputError("name must be a string", code="bad_name")
+    name = " ".join(unicodedata.normalize("NFC", raw).split())
+    if len(name) < NAME_MIN:
+        raise InvalidInputError(f"name must be at least {NAME_MIN} characters", code="bad_name")
+    if len(name) > NAME_MAX:
+        raise InvalidInputError(f"name must be at most {NAME_MAX} characters", code="bad_name")
+    bad = sorted(
+        {
+            c
+            for i, c in enumerate(name)
+            if not (c.isalnum() or c in _NAME_PUNCTUATION or _is_mark_after_letter(name, i))
+        }
+    )
+    if bad:
+        shown = " ".join(repr(c) for c in bad[:5])
+        raise InvalidInputError(
+            f"name may only contain letters, digits, spaces and _-.' (not {shown})",
+            code="bad_name",
+        )
+    if not name[0].isalnum():
+        raise InvalidInputError("name must start with a letter or a digit", code="bad_name")
+    return name
+
+
+def _is_mark_after_letter(name: str, i: int) -> bool:
+    """Whether ``name[i]`` is a combining mark (a vowel sign or accent, e.g. Devanagari ``ा``,
+    Tamil ``ி``) on a letter or digit, at most ``_MAX_MARKS`` in a row (no "zalgo" stacks)."""
+    if not unicodedata.category(name[i]).startswith("M"):
+        return False
+    j = i
+    while j > 0 and unicodedata.category(name[j - 1]).startswith("M"):
+        j -= 1
+    return j > 0 and i - j < _MAX_MARKS and name[j - 1].isalnum()
+
+
+def hash_token(token: str) -> bytes:
+    """SHA-256 of a bearer token (tokens are 256-bit random, so a fast hash is enough)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+class PlayerService:
+    """Registers players and resolves bearer tokens.
+
+    Args:
+        sessions: the database session factory.
+        clock: the UTC clock.
+    """
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], clock: Clock) -> None:
+        self._sessions = sessions
+        self._clock = clock
+
+    async def register(self, raw_name: object) -> tuple[PlayerInfo, str]:
+        """Create a player.
+
+        Returns:
+            The new player and its bearer token (shown once; only its hash is stored).
+
+        Raises:
+            InvalidInputError: ``bad_name``.
+            ConflictError: ``name_taken`` when another player has this name (case-insensitive).
+        """
+        name = normalize_name(raw_name)
+        token = secrets.token_urlsafe(32)
+        async with self._sessions() as session:
+            taken = await session.scalar(
+                select(Player.id).where(func.lower(Player.name) == name.lower())
+            )
+            if taken is not None:
+                raise ConflictError(f"the name {name!r} is already taken", code="name_taken")
+            player = Player(name=name, token_hash=hash_token(token), created_at=self._clock.now())
+            session.add(player)
+            try:
+                await session.commit()
+            except IntegrityError:
+                raise ConflictError(
+                    f"the name {name!r} is already taken", code="name_taken"
+                ) from None
+        return PlayerInfo(player.id, player.name), token
+
+    async def authenticate(self, token: str | None) -> PlayerInfo:
+        """The player owning a bearer token.
+
+        Raises:
+            UnauthorizedError: the token is missing or unknown.
+        """
+        if not token or len(token) > 200:
+            raise UnauthorizedError("a valid player token is required", code="unauthorized")
+        async with self._sessions() as session:
+            row = (
+                await session.execute(
+                    select(Player.id, Player.name).where(Player.token_hash == hash_token(token))
+                )
+            ).first()
+        if row is None:
+            raise UnauthorizedError("unknown player token", code="unauthorized")
+        return PlayerInfo(row.id, row.name)
+
+    async def get(self, player_id: int) -> PlayerInfo | None:
+        """The player with this id, or None."""
+        async with self._sessions() as session:
+            row = (
+                await session.execute(select(Player.id, Player.name).where(Player.id == player_id))
+            ).first()
+        return None if row is None else PlayerInfo(row.id, row.name)

@@ -1,0 +1,274 @@
+"""REST routes under ``/api/v1`` (JSON): players, the daily challenge, leaderboards, games.
+
+Errors are ``{"error": {"code", "message"}}`` with a fitting HTTP status.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from server.services.daily import DailyInfo, parse_date
+from server.services.errors import (
+    ConflictError,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+    ServiceError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from server.services.games import GameSummary
+from server.services.leaderboards import Entry
+from server.services.players import PlayerInfo
+from server.web.keys import SERVICES
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/api/v1"
+_INTEGER = re.compile(r"-?[0-9]{1,12}")
+
+_STATUS: list[tuple[type[ServiceError], int]] = [
+    (InvalidInputError, 400),
+    (UnauthorizedError, 401),
+    (ForbiddenError, 403),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (UnavailableError, 503),
+]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(status: int, code: str, message: str) -> web.Response:
+    """A JSON error body ``{"error": {"code", "message"}}`` with the given HTTP status."""
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn service errors and HTTP errors under the API into JSON error bodies."""
+    try:
+        return await handler(request)
+    except ServiceError as exc:
+        status = next((s for cls, s in _STATUS if isinstance(exc, cls)), 400)
+        return error_response(status, exc.code, exc.message)
+    except web.HTTPException as exc:
+        if not request.path.startswith(PREFIX) or exc.status < 400:
+            raise
+        response = error_response(exc.status, exc.reason.lower().replace(" ", "_"), exc.reason)
+        if "Allow" in exc.headers:  # a 405 must name the allowed methods (RFC 9110 §15.5.6)
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except (SQLAlchemyError, OSError):
+        if not request.path.startswith(PREFIX):
+            raise
+        log.warning("database failure handling %s %s", request.method, request.path, exc_info=True)
+        return error_response(
+            503, "unavailable", "the database is unavailable; nothing was changed, try again"
+        )
+
+
+def add_routes(app: web.Application) -> None:
+    """Register every REST route."""
+    app.router.add_get("/healthz", healthz)
+    app.router.add_post(f"{PREFIX}/players", register_player)
+    app.router.add_get(f"{PREFIX}/players/me", me)
+    app.router.add_get(f"{PREFIX}/daily", daily_today)
+    app.router.add_get(f"{PREFIX}/daily/{{date}}", daily_of_date)
+    app.router.add_get(f"{PREFIX}/daily/{{date}}/leaderboard", leaderboard)
+    app.router.add_get(f"{PREFIX}/daily/{{date}}/leaderboard/around/{{player_id}}", around)
+    app.router.add_get(f"{PREFIX}/games/{{game_id}}", game_summary)
+
+
+def _iso(when: dt.datetime | None) -> str | None:
+    return None if when is None else when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _int_param(raw: str | None, name: str, default: int) -> int:
+    if raw is None or raw == "":
+        return default
+    try:
+        if not _INTEGER.fullmatch(raw):  # int() would also take "1_0", "+5", " 5", "٥"
+            raise ValueError
+        return int(raw)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be an integer", code=f"bad_{name}") from None
+
+
+def _path_id(request: web.Request, name: str) -> int:
+    raw = request.match_info[name]
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        raise InvalidInputError(f"{name} must be a positive integer", code=f"bad_{name}")
+    return int(raw)
+
+
+async def _bearer(request: web.Request, *, required: bool) -> PlayerInfo | None:
+    header = request.headers.get("Authorization")
+    if header is None:
+        if required:
+            raise UnauthorizedError("send Authorization: Bearer <token>", code="unauthorized")
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
+    return await request.app[SERVICES].players.authenticate(token.strip())
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """``GET /healthz`` → 200 ``{"status": "ok"}`` when the database answers, else 503."""
+    try:
+        async with request.app[SERVICES].db.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        log.warning("health check: database unreachable: %s", exc.__class__.__name__)
+        return web.json_response({"status": "unavailable", "database": "unreachable"}, status=503)
+    return web.json_response({"status": "ok", "database": "ok"})
+
+
+async def register_player(request: web.Request) -> web.Response:
+    """``POST /api/v1/players {"name"}`` → 201 ``{"id", "name", "token"}``."""
+    body = await _json_object(request)
+    if "name" not in body:
+        raise InvalidInputError("the body needs a 'name'", code="bad_name")
+    player, token = await request.app[SERVICES].players.register(body["name"])
+    return web.json_response({"id": player.id, "name": player.name, "token": token}, status=201)
+
+
+async def me(request: web.Request) -> web.Response:
+    """``GET /api/v1/players/me`` (Bearer) → ``{"id", "name"}``."""
+    player = await _bearer(request, required=True)
+    assert player is not None
+    return web.json_response({"id": player.id, "name": player.name})
+
+
+def _daily_json(info: DailyInfo) -> dict[str, Any]:
+    return {
+        "date": info.date.isoformat(),
+        "rules": info.rules.value,
+        "code": None if info.code is None else str(info.code),
+        "is_open": info.is_open,
+        "players": info.players,
+        "ranked": info.ranked,
+        "closes_at": _iso(info.closes_at),
+    }
+
+
+async def daily_today(request: web.Request) -> web.Response:
+    """``GET /api/v1/daily`` → today's (UTC) daily: date, rules, players; code null while open."""
+    return web.json_response(_daily_json(await request.app[SERVICES].daily.info()))
+
+
+async def daily_of_date(request: web.Request) -> web.Response:
+    """``GET /api/v1/daily/{date}`` → that date's daily (its code once the date is over)."""
+    date = parse_date(request.match_info["date"])
+    return web.json_response(_daily_json(await request.app[SERVICES].daily.info(date)))
+
+
+def _entry_json(entry: Entry) -> dict[str, Any]:
+    return {
+        "rank": entry.rank,
+        "player_id": entry.player_id,
+        "name": entry.name,
+        "score": entry.score,
+        "moves": entry.moves,
+        "undos": entry.undos,
+        "elapsed_ms": entry.elapsed_ms,
+        "status": entry.status,
+        "finished_at": _iso(entry.finished_at),
+    }
+
+
+async def leaderboard(request: web.Request) -> web.Response:
+    """``GET /api/v1/daily/{date}/leaderboard?limit=&cursor=`` → ``{date, entries,
+    next_cursor}`` (keyset pages; limit 1..100, default 50)."""
+    date = parse_date(request.match_info["date"])
+    limit = _int_param(request.query.get("limit"), "limit", 50)
+    page = await request.app[SERVICES].leaderboards.page(
+        date, limit, request.query.get("cursor") or None
+    )
+    return web.json_response(
+        {
+            "date": date.isoformat(),
+            "entries": [_entry_json(e) for e in page.entries],
+            "next_cursor": page.next_cursor,
+        }
+    )
+
+
+async def around(request: web.Request) -> web.Response:
+    """``GET /api/v1/daily/{date}/leaderboard/around/{player_id}?radius=`` → ``{date,
+    player_id, entries}``: up to ``radius`` (0..50, default 5) entries either side."""
+    date = parse_date(request.match_info["date"])
+    player_id = _path_id(request, "player_id")
+    radius = _int_param(request.query.get("radius"), "radius", 5)
+    entries = await request.app[SERVICES].leaderboards.around(date, player_id, radius)
+    return web.json_response(
+        {
+            "date": date.isoformat(),
+            "player_id": player_id,
+            "entries": [_entry_json(e) for e in entries],
+        }
+    )
+
+
+def _summary_json(summary: GameSummary) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": summary.id,
+        "player": {"id": summary.player_id, "name": summary.player_name},
+        "mode": summary.mode.value,
+        "rules": summary.code.rules.value,
+        "code": str(summary.code) if summary.revealed else None,
+        "deal_version": "TP1",
+        "daily_date": None if summary.daily_date is None else summary.daily_date.isoformat(),
+        "status": summary.status.value,
+        "score": summary.score,
+        "moves": summary.moves,
+        "undos": summary.undos,
+        "seq": summary.seq,
+        "elapsed_ms": summary.elapsed_ms,
+        "created_at": _iso(summary.created_at),
+        "finished_at": _iso(summary.finished_at),
+    }
+    if summary.actions is not None:
+        body["actions"] = [
+            {
+                "seq": a.seq,
+                "action": a.kind.value,
+                "pos": a.pos,
+                "card": a.card,
+                "score_after": a.score_after,
+                "at": _iso(a.at),
+            }
+            for a in summary.actions
+        ]
+    return body
+
+
+async def game_summary(request: web.Request) -> web.Response:
+    """``GET /api/v1/games/{id}`` → the game's summary; its code and full action list once
+    the game has ended (a daily game: once its date is over), or to its owner (Bearer)."""
+    game_id = _path_id(request, "game_id")
+    viewer = await _bearer(request, required=False)
+    summary = await request.app[SERVICES].games.summary(
+        game_id, None if viewer is None else viewer.id
+    )
+    return web.json_response(_summary_json(summary))
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InvalidInputError("the body is not valid JSON", code="bad_json") from None
+    if not isinstance(body, dict):
+        raise InvalidInputError("the body must be a JSON object", code="bad_json")
+    return body

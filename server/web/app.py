@@ -1,0 +1,88 @@
+"""The aiohttp application: REST API, websocket, static page, and their resources."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from aiohttp import WSCloseCode, web
+
+from server.config import Settings, load_or_create_daily_secret
+from server.engine.codes import RuleSet
+from server.services import Services
+from server.services.clock import Clock, SystemClock
+from server.storage.db import create_engine, migrate
+from server.web import api, ws
+from server.web.keys import CLOCK, SERVICES, SETTINGS, SOCKETS
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def create_app(
+    settings: Settings, *, clock: Clock | None = None, run_migrations: bool = True
+) -> web.Application:
+    """Build the application.
+
+    Args:
+        settings: validated settings; ``settings.database_url`` must be set (the CLI starts the
+            embedded PostgreSQL and fills it in when the environment gives none).
+        clock: the UTC clock (a fake one in tests).
+        run_migrations: migrate the database to the newest schema at start (under an advisory
+            lock, so concurrent starts are safe).
+
+    Returns:
+        The application; its database engine opens on startup and closes on cleanup, and every
+        open websocket is closed with 1001 (going away) on shutdown.
+
+    Raises:
+        ValueError: no database URL in the settings.
+    """
+    if not settings.database_url:
+        raise ValueError("create_app needs settings.database_url")
+    app = web.Application(middlewares=[api.error_middleware], client_max_size=64 * 1024)
+    app[SETTINGS] = settings
+    app[CLOCK] = clock or SystemClock()
+    app[SOCKETS] = set()
+    app.cleanup_ctx.append(_database(run_migrations))
+    app.on_shutdown.append(_close_sockets)
+    api.add_routes(app)
+    app.router.add_get("/ws", ws.websocket_handler)
+    index = STATIC_DIR / "index.html"
+    if index.exists():
+        app.router.add_get("/", _index)
+        app.router.add_static("/static/", STATIC_DIR, name="static")
+    return app
+
+
+def _database(run_migrations: bool):  # type: ignore[no-untyped-def]
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        settings = app[SETTINGS]
+        assert settings.database_url
+        engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        try:
+            if run_migrations:
+                await migrate(engine)
+            app[SERVICES] = Services.build(
+                engine,
+                app[CLOCK],
+                daily_secret=load_or_create_daily_secret(settings),
+                daily_rules=RuleSet(settings.daily_rules),
+            )
+            yield
+        finally:
+            await engine.dispose()
+
+    return ctx
+
+
+async def _close_sockets(app: web.Application) -> None:
+    sockets: set[web.WebSocketResponse] = app[SOCKETS]
+    for socket in list(sockets):
+        await socket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")
+
+
+async def _index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC_DIR / "index.html")

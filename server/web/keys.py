@@ -1,0 +1,14 @@
+"""Typed application keys shared by the web modules."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from server.config import Settings
+from server.services import Services
+from server.services.clock import Clock
+
+SETTINGS = web.AppKey("settings", Settings)
+CLOCK = web.AppKey("clock", Clock)
+SERVICES = web.AppKey("services", Services)
+SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])

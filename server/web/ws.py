@@ -1,0 +1,188 @@
+"""The websocket endpoint ``/ws``: parse → call a service → send. No rules here.
+
+Close codes: 1001 server shutting down, 1003 binary frames, 1008 no hello in time or a flood,
+1009 a frame over the size limit (aiohttp closes those itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from itertools import count
+
+from aiohttp import WSCloseCode, WSMsgType, web
+from limits import RateLimitItemPerSecond
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
+from sqlalchemy.exc import SQLAlchemyError
+
+from server.engine.errors import Locale
+from server.protocol import server as out
+from server.protocol.client import (
+    ActionRequest,
+    ClientMessage,
+    Hello,
+    JoinDaily,
+    NewGame,
+    Ping,
+    ProtocolError,
+    Resign,
+    Resume,
+    parse_client_message,
+)
+from server.services import Services
+from server.services.errors import ServiceError
+from server.services.games import Outcome
+from server.services.players import PlayerInfo
+from server.web.keys import SERVICES, SETTINGS, SOCKETS
+
+log = logging.getLogger(__name__)
+
+HELLO_TIMEOUT_S = 15.0
+UNAVAILABLE = "the game database is unavailable; nothing was changed, try again shortly"
+_connection_ids = count(1)
+_limiter = MovingWindowRateLimiter(MemoryStorage())
+
+
+@dataclass(slots=True)
+class _Session:
+    """One websocket connection's state."""
+
+    services: Services
+    ws: web.WebSocketResponse
+    rate: RateLimitItemPerSecond
+    flood: RateLimitItemPerSecond
+    key: str = field(default_factory=lambda: f"ws-{next(_connection_ids)}")
+    player: PlayerInfo | None = None
+    locale: Locale = Locale.EN
+    error_help: bool = True
+
+    async def send(self, message: out.JSON) -> None:
+        if not self.ws.closed:
+            await self.ws.send_str(out.encode(message))
+
+
+async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
+    """``GET /ws``: the play connection. The first message must be ``hello``."""
+    settings = request.app[SETTINGS]
+    ws = web.WebSocketResponse(
+        max_msg_size=settings.ws_max_message_bytes, heartbeat=settings.ws_heartbeat_s
+    )
+    await ws.prepare(request)
+    request.app[SOCKETS].add(ws)
+    session = _Session(
+        services=request.app[SERVICES],
+        ws=ws,
+        rate=RateLimitItemPerSecond(settings.ws_rate_per_second),
+        flood=RateLimitItemPerSecond(settings.ws_rate_per_second * 3),
+    )
+    try:
+        await _serve(session)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        request.app[SOCKETS].discard(ws)
+        if not ws.closed:
+            await ws.close()
+    return ws
+
+
+async def _serve(session: _Session) -> None:
+    ws = session.ws
+    deadline = time.monotonic() + HELLO_TIMEOUT_S
+    while not ws.closed:
+        timeout = None if session.player else max(0.0, deadline - time.monotonic())
+        try:
+            msg = await ws.receive(timeout=timeout)
+        except TimeoutError:
+            await session.send(out.error("hello_timeout", "send 'hello' with a token first"))
+            await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"no hello")
+            return
+        if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            return
+        if msg.type is WSMsgType.BINARY:
+            await ws.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"text frames only")
+            return
+        if msg.type is not WSMsgType.TEXT:
+            continue
+        if not _limiter.hit(session.flood, session.key):
+            await session.send(out.error("flood", "too many messages; closing"))
+            await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"flood")
+            return
+        if not _limiter.hit(session.rate, session.key):
+            await session.send(out.error("rate_limited", "too many messages; slow down"))
+            continue
+        await _handle(session, msg.data)
+
+
+async def _handle(session: _Session, raw: str) -> None:
+    request_id: int | str | None = None
+    try:
+        message = parse_client_message(raw)
+        request_id = message.id
+        await _dispatch(session, message)
+    except ProtocolError as exc:
+        rid = exc.request_id if exc.request_id is not None else request_id
+        await session.send(out.error(exc.code, exc.message, rid))
+    except ServiceError as exc:
+        await session.send(out.error(exc.code, exc.message, request_id))
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    except (SQLAlchemyError, OSError):
+        log.warning("database failure handling a websocket message", exc_info=True)
+        await session.send(out.error("unavailable", UNAVAILABLE, request_id))
+    except Exception:
+        log.exception("unexpected error handling a websocket message")
+        await session.send(out.error("internal_error", "the server failed; try again", request_id))
+
+
+async def _dispatch(session: _Session, message: ClientMessage) -> None:
+    services = session.services
+    if isinstance(message, Hello):
+        me = await services.players.authenticate(message.token)
+        session.player = me
+        session.locale = Locale.parse(message.locale)
+        session.error_help = message.error_help
+        games = await services.games.unfinished(me.id)
+        welcome = out.welcome(me, games, session.locale)
+        if message.id is not None:
+            welcome["id"] = message.id
+        await session.send(welcome)
+        return
+    if isinstance(message, Ping):
+        await session.send(out.pong(message.id))
+        return
+    if session.player is None:
+        await session.send(
+            out.error("hello_required", "send 'hello' with a token first", message.id)
+        )
+        return
+    player = session.player
+    if isinstance(message, NewGame):
+        snapshot = await services.games.new_free_game(
+            player.id, message.game_code(), message.rule_set()
+        )
+        await session.send(out.game(snapshot, session.locale, message.id))
+    elif isinstance(message, JoinDaily):
+        snapshot = await services.games.join_daily(player.id)
+        await session.send(out.game(snapshot, session.locale, message.id))
+    elif isinstance(message, Resume):
+        snapshot = await services.games.resume(player.id, message.game_id)
+        await session.send(out.game(snapshot, session.locale, message.id))
+    elif isinstance(message, ActionRequest):
+        action = message.engine_action()
+        result = await services.games.act(player.id, message.game_id, message.seq, action)
+        if result.outcome is Outcome.ACCEPTED:
+            await session.send(out.accepted(result.snapshot, session.locale, message.id))
+        else:
+            assert result.code is not None
+            await session.send(
+                out.rejected(
+                    result.snapshot, result.code, session.locale, session.error_help, message.id
+                )
+            )
+    elif isinstance(message, Resign):
+        snapshot = await services.games.resign(player.id, message.game_id)
+        await session.send(out.game(snapshot, session.locale, message.id))
