@@ -1,0 +1,157 @@
+"""The ``tripeaks`` command as a user runs it: real processes, real ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from server.engine import GameCode
+
+TRIPEAKS = [sys.executable, "-m", "server"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIPEAKS_")}
+    env.pop("DATABASE_URL", None)
+    env.update(extra)
+    return env
+
+
+def test_deal_prints_rows_waste_and_stock() -> None:
+    out = subprocess.run(
+        [*TRIPEAKS, "deal", "TP1-E-AAAAAAA"], capture_output=True, text=True, check=True
+    ).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("TP1-E-AAAAAAA")
+    assert lines[1].split() == ["3H", "7H", "8D"]
+    assert lines[4].split() == ["4S", "7S", "9H", "TS", "9D", "TD", "5H", "TH", "6D", "QS"]
+    assert "waste: 4H" in out
+    assert "stock: KH 7C 9C" in out
+
+
+def test_deal_json_matches_the_engine() -> None:
+    out = subprocess.run(
+        [*TRIPEAKS, "deal", "tp1-c-hellowo", "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    data = json.loads(out)
+    deal = GameCode.parse("TP1-C-HELLOWO").deal()
+    assert data == {
+        "code": "TP1-C-HELLOWO",
+        "rules": "C",
+        "tableau": [str(c) for c in deal.tableau],
+        "waste": str(deal.waste),
+        "stock": [str(c) for c in deal.stock],
+    }
+
+
+def test_deal_rejects_a_bad_code_naming_it() -> None:
+    result = subprocess.run([*TRIPEAKS, "deal", "TP1-Q-AAAAAAA"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "TP1-Q-AAAAAAA" in result.stderr
+
+
+def _start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[str]:
+    """Run ``tripeaks serve`` (output to ``log``) and wait until it accepts connections."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*TRIPEAKS, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                proc.wait(10)
+                pytest.fail(f"server did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Server processes started by a test, killed afterwards if still running."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+async def _play_a_little(base: str) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/healthz") as resp:
+            assert resp.status == 200
+        async with http.post(f"{base}/api/v1/players", json={"name": "Cli Player"}) as resp:
+            assert resp.status == 201
+            token = (await resp.json())["token"]
+        async with http.ws_connect(f"{base}/ws") as ws:
+            await ws.send_json({"type": "hello", "token": token})
+            assert (await ws.receive_json())["type"] == "welcome"
+            await ws.send_json({"type": "join_daily"})
+            game = (await ws.receive_json())["game"]
+            await ws.send_json(
+                {"type": "action", "game_id": game["game_id"], "seq": 0, "action": "draw"}
+            )
+            assert (await ws.receive_json())["type"] == "accepted"
+
+
+async def test_serve_without_database_url_starts_an_embedded_postgres(
+    tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    port = _free_port()
+    env = _env(TRIPEAKS_PORT=str(port), TRIPEAKS_DATA_DIR=str(tmp_path / "data"))
+    proc = _start(env, port, tmp_path / "server.log")
+    processes.append(proc)
+    await _play_a_little(f"http://127.0.0.1:{port}")
+    assert (tmp_path / "data" / "pg" / "PG_VERSION").exists()
+    assert (tmp_path / "data" / "daily_secret").exists()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=15) == 0
+
+
+async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    port = _free_port()
+    env = _env(
+        TRIPEAKS_PORT=str(port),
+        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+        TRIPEAKS_DAILY_SECRET="cli-secret-0123456789abc",
+    )
+    proc = _start(env, port, tmp_path / "server.log")
+    processes.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    await _play_a_little(base)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{base}/api/v1/players", json={"name": "Sigterm"}) as resp:
+            token = (await resp.json())["token"]
+        async with http.ws_connect(f"{base}/ws") as ws:
+            await ws.send_json({"type": "hello", "token": token})
+            assert (await ws.receive_json())["type"] == "welcome"
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            msg = await ws.receive(timeout=10)
+            assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
+    assert proc.wait(timeout=10) == 0
+    assert time.monotonic() - started < 10

@@ -1,0 +1,244 @@
+"""Players over REST (``POST /api/v1/players``, ``GET /api/v1/players/me``) on a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import unicodedata
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from sqlalchemy import text
+
+from server.services.errors import InvalidInputError
+from server.services.players import normalize_name
+from server.storage.db import create_engine
+from tests.helpers import register
+
+Client = TestClient[Any, Any]
+
+
+async def _error(resp: Any, status: int, code: str) -> dict[str, Any]:
+    assert resp.status == status, await resp.text()
+    assert resp.content_type == "application/json"
+    body: dict[str, Any] = await resp.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return body
+
+
+async def test_register_returns_201_with_id_name_and_token(client: Client) -> None:
+    resp = await client.post("/api/v1/players", json={"name": "Alice"})
+    assert resp.status == 201
+    body = await resp.json()
+    assert set(body) == {"id", "name", "token"}
+    assert isinstance(body["id"], int) and body["id"] > 0
+    assert body["name"] == "Alice"
+    assert isinstance(body["token"], str) and len(body["token"]) >= 32
+
+    other = await register(client, "Bob")
+    assert other["id"] != body["id"]
+    assert other["token"] != body["token"]
+
+
+async def test_token_is_stored_only_as_its_sha256(client: Client, database_url: str) -> None:
+    alice = await register(client, "Alice")
+    engine = create_engine(database_url, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            columns = set(
+                (
+                    await conn.execute(
+                        text(
+                            "SELECT column_name FROM information_schema.columns "
+                            "WHERE table_name = 'players'"
+                        )
+                    )
+                ).scalars()
+            )
+            row = (
+                await conn.execute(
+                    text("SELECT id, name, token_hash, players::text AS everything FROM players")
+                )
+            ).one()
+    finally:
+        await engine.dispose()
+    assert columns == {"id", "name", "token_hash", "created_at"}
+    assert row.id == alice["id"]
+    assert bytes(row.token_hash) == hashlib.sha256(alice["token"].encode()).digest()
+    assert alice["token"] not in row.everything
+    assert alice["token"].encode().hex() not in row.everything
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("", "at least 2"),
+        ("   ", "at least 2"),
+        ("A", "at least 2"),
+        ("x" * 25, "at most 24"),
+        ("Bob\x00by", "may only contain"),
+        ("Bob\x07by", "may only contain"),
+        ("Bob\x7fby", "may only contain"),
+        ("Bob\u202eby", "may only contain"),
+        ("Bob\u200bby", "may only contain"),
+        ("Bob😀", "may only contain"),
+        ("Bob♠", "may only contain"),
+        ("Bob<script>", "may only contain"),
+        ("a@b", "may only contain"),
+        ("_bob", "must start with a letter or a digit"),
+        ("-bob", "must start with a letter or a digit"),
+        (".bob", "must start with a letter or a digit"),
+        ("'bob", "must start with a letter or a digit"),
+        (42, "must be a string"),
+        (None, "must be a string"),
+        (["Bob"], "must be a string"),
+        ({"first": "Bob"}, "must be a string"),
+        (True, "must be a string"),
+    ],
+)
+async def test_bad_names_are_rejected_with_bad_name_and_a_reason(
+    client: Client, name: object, reason: str
+) -> None:
+    resp = await client.post("/api/v1/players", json={"name": name})
+    body = await _error(resp, 400, "bad_name")
+    assert reason in body["error"]["message"]
+
+
+async def test_missing_name_is_bad_name(client: Client) -> None:
+    resp = await client.post("/api/v1/players", json={"nickname": "Bob"})
+    body = await _error(resp, 400, "bad_name")
+    assert "name" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "stored"),
+    [
+        ("  Bob   Smith  ", "Bob Smith"),
+        ("Bob\tSmith", "Bob Smith"),
+        ("xy", "xy"),
+        ("x" * 24, "x" * 24),
+        ("  " + "y" * 24 + "  ", "y" * 24),
+        ("Zoe\u0308", "Zo\u00eb"),  # NFC: e + combining diaeresis -> ë
+        ("7th Heaven", "7th Heaven"),
+        ("O'Brien-Smith_Jr.", "O'Brien-Smith_Jr."),
+        ("Łukasz", "Łukasz"),
+        ("山田太郎", "山田太郎"),
+        ("Ана", "Ана"),
+    ],
+)
+async def test_good_names_are_normalised(client: Client, raw: str, stored: str) -> None:
+    resp = await client.post("/api/v1/players", json={"name": raw})
+    assert resp.status == 201, await resp.text()
+    assert (await resp.json())["name"] == stored
+
+
+@pytest.mark.parametrize("name", ["राम", "सीता", "สมศักดิ์", "தமிழ்", "Jalapen\u0303o"])
+def test_names_with_combining_marks_of_any_script_are_letters(name: str) -> None:
+    # normalize_name promises "letters or digits (any script)": the vowel signs and marks that
+    # Devanagari, Thai and Tamil (and decomposed Latin) write with are part of the letters.
+    assert normalize_name(name) == unicodedata.normalize("NFC", name)
+
+
+@pytest.mark.parametrize("name", ["\u0301ab", "a \u0301b", "a-\u0301b", "Zx" + "\u0336" * 4])
+def test_combining_marks_must_sit_on_a_letter_and_not_stack(name: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        normalize_name(name)
+    assert caught.value.code == "bad_name"
+
+
+async def test_duplicate_name_is_409_case_insensitively(client: Client) -> None:
+    await register(client, "Alice")
+    for clash in ("Alice", "alice", "ALICE", "  aLiCe "):
+        resp = await client.post("/api/v1/players", json={"name": clash})
+        body = await _error(resp, 409, "name_taken")
+        assert "already taken" in body["error"]["message"]
+    await register(client, "Alice2")
+    await register(client, "Élodie")
+    resp = await client.post("/api/v1/players", json={"name": "ÉLODIE"})
+    await _error(resp, 409, "name_taken")
+
+
+@pytest.mark.parametrize(
+    "body", [b"{", b"{'name': 'x'}", b"name=Bob", b"", b"\xff\xfe{}", b'{"name": "Bob"} trailing']
+)
+async def test_invalid_json_body_is_bad_json(client: Client, body: bytes) -> None:
+    resp = await client.post(
+        "/api/v1/players", data=body, headers={"Content-Type": "application/json"}
+    )
+    await _error(resp, 400, "bad_json")
+
+
+@pytest.mark.parametrize("body", [b'"Bob"', b'["Bob"]', b"42", b"null", b"true"])
+async def test_non_object_json_body_is_bad_json(client: Client, body: bytes) -> None:
+    resp = await client.post(
+        "/api/v1/players", data=body, headers={"Content-Type": "application/json"}
+    )
+    body_json = await _error(resp, 400, "bad_json")
+    assert "object" in body_json["error"]["message"]
+
+
+async def test_oversized_body_is_413_json(client: Client) -> None:
+    payload = b'{"name": "Bob", "pad": "' + b"x" * (70 * 1024) + b'"}'
+    resp = await client.post(
+        "/api/v1/players", data=payload, headers={"Content-Type": "application/json"}
+    )
+    assert resp.status == 413
+    body = await resp.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    # nothing was registered
+    again = await client.post("/api/v1/players", json={"name": "Bob"})
+    assert again.status == 201
+
+
+async def test_me_with_a_valid_bearer_returns_the_player(client: Client) -> None:
+    alice = await register(client, "Alice")
+    await register(client, "Bob")
+    for scheme in ("Bearer", "bearer", "BEARER"):
+        resp = await client.get(
+            "/api/v1/players/me", headers={"Authorization": f"{scheme} {alice['token']}"}
+        )
+        assert resp.status == 200
+        assert await resp.json() == {"id": alice["id"], "name": "Alice"}
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Basic dXNlcjpwYXNz",
+        "Token abc",
+        "Bearer not-a-real-token",
+        "Bearer " + "x" * 500,
+    ],
+)
+async def test_me_without_or_with_a_bad_bearer_is_401(client: Client, header: str | None) -> None:
+    await register(client, "Alice")
+    headers = {} if header is None else {"Authorization": header}
+    resp = await client.get("/api/v1/players/me", headers=headers)
+    await _error(resp, 401, "unauthorized")
+
+
+async def test_me_rejects_a_token_differing_in_one_character(client: Client) -> None:
+    alice = await register(client, "Alice")
+    token = alice["token"]
+    tampered = token[:-1] + ("A" if token[-1] != "A" else "B")
+    resp = await client.get("/api/v1/players/me", headers={"Authorization": f"Bearer {tampered}"})
+    await _error(resp, 401, "unauthorized")
+
+
+async def test_concurrent_registrations_of_one_name_admit_exactly_one(client: Client) -> None:
+    names = ["Racer", "racer", "RACER", "Racer ", " racer", "rAcEr"]
+    responses = await asyncio.gather(
+        *(client.post("/api/v1/players", json={"name": n}) for n in names)
+    )
+    statuses = sorted(r.status for r in responses)
+    assert statuses == [201] + [409] * (len(names) - 1)
+    for resp in responses:
+        if resp.status == 409:
+            assert (await resp.json())["error"]["code"] == "name_taken"

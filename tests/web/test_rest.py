@@ -1,0 +1,349 @@
+"""REST on a real server: ``GET /api/v1/games/{id}`` (what is revealed to whom, and when),
+``/healthz`` and the JSON error bodies of unknown paths and wrong methods."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from server.config import Settings
+from server.engine import GameCode, RuleSet
+from server.services.clock import FakeClock
+from server.services.daily import derive_daily_code
+from server.storage.db import create_engine
+from tests.conftest import ADMIN_URL
+from tests.helpers import WsPlayer, blocking_line, register
+
+Client = TestClient[Any, Any]
+CODE = "TP1-E-AAAAAAA"
+SUMMARY_FIELDS = {
+    "id",
+    "player",
+    "mode",
+    "rules",
+    "code",
+    "deal_version",
+    "daily_date",
+    "status",
+    "score",
+    "moves",
+    "undos",
+    "seq",
+    "elapsed_ms",
+    "created_at",
+    "finished_at",
+}
+ACTION_FIELDS = {"seq", "action", "pos", "card", "score_after", "at"}
+
+
+def bearer(player: dict[str, Any]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {player['token']}"}
+
+
+async def summary(
+    client: Client, game_id: int, viewer: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    resp = await client.get(f"/api/v1/games/{game_id}", headers=bearer(viewer) if viewer else {})
+    assert resp.status == 200, await resp.text()
+    body: dict[str, Any] = await resp.json()
+    return body
+
+
+async def error(resp: Any, status: int, code: str) -> dict[str, Any]:
+    assert resp.status == status, await resp.text()
+    assert resp.content_type == "application/json"
+    body: dict[str, Any] = await resp.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    assert body["error"]["code"] == code, body
+    assert body["error"]["message"]
+    return body
+
+
+async def play_free(
+    client: Client, clock: FakeClock, name: str
+) -> tuple[dict[str, Any], WsPlayer, dict[str, Any]]:
+    """A player with a free game of CODE after draw (KH), remove 27 (QS), undo, draw (7C)."""
+    player = await register(client, name)
+    ws, _ = await WsPlayer.connect(client, player["token"])
+    game = (await ws.request({"type": "new_game", "code": CODE.lower()}))["game"]
+    assert game["code"] == CODE
+    clock.advance(ms=1500)
+    game = (await ws.act(game, "draw"))["game"]  # waste KH
+    clock.advance(ms=500)
+    reply = await ws.act(game, "remove", 27)  # QS on KH
+    assert reply["type"] == "accepted", reply
+    game = reply["game"]
+    clock.advance(ms=250)
+    reply = await ws.act(game, "undo")
+    assert reply["type"] == "accepted", reply
+    game = reply["game"]
+    clock.advance(ms=250)
+    game = (await ws.act(game, "draw"))["game"]  # QS went back; 7C is drawn
+    return player, ws, game
+
+
+async def test_unknown_game_is_404(client: Client) -> None:
+    await error(await client.get("/api/v1/games/999999"), 404, "unknown_game")
+    await error(await client.get("/api/v1/games/0"), 404, "unknown_game")
+
+
+@pytest.mark.parametrize("game_id", ["abc", "-1", "1.0", "1e3", "0x1f", "9" * 40, "１"])
+async def test_non_numeric_game_id_is_400(client: Client, game_id: str) -> None:
+    await error(await client.get(f"/api/v1/games/{game_id}"), 400, "bad_game_id")
+
+
+async def test_in_progress_free_game_hides_code_and_actions_from_others(
+    client: Client, clock: FakeClock
+) -> None:
+    alice, ws, game = await play_free(client, clock, "Alice")
+    bob = await register(client, "Bob")
+    for viewer in (None, bob):
+        body = await summary(client, game["game_id"], viewer)
+        assert set(body) == SUMMARY_FIELDS  # no "actions"
+        assert body["code"] is None
+        assert body["id"] == game["game_id"]
+        assert body["player"] == {"id": alice["id"], "name": "Alice"}
+        assert body["mode"] == "free" and body["rules"] == "E"
+        assert body["deal_version"] == "TP1"
+        assert body["daily_date"] is None
+        assert body["status"] == "playing"
+        assert (body["score"], body["moves"], body["undos"], body["seq"]) == (
+            game["score"],
+            game["moves"],
+            game["undos"],
+            game["seq"],
+        )
+        assert body["finished_at"] is None
+        assert body["created_at"] == "2026-03-14T12:00:00Z"
+    await ws.close()
+
+
+async def test_owner_sees_code_and_full_action_list_of_an_in_progress_game(
+    client: Client, clock: FakeClock
+) -> None:
+    alice, ws, game = await play_free(client, clock, "Alice")
+    body = await summary(client, game["game_id"], alice)
+    assert set(body) == SUMMARY_FIELDS | {"actions"}
+    assert body["code"] == CODE
+    assert (body["moves"], body["undos"], body["seq"]) == (3, 1, 4)
+    actions = body["actions"]
+    for action in actions:
+        assert set(action) == ACTION_FIELDS
+    assert actions == [
+        {
+            "seq": 1,
+            "action": "draw",
+            "pos": None,
+            "card": "KH",
+            "score_after": 499,
+            "at": "2026-03-14T12:00:01.500000Z",
+        },
+        {
+            "seq": 2,
+            "action": "remove",
+            "pos": 27,
+            "card": "QS",
+            "score_after": 498,
+            "at": "2026-03-14T12:00:02Z",
+        },
+        {
+            "seq": 3,
+            "action": "undo",
+            "pos": 27,
+            "card": "QS",
+            "score_after": 499,
+            "at": "2026-03-14T12:00:02.250000Z",
+        },
+        {
+            "seq": 4,
+            "action": "draw",
+            "pos": None,
+            "card": "7C",
+            "score_after": 498,
+            "at": "2026-03-14T12:00:02.500000Z",
+        },
+    ]
+    assert body["score"] == game["score"] == 498
+    await ws.close()
+
+
+async def test_ended_free_game_shows_actions_to_anyone(client: Client, clock: FakeClock) -> None:
+    alice, ws, game = await play_free(client, clock, "Alice")
+    clock.advance(ms=1000)
+    resigned = await ws.request({"type": "resign", "game_id": game["game_id"]})
+    assert resigned["game"]["status"] == "resigned", resigned
+    bob = await register(client, "Bob")
+    owner_view = await summary(client, game["game_id"], alice)
+    for viewer in (None, bob):
+        body = await summary(client, game["game_id"], viewer)
+        assert body["status"] == "resigned"
+        assert body["code"] == CODE
+        assert body["finished_at"] == "2026-03-14T12:00:03.500000Z"
+        assert body["elapsed_ms"] == 3500
+        assert [a["seq"] for a in body["actions"]] == [1, 2, 3, 4]
+        assert body == owner_view
+    await ws.close()
+
+
+async def test_another_players_bearer_does_not_reveal_an_open_game(
+    client: Client, clock: FakeClock
+) -> None:
+    _alice, ws, game = await play_free(client, clock, "Alice")
+    bob = await register(client, "Bob")
+    body = await summary(client, game["game_id"], bob)
+    assert body["code"] is None and "actions" not in body
+    resp = await client.get(
+        f"/api/v1/games/{game['game_id']}", headers={"Authorization": "Bearer not-a-token"}
+    )
+    await error(resp, 401, "unauthorized")
+    await ws.close()
+
+
+async def test_finished_daily_stays_hidden_while_its_date_is_open(
+    client: Client, clock: FakeClock, settings: Settings
+) -> None:
+    code = derive_daily_code(
+        (settings.daily_secret or "").encode(), dt.date(2026, 3, 14), RuleSet.EASY
+    )
+    line = blocking_line(code.deal(), code.rules)
+    assert line is not None
+    alice = await register(client, "Alice")
+    bob = await register(client, "Bob")
+    ws, _ = await WsPlayer.connect(client, alice["token"])
+    game = (await ws.request({"type": "join_daily"}))["game"]
+    clock.advance(ms=42_000)
+    final = await ws.play(game, line)
+    assert final["status"] == "blocked"
+
+    for viewer in (None, bob):
+        body = await summary(client, game["game_id"], viewer)
+        assert body["mode"] == "daily" and body["daily_date"] == "2026-03-14"
+        assert body["status"] == "blocked"
+        assert body["elapsed_ms"] == 42_000
+        assert body["code"] is None
+        assert "actions" not in body
+
+    clock.set(dt.datetime(2026, 3, 15, 0, 0, tzinfo=dt.UTC))
+    for viewer in (None, bob, alice):
+        body = await summary(client, game["game_id"], viewer)
+        assert body["code"] == str(code)
+        assert len(body["actions"]) == len(line)
+        assert [a["action"] for a in body["actions"]] == [a.kind.value for a in line]
+        assert [a["pos"] for a in body["actions"]] == [a.pos for a in line]
+        deal = code.deal()
+        drawn = [a["card"] for a in body["actions"] if a["action"] == "draw"]
+        assert drawn == [str(c) for c in deal.stock]
+    await ws.close()
+
+
+async def test_owner_of_an_open_daily_does_not_get_its_code_over_rest(
+    client: Client, clock: FakeClock
+) -> None:
+    # SPEC §4: the daily's code stays hidden until its date is over. The code names every
+    # face-down card and the stock order, so even the player of the game may not see it (the
+    # websocket state also sends code null). The cards they have seen (actions) are fine.
+    alice = await register(client, "Alice")
+    ws, _ = await WsPlayer.connect(client, alice["token"])
+    game = (await ws.request({"type": "join_daily"}))["game"]
+    assert game["code"] is None
+    game = (await ws.act(game, "draw"))["game"]
+    body = await summary(client, game["game_id"], alice)
+    assert body["code"] is None
+    assert [(a["action"], a["card"]) for a in body["actions"]] == [("draw", game["waste"])]
+
+    resigned = await ws.request({"type": "resign", "game_id": game["game_id"]})
+    assert resigned["game"]["status"] == "resigned"
+    assert (await summary(client, game["game_id"], alice))["code"] is None
+
+    clock.advance(days=1)
+    published = (await (await client.get("/api/v1/daily/2026-03-14")).json())["code"]
+    assert published is not None
+    assert (await summary(client, game["game_id"], alice))["code"] == published
+    assert (await summary(client, game["game_id"]))["code"] == published
+    assert GameCode.parse(published).rules is RuleSet.EASY
+    await ws.close()
+
+
+async def test_healthz_is_ok(client: Client) -> None:
+    resp = await client.get("/healthz")
+    assert resp.status == 200
+    body = await resp.json()
+    assert body["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/nothing", "/api/v1/", "/api/v1/players/me/extra", "/api/v1/daily/x/y/z"]
+)
+async def test_unknown_api_path_is_404_json(client: Client, path: str) -> None:
+    await error(await client.get(path), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("DELETE", "/api/v1/players"),
+        ("GET", "/api/v1/players"),
+        ("POST", "/api/v1/daily"),
+        ("PUT", "/api/v1/games/1"),
+        ("POST", "/api/v1/daily/2026-03-14/leaderboard"),
+    ],
+)
+async def test_wrong_method_is_405_json_with_allow(client: Client, method: str, path: str) -> None:
+    resp = await client.request(method, path)
+    await error(resp, 405, "method_not_allowed")
+    assert resp.headers.get("Allow"), "a 405 must say which methods are allowed"
+
+
+async def test_api_errors_do_not_leak_to_other_routes(client: Client) -> None:
+    resp = await client.get("/definitely-not-here")
+    assert resp.status == 404
+
+
+async def test_database_outage_gives_503_json_and_the_api_recovers(
+    client: Client, database_url: str
+) -> None:
+    alice = await register(client, "Alice")
+    name = make_url(database_url).database
+    admin = create_engine(ADMIN_URL, pool_size=1)
+
+    async def run(sql: str) -> None:
+        async with admin.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text(sql))
+
+    try:
+        await run(
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+        )
+        await run(f'ALTER DATABASE "{name}" RENAME TO "{name}_away"')
+        try:
+            for method, path in [
+                ("GET", "/api/v1/daily"),
+                ("GET", "/api/v1/daily/2026-03-13"),
+                ("POST", "/api/v1/players"),
+                ("GET", "/api/v1/players/me"),
+                ("GET", "/api/v1/daily/2026-03-14/leaderboard"),
+                ("GET", "/api/v1/daily/2026-03-14/leaderboard/around/1"),
+                ("GET", "/api/v1/games/1"),
+            ]:
+                resp = await client.request(
+                    method, path, json={"name": "Bob"}, headers=bearer(alice)
+                )
+                await error(resp, 503, "unavailable")
+            health = await client.get("/healthz")
+            assert health.status == 503
+            assert (await health.json())["status"] != "ok"
+        finally:
+            await run(f'ALTER DATABASE "{name}_away" RENAME TO "{name}"')
+    finally:
+        await admin.dispose()
+    assert (await client.get("/healthz")).status == 200
+    me = await client.get("/api/v1/players/me", headers=bearer(alice))
+    assert me.status == 200
+    assert (await me.json())["id"] == alice["id"]
+    assert (await client.post("/api/v1/players", json={"name": "Bob"})).status == 201
