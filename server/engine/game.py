@@ -294,9 +294,7 @@ class Game:
                 for pos, card in enumerate(self._tableau)
                 if card is not None and self._face_up(pos) and is_neighbour(card, top, rules)
             )
-        actions += (
-            action for action in (_DRAW, _UNDO) if self.would_accept(action) is None
-        )
+        actions += (action for action in (_DRAW, _UNDO) if self.would_accept(action) is None)
         return tuple(actions)
 
     # ------------------------------------------------------------ queries

@@ -122,62 +122,72 @@ def check_against_model(game: Game, model: Model, resigned: bool = False) -> Non
     assert (view.score, view.moves, view.stock_count) == (game.score, game.moves, len(game.stock))
 
 
-def probe_rejection(game: Game, action: Action) -> None:
-    """A refused action raises its would_accept code and changes nothing at all."""
+def probe(game: Game, action: Action) -> None:
+    """A refused action raises its would_accept code and changes nothing at all; an accepted one
+    applied to a copy leaves the original untouched."""
     code = game.would_accept(action)
     assert (code is None) is (action in game.legal_actions())
-    if code is None:
-        twin = game.copy()
-        before = full_state(game)
-        twin.apply(action)
-        assert full_state(game) == before  # copy() is independent
-        return
     before = full_state(game)
-    with pytest.raises(IllegalActionError) as raised:
-        game.apply(action)
-    assert raised.value.code is code
+    if code is None:
+        game.copy().apply(action)
+    else:
+        with pytest.raises(IllegalActionError) as raised:
+            game.apply(action)
+        assert raised.value.code is code
     assert full_state(game) == before
 
 
+def new_game(number: int | None, rules: RuleSet, ranked: bool) -> Game:
+    """A game on code ``number``, or (``None``) on the chain deal, which random play can win."""
+    deal = chain_deal() if number is None else GameCode(rules, number).deal()
+    return Game(deal, rules, ranked=ranked)
+
+
+def pick(data: st.DataObject, game: Game, undo_weight: int, greedy: bool) -> Action | None:
+    """Draw one of the legal actions (``None`` when there is none).
+
+    Undo is offered ``undo_weight`` times among the other choices (always, when it is the only
+    legal action); ``greedy`` play only considers removals when there are some.
+    """
+    legal = game.legal_actions()
+    others = [action for action in legal if action.kind is not ActionKind.UNDO]
+    removals = [action for action in others if action.kind is ActionKind.REMOVE]
+    if greedy and removals:
+        others = removals
+    undos = [Action.undo()] * (undo_weight or 1) if Action.undo() in legal else []
+    choices = others + (undos if undo_weight or not others else [])
+    return data.draw(st.sampled_from(choices), label="action") if choices else None
+
+
+GAMES = {
+    "number": st.one_of(st.integers(0, CODE_SPACE - 1), st.none()),
+    "rules": st.sampled_from(RuleSet),
+    "ranked": st.booleans(),
+    "undo_weight": st.integers(0, 3),
+    "greedy": st.booleans(),
+    "steps": st.integers(0, 110),
+}
+
+
 @SETTINGS
-@given(
-    data=st.data(),
-    number=st.one_of(st.integers(0, CODE_SPACE - 1), st.none()),
-    rules=st.sampled_from(RuleSet),
-    ranked=st.booleans(),
-    undo_percent=st.integers(0, 50),
-    greedy=st.booleans(),
-    steps=st.integers(0, 110),
-)
+@given(data=st.data(), **GAMES)
 def test_random_legal_play_matches_the_independent_model(
     data: st.DataObject,
     number: int | None,
     rules: RuleSet,
     ranked: bool,
-    undo_percent: int,
+    undo_weight: int,
     greedy: bool,
     steps: int,
 ) -> None:
-    # number None: the hand-built chain deal, which greedy play can win.
-    deal = chain_deal() if number is None else GameCode(rules, number).deal()
-    game = Game(deal, rules, ranked=ranked)
+    game = new_game(number, rules, ranked)
     model = Model(game)
     boards_before: list[tuple[object, ...]] = []
+    check_against_model(game, model)
     for _ in range(steps):
-        check_against_model(game, model)
-        probe_rejection(game, data.draw(st.sampled_from(ALL_ACTIONS), label="probe"))
-        legal = game.legal_actions()
-        if not legal:
+        action = pick(data, game, undo_weight, greedy)
+        if action is None:
             break
-        others = [action for action in legal if action.kind is not ActionKind.UNDO]
-        removals = [action for action in others if action.kind is ActionKind.REMOVE]
-        if greedy and removals:  # prefer removals: reaches won games more often
-            others = removals
-        wants_undo = data.draw(st.integers(0, 99), label="roll") < undo_percent
-        if Action.undo() in legal and (wants_undo or not others):
-            action = Action.undo()
-        else:
-            action = data.draw(st.sampled_from(others), label="action")
         before = board(game)
         applied = game.apply(action)
         if action.kind is ActionKind.UNDO:
@@ -189,18 +199,39 @@ def test_random_legal_play_matches_the_independent_model(
             boards_before.append(before)
             assert applied.pos == action.pos
         assert (applied.score_after, applied.status_after) == (game.score, game.status)
-    check_against_model(game, model)
+        check_against_model(game, model)
     event(f"ended {game.status.value}{' ranked' if ranked else ''}")
     event("history window overflowed" if model.pushes > 100 else "history within 100 pushes")
-
-    rebuilt = Game.replay(game.deal, game.rules, game.actions, ranked=game.ranked)
-    assert full_state(rebuilt) == full_state(game)
 
     if not game.is_over and data.draw(st.booleans(), label="resign"):
         game.resign()
         check_against_model(game, model, resigned=True)
         for action in ALL_ACTIONS:
             assert game.would_accept(action) is Rejection.GAME_OVER
+
+
+@SETTINGS
+@given(data=st.data(), **GAMES)
+def test_after_random_play_rejections_change_nothing_and_replay_rebuilds_the_game(
+    data: st.DataObject,
+    number: int | None,
+    rules: RuleSet,
+    ranked: bool,
+    undo_weight: int,
+    greedy: bool,
+    steps: int,
+) -> None:
+    game = new_game(number, rules, ranked)
+    for _ in range(steps):
+        action = pick(data, game, undo_weight, greedy)
+        if action is None:
+            break
+        game.apply(action)
+    for action in ALL_ACTIONS:
+        probe(game, action)
+    rebuilt = Game.replay(game.deal, game.rules, game.actions, ranked=game.ranked)
+    assert full_state(rebuilt) == full_state(game)
+    assert game.copy().actions == game.actions
 
 
 @SETTINGS
