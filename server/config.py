@@ -14,6 +14,11 @@ Environment variables (all optional):
 - ``TRIPEAKS_DB_POOL_SIZE``: connections per server process (default 10).
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
   per-connection request rate (defaults 4096 bytes, 20 requests per second).
+- ``TRIPEAKS_WS_SEND_QUEUE``: messages queued for one slow receiver before it is closed (256).
+- ``TRIPEAKS_RACE_MAX_PLAYERS`` (8), ``TRIPEAKS_RACE_MAX_ROOMS`` (3 per player),
+  ``TRIPEAKS_RACE_COUNTDOWN_S`` (5), ``TRIPEAKS_RACE_TIME_LIMIT_S`` (600, the default limit),
+  ``TRIPEAKS_RACE_MIN_TIME_LIMIT_S`` (30), ``TRIPEAKS_RACE_MAX_TIME_LIMIT_S`` (7200),
+  ``TRIPEAKS_RACE_SWEEP_S`` (1, how often time limits are checked).
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ class Settings(BaseSettings):
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)
+    ws_send_queue: int = Field(default=256, ge=8, le=100_000)
+    race_max_players: int = Field(default=8, ge=1, le=100)
+    race_max_rooms: int = Field(default=3, ge=1, le=100)
+    race_countdown_s: float = Field(default=5.0, ge=0, le=60)
+    race_time_limit_s: int = Field(default=600, ge=1, le=86_400)
+    race_min_time_limit_s: int = Field(default=30, ge=1, le=86_400)
+    race_max_time_limit_s: int = Field(default=7200, ge=1, le=86_400)
+    race_sweep_s: float = Field(default=1.0, gt=0, le=60)
 
     @field_validator("daily_rules", mode="before")
     @classmethod

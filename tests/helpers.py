@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from typing import Any
 
 from aiohttp import ClientWebSocketResponse
@@ -28,6 +29,9 @@ class WsPlayer:
     def __init__(self, ws: ClientWebSocketResponse) -> None:
         self.ws = ws
         self._next_id = 0
+        self.inbox: deque[dict[str, Any]] = deque()  # pushed messages read while awaiting replies
+        self.player_id = 0
+        self.token = ""
 
     @classmethod
     async def connect(
@@ -37,6 +41,8 @@ class WsPlayer:
         player = cls(ws)
         welcome = await player.request({"type": "hello", "token": token, **hello})
         assert welcome["type"] == "welcome", welcome
+        player.player_id = welcome["player"]["id"]
+        player.token = token
         return player, welcome
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -45,19 +51,36 @@ class WsPlayer:
     async def send_raw(self, frame: str) -> None:
         await self.ws.send_str(frame)
 
-    async def recv(self) -> dict[str, Any]:
+    async def _receive(self) -> dict[str, Any]:
         msg = await asyncio.wait_for(self.ws.receive(), TIMEOUT)
         assert msg.type.name == "TEXT", msg
         data: dict[str, Any] = json.loads(msg.data)
         return data
 
+    async def recv(self) -> dict[str, Any]:
+        """The next message: a pushed one set aside earlier, else the next from the socket."""
+        if self.inbox:
+            return self.inbox.popleft()
+        return await self._receive()
+
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send a request and return its reply; pushed messages meanwhile go to ``inbox``."""
         self._next_id += 1
         rid = f"r{self._next_id}"
         await self.send({**message, "id": rid})
-        reply = await self.recv()
-        assert reply.get("id") == rid, (message, reply)
-        return reply
+        while True:
+            reply = await self._receive()
+            if reply.get("id") == rid:
+                return reply
+            assert "id" not in reply, (message, reply)
+            self.inbox.append(reply)
+
+    async def until(self, kind: str, **match: Any) -> dict[str, Any]:
+        """Read messages until one of ``kind`` (with fields equal to ``match``) arrives."""
+        while True:
+            message = await self.recv()
+            if message["type"] == kind and all(message.get(k) == v for k, v in match.items()):
+                return message
 
     async def act(
         self, game: dict[str, Any], action: str, pos: int | None = None

@@ -87,7 +87,10 @@ class InvalidPositionError(InvalidActionError):
 
 
 class Rejection(StrEnum):
-    """Why a well-formed action was refused (SPEC §2 rejection table); the value is the wire code."""
+    """Why a well-formed action was refused (SPEC §2 rejection table).
+
+    The value is the wire code.
+    """
 
     NOT_ADJACENT = "not_adjacent"
     BLOCKED = "blocked"

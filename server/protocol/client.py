@@ -81,12 +81,16 @@ class NewGame(_Message):
         Raises:
             ProtocolError: ``bad_code`` naming the bad code.
         """
-        if self.code is None:
-            return None
-        try:
-            return GameCode.parse(self.code)
-        except EngineError as exc:
-            raise ProtocolError("bad_code", str(exc), self.id) from None
+        return _parse_code(self.code, self.id)
+
+
+def _parse_code(text: str | None, request_id: int | str | None) -> GameCode | None:
+    if text is None:
+        return None
+    try:
+        return GameCode.parse(text)
+    except EngineError as exc:
+        raise ProtocolError("bad_code", str(exc), request_id) from None
 
 
 class JoinDaily(_Message):
@@ -139,6 +143,52 @@ class Resign(_Message):
     game_id: Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
 
 
+class RaceCreate(_Message):
+    """Open a race room (a random deal unless ``code`` is given); the sender hosts it."""
+
+    type: Literal["race_create"]
+    code: Annotated[StrictStr, Field(max_length=40)] | None = None
+    rules: Literal["E", "C", "e", "c"] | None = None
+    time_limit_s: Annotated[StrictInt, Field(ge=1, le=86_400)] | None = None
+
+    def rule_set(self) -> RuleSet:
+        """The rule set for a random deal (Easy unless ``rules`` says ``C``)."""
+        return RuleSet.CLASSIC if (self.rules or "E").upper() == "C" else RuleSet.EASY
+
+    def game_code(self) -> GameCode | None:
+        """The parsed game code, or None for a random deal.
+
+        Raises:
+            ProtocolError: ``bad_code`` naming the bad code.
+        """
+        return _parse_code(self.code, self.id)
+
+
+InviteCode = Annotated[StrictStr, Field(min_length=1, max_length=20)]
+
+
+class RaceJoin(_Message):
+    """Take a seat in a race room by its invite code, or watch it (``watch``, or once started)."""
+
+    type: Literal["race_join"]
+    invite: InviteCode
+    watch: StrictBool = False
+
+
+class RaceLeave(_Message):
+    """Leave a race room (in a running race, this resigns the player's game)."""
+
+    type: Literal["race_leave"]
+    invite: InviteCode
+
+
+class RaceStart(_Message):
+    """The host starts the race: countdown, then the deal for everyone at once."""
+
+    type: Literal["race_start"]
+    invite: InviteCode
+
+
 class Ping(_Message):
     """Keep-alive; answered with ``pong``."""
 
@@ -146,11 +196,33 @@ class Ping(_Message):
 
 
 ClientMessage = Annotated[
-    Hello | NewGame | JoinDaily | Resume | ActionRequest | Resign | Ping,
+    Hello
+    | NewGame
+    | JoinDaily
+    | Resume
+    | ActionRequest
+    | Resign
+    | RaceCreate
+    | RaceJoin
+    | RaceLeave
+    | RaceStart
+    | Ping,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
-MESSAGE_TYPES = ("hello", "new_game", "join_daily", "resume", "action", "resign", "ping")
+MESSAGE_TYPES = (
+    "hello",
+    "new_game",
+    "join_daily",
+    "resume",
+    "action",
+    "resign",
+    "race_create",
+    "race_join",
+    "race_leave",
+    "race_start",
+    "ping",
+)
 
 
 def _describe(error: ValidationError) -> str:
@@ -169,7 +241,8 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
 
     Returns:
         One of :class:`Hello`, :class:`NewGame`, :class:`JoinDaily`, :class:`Resume`,
-        :class:`ActionRequest`, :class:`Resign`, :class:`Ping`.
+        :class:`ActionRequest`, :class:`Resign`, :class:`RaceCreate`, :class:`RaceJoin`,
+        :class:`RaceLeave`, :class:`RaceStart`, :class:`Ping`.
 
     Raises:
         ProtocolError: with code ``bad_json`` (not JSON), ``not_an_object``, ``unknown_type``

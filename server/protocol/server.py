@@ -157,3 +157,165 @@ def error(code: str, message: str, request_id: int | str | None = None) -> JSON:
 def pong(request_id: int | str | None) -> JSON:
     """Reply to ``ping``."""
     return _with_id({"type": "pong"}, request_id)
+
+
+def _iso(when: dt.datetime | None) -> str | None:
+    return None if when is None else when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class SeatView(Protocol):
+    """What the encoder needs of a racer's seat."""
+
+    @property
+    def player_id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def seat(self) -> int: ...
+    @property
+    def game_id(self) -> int | None: ...
+    @property
+    def cards_left(self) -> int | None: ...
+    @property
+    def score(self) -> int | None: ...
+    @property
+    def moves(self) -> int | None: ...
+    @property
+    def status(self) -> str | None: ...
+    @property
+    def elapsed_ms(self) -> int | None: ...
+
+
+class RoomView(Protocol):
+    """What the encoder needs of a race room."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def invite(self) -> str: ...
+    @property
+    def host_id(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def rules(self) -> StrEnum: ...
+    @property
+    def code(self) -> GameCode | None: ...
+    @property
+    def time_limit_s(self) -> int: ...
+    @property
+    def max_players(self) -> int: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def created_at(self) -> dt.datetime: ...
+    @property
+    def starts_at(self) -> dt.datetime | None: ...
+    @property
+    def ends_at(self) -> dt.datetime | None: ...
+    @property
+    def finished_at(self) -> dt.datetime | None: ...
+    @property
+    def seats(self) -> Sequence[SeatView]: ...
+    @property
+    def results(self) -> list[dict[str, Any]] | None: ...
+
+
+def room_state(room: RoomView, now: dt.datetime) -> JSON:
+    """The ROOM object: a race room as anyone with its invite sees it (never a card).
+
+    Shape: ``{race_id, invite, link, host_id, status, rules, code (null until finished),
+    time_limit_s, max_players, version, created_at, starts_at, ends_at, finished_at,
+    server_time, players: [{player_id, name, seat, host, progress}], results}``.
+    """
+    return {
+        "race_id": room.id,
+        "invite": room.invite,
+        "link": f"/race/{room.invite}",
+        "host_id": room.host_id,
+        "status": room.status,
+        "rules": room.rules.value,
+        "code": None if room.code is None else str(room.code),
+        "time_limit_s": room.time_limit_s,
+        "max_players": room.max_players,
+        "version": room.version,
+        "created_at": _iso(room.created_at),
+        "starts_at": _iso(room.starts_at),
+        "ends_at": _iso(room.ends_at),
+        "finished_at": _iso(room.finished_at),
+        "server_time": _iso(now),
+        "players": [
+            {
+                "player_id": seat.player_id,
+                "name": seat.name,
+                "seat": seat.seat,
+                "host": seat.player_id == room.host_id,
+                "progress": None
+                if seat.game_id is None
+                else {
+                    "cards_left": seat.cards_left,
+                    "score": seat.score,
+                    "moves": seat.moves,
+                    "status": seat.status,
+                    "elapsed_ms": seat.elapsed_ms,
+                },
+            }
+            for seat in room.seats
+        ],
+        "results": room.results,
+    }
+
+
+def race(
+    room: RoomView,
+    now: dt.datetime,
+    *,
+    racer: bool,
+    game: JSON | None,
+    request_id: int | str | None,
+) -> JSON:
+    """Reply to ``race_create``, ``race_join`` and ``race_start``: the room, the sender's role,
+    and (a racer of a started race) their game's STATE."""
+    message: JSON = {
+        "type": "race",
+        "race": room_state(room, now),
+        "role": "racer" if racer else "spectator",
+    }
+    if game is not None:
+        message["game"] = game
+    return _with_id(message, request_id)
+
+
+def race_left(invite: str, request_id: int | str | None) -> JSON:
+    """Reply to ``race_leave``."""
+    return _with_id({"type": "race_left", "invite": invite}, request_id)
+
+
+def race_room(room: RoomView, now: dt.datetime) -> JSON:
+    """Pushed when a room changes (a player joins or leaves, the host starts, it closes)."""
+    return {"type": "race_room", "race": room_state(room, now)}
+
+
+def race_go(invite: str, game: JSON) -> JSON:
+    """Pushed to each racer when the countdown ends: the deal, the same for everyone."""
+    return {"type": "race_go", "invite": invite, "game": game}
+
+
+def race_progress(invite: str, event: dict[str, Any]) -> JSON:
+    """Pushed after every accepted action of a racer: their progress (never their cards)."""
+    return {
+        "type": "race_progress",
+        "invite": invite,
+        "player_id": event["player_id"],
+        "seq": event["seq"],
+        "cards_left": event["cards_left"],
+        "score": event["score"],
+        "moves": event["moves"],
+        "status": event["status"],
+        "elapsed_ms": event["elapsed_ms"],
+    }
+
+
+def race_results(room: RoomView, now: dt.datetime) -> JSON:
+    """Pushed when a race ends: the room with its ranked results and its code."""
+    return {"type": "race_results", "race": room_state(room, now)}

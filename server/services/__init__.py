@@ -13,6 +13,7 @@ from server.services.daily import DailyService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
 from server.services.players import PlayerService
+from server.services.races import RaceLimits, RaceService
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +26,17 @@ class Services:
     daily: DailyService
     games: GameService
     leaderboards: LeaderboardService
+    races: RaceService
 
     @classmethod
     def build(
-        cls, db: AsyncEngine, clock: Clock, *, daily_secret: bytes, daily_rules: RuleSet
+        cls,
+        db: AsyncEngine,
+        clock: Clock,
+        *,
+        daily_secret: bytes,
+        daily_rules: RuleSet,
+        race_limits: RaceLimits | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -37,14 +45,17 @@ class Services:
             clock: the UTC clock.
             daily_secret: the secret daily deals are derived from.
             daily_rules: the rule set of new daily deals.
+            race_limits: room limits and timings of races.
         """
         sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(db, expire_on_commit=False)
         daily = DailyService(sessions, clock, daily_secret, daily_rules)
+        games = GameService(sessions, clock, daily)
         return cls(
             db=db,
             clock=clock,
             players=PlayerService(sessions, clock),
             daily=daily,
-            games=GameService(sessions, clock, daily),
+            games=games,
             leaderboards=LeaderboardService(sessions),
+            races=RaceService(sessions, clock, games, race_limits),
         )

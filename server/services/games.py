@@ -11,7 +11,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -33,8 +33,9 @@ from server.services.errors import (
     ServiceError,
     UnavailableError,
 )
+from server.storage.events import publish
 from server.storage.models import Game as GameRow
-from server.storage.models import GameAction, Player
+from server.storage.models import GameAction, Player, Race
 
 T = TypeVar("T")
 
@@ -64,6 +65,21 @@ class Outcome(StrEnum):
 #: Rejection codes the service adds to the engine's (SPEC §2) ones.
 STALE_SEQ = "stale_seq"
 DAILY_CLOSED = "daily_closed"
+RACE_NOT_STARTED = "race_not_started"
+RACE_OVER = "race_over"
+
+
+@dataclass(frozen=True, slots=True)
+class RaceWindow:
+    """When a race game may be played: from ``starts_at`` (the deal's release) to ``ends_at``."""
+
+    race_id: int
+    starts_at: dt.datetime
+    ends_at: dt.datetime
+
+
+#: Called after a race game ended (won, blocked, resigned) was committed, with the race id.
+RaceGameEnded = Callable[[int], Awaitable[object]]
 
 
 @dataclass(slots=True)
@@ -77,6 +93,7 @@ class _LiveGame:
     finished_at: dt.datetime | None
     elapsed_ms: int | None
     game: Game
+    race: RaceWindow | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -85,8 +102,10 @@ class GameSnapshot:
     """What a player may see of one of their games at one moment.
 
     Attributes:
-        code_visible: False for a daily whose date is still open (its code stays secret).
+        code_visible: False for a daily whose date is still open and for a race game (the code
+            would reveal every hidden card; a race shows it in its results).
         elapsed_ms: ms from the deal being sent to the end of the game (or to now, if going on).
+        race_id: the race of a race game, else None.
     """
 
     id: int
@@ -100,6 +119,7 @@ class GameSnapshot:
     elapsed_ms: int
     created_at: dt.datetime
     finished_at: dt.datetime | None
+    race_id: int | None = None
 
     @property
     def rules(self) -> str:
@@ -189,6 +209,20 @@ class GameService:
         self._cache: OrderedDict[int, _LiveGame] = OrderedDict()
         self._cache_size = cache_size
         self._loading: dict[int, asyncio.Lock] = {}
+        self._race_game_ended: list[RaceGameEnded] = []
+
+    def on_race_game_ended(self, callback: RaceGameEnded) -> None:
+        """Register ``callback(race_id)``, awaited after a race game's end is committed."""
+        self._race_game_ended.append(callback)
+
+    async def _notify_race_ended(self, live: _LiveGame) -> None:
+        if live.race is None or not live.game.is_over:
+            return
+        for callback in self._race_game_ended:
+            try:
+                await callback(live.race.race_id)
+            except Exception:
+                log.exception("race %s: handling a finished game failed", live.race.race_id)
 
     # ----------------------------------------------------------------------------- creating
 
@@ -269,6 +303,49 @@ class GameService:
         self._remember(live)
         return live
 
+    async def create_race_games(
+        self,
+        session: AsyncSession,
+        race_id: int,
+        code: GameCode,
+        player_ids: Sequence[int],
+        starts_at: dt.datetime,
+    ) -> dict[int, int]:
+        """Insert one race game per player in the caller's transaction (not committed here).
+
+        Each game starts at ``starts_at`` (its elapsed time counts from there).
+
+        Returns:
+            ``{player_id: game_id}``.
+        """
+        fresh = Game.new(code, ranked=True)
+        rows = (
+            await session.execute(
+                insert(GameRow)
+                .values(
+                    [
+                        {
+                            "player_id": player_id,
+                            "code": str(code),
+                            "rules": code.rules.value,
+                            "deal_version": DEAL_ALGORITHM,
+                            "mode": GameMode.RACE.value,
+                            "race_id": race_id,
+                            "status": fresh.status.value,
+                            "score": fresh.score,
+                            "moves": 0,
+                            "undos": 0,
+                            "seq": 0,
+                            "created_at": starts_at,
+                        }
+                        for player_id in player_ids
+                    ]
+                )
+                .returning(GameRow.player_id, GameRow.id)
+            )
+        ).all()
+        return {player_id: game_id for player_id, game_id in rows}
+
     # ----------------------------------------------------------------------------- reading
 
     async def resume(self, player_id: int, game_id: int) -> GameSnapshot:
@@ -294,6 +371,8 @@ class GameService:
                             (GameRow.status == "playing")
                             | ((GameRow.status == "blocked") & (GameRow.mode == "free")),
                             (GameRow.daily_date.is_(None)) | (GameRow.daily_date >= today),
+                            GameRow.race_id.is_(None)
+                            | GameRow.race_id.in_(select(Race.id).where(Race.status == "running")),
                         )
                         .order_by(GameRow.created_at.desc(), GameRow.id.desc())
                         .limit(limit)
@@ -402,6 +481,9 @@ class GameService:
             return ActionResult(Outcome.REJECTED, self._snapshot(live), STALE_SEQ)
         if self._closed(live):
             return ActionResult(Outcome.REJECTED, self._snapshot(live), DAILY_CLOSED)
+        refusal = self._race_refusal(live)
+        if refusal is not None:
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), refusal)
         trial = game.copy()
         try:
             applied = trial.apply(action)
@@ -433,10 +515,12 @@ class GameService:
                         seq=trial.seq,
                         finished_at=finished_at,
                         elapsed_ms=elapsed,
+                        cards_left=trial.cards_left,
                     )
                 )
                 if moved.rowcount != 1:  # type: ignore[attr-defined]
                     raise _Conflict
+                await self._publish_progress(session, live, trial, now)
                 await session.commit()
         except (IntegrityError, _Conflict):
             # Another writer (another process) applied an action first: reload and resync.
@@ -448,6 +532,7 @@ class GameService:
             raise UnavailableError(_db_failure(exc), code="unavailable") from exc
         live.game = trial
         live.finished_at, live.elapsed_ms = finished_at, elapsed
+        await self._notify_race_ended(live)
         return ActionResult(Outcome.ACCEPTED, self._snapshot(live), applied=applied)
 
     async def resign(self, player_id: int, game_id: int) -> GameSnapshot:
@@ -462,6 +547,8 @@ class GameService:
         async with self._locked(player_id, game_id) as live:
             if self._closed(live):
                 raise InvalidInputError("this daily challenge is closed", code=DAILY_CLOSED)
+            if live.race is not None and self._clock.now() >= live.race.ends_at:
+                raise InvalidInputError("the race is over", code=RACE_OVER)
             trial = live.game.copy()
             try:
                 trial.resign()
@@ -480,6 +567,7 @@ class GameService:
                     )
                     if moved.rowcount != 1:  # type: ignore[attr-defined]
                         raise _Conflict
+                    await self._publish_progress(session, live, trial, now)
                     await session.commit()
             except _Conflict:
                 self._forget(live.id)
@@ -491,9 +579,42 @@ class GameService:
                 raise UnavailableError(_db_failure(exc), code="unavailable") from exc
             live.game = trial
             live.finished_at, live.elapsed_ms = finished_at, elapsed
-            return self._snapshot(live)
+        await self._notify_race_ended(live)
+        return self._snapshot(live)
 
     # ----------------------------------------------------------------------------- helpers
+
+    def _race_refusal(self, live: _LiveGame) -> str | None:
+        if live.race is None:
+            return None
+        now = self._clock.now()
+        if now < live.race.starts_at:
+            return RACE_NOT_STARTED
+        if now >= live.race.ends_at:
+            return RACE_OVER
+        return None
+
+    async def _publish_progress(
+        self, session: AsyncSession, live: _LiveGame, game: Game, now: dt.datetime
+    ) -> None:
+        """A race game's progress, for every process to pass on (never its cards)."""
+        if live.race is None:
+            return
+        await publish(
+            session,
+            {
+                "kind": "race_progress",
+                "race_id": live.race.race_id,
+                "player_id": live.player_id,
+                "game_id": live.id,
+                "seq": game.seq,
+                "cards_left": game.cards_left,
+                "score": game.score,
+                "moves": game.moves,
+                "status": game.status.value,
+                "elapsed_ms": elapsed_ms(live.created_at, now),
+            },
+        )
 
     def _closed(self, live: _LiveGame) -> bool:
         return live.daily_date is not None and not self._daily.is_open(live.daily_date)
@@ -510,7 +631,10 @@ class GameService:
         elapsed = (
             live.elapsed_ms if live.elapsed_ms is not None else elapsed_ms(live.created_at, now)
         )
-        code_visible = live.daily_date is None or not self._daily.is_open(live.daily_date)
+        if live.race is not None:
+            code_visible = False
+        else:
+            code_visible = live.daily_date is None or not self._daily.is_open(live.daily_date)
         return GameSnapshot(
             id=live.id,
             player_id=live.player_id,
@@ -523,6 +647,7 @@ class GameService:
             elapsed_ms=elapsed,
             created_at=live.created_at,
             finished_at=live.finished_at,
+            race_id=None if live.race is None else live.race.race_id,
         )
 
     @asynccontextmanager
@@ -577,6 +702,17 @@ class GameService:
                     )
                 )
             ).all()
+            race = None
+            if row.race_id is not None:
+                window = (
+                    await self._guard(
+                        session.execute(
+                            select(Race.starts_at, Race.ends_at).where(Race.id == row.race_id)
+                        )
+                    )
+                ).one()
+                assert window.starts_at is not None and window.ends_at is not None
+                race = RaceWindow(row.race_id, window.starts_at, window.ends_at)
         code = GameCode.parse(row.code)
         mode = GameMode(row.mode)
         actions = [Action(ActionKind(kind), pos) for kind, pos in kinds]
@@ -595,6 +731,7 @@ class GameService:
             row.finished_at,
             row.elapsed_ms,
             game,
+            race,
         )
 
     def _remember(self, live: _LiveGame) -> None:

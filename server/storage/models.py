@@ -7,6 +7,7 @@ All timestamps are ``timestamptz`` in UTC (SPEC §5).
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     func,
     text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -82,8 +84,13 @@ class Game(Base):
     elapsed_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    cards_left: Mapped[int] = mapped_column(SmallInteger, nullable=False, server_default="28")
+    race_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("races.id", ondelete="CASCADE"), nullable=True, index=True
+    )
 
     __table_args__ = (
+        CheckConstraint("(mode = 'race') = (race_id IS NOT NULL)", name="race_id"),
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
         CheckConstraint("mode IN ('free', 'daily', 'race')", name="mode"),
         CheckConstraint("status IN ('playing', 'won', 'blocked', 'resigned')", name="status"),
@@ -133,6 +140,60 @@ class GameAction(Base):
     )
 
 
+class Race(Base):
+    """A race room: players with the same deal at the same server time (SPEC §4 "Races").
+
+    ``status``: ``lobby`` (joining), ``running`` (from ``starts_at``, the end of the countdown,
+    until every racer is done or ``ends_at``), ``finished`` (``results`` stored) or ``closed``
+    (abandoned before its start). ``version`` grows with every change of the room.
+    """
+
+    __tablename__ = "races"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    invite: Mapped[str] = mapped_column(String(8), nullable=False, unique=True)
+    host_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), nullable=False
+    )
+    code: Mapped[str] = mapped_column(String(13), nullable=False)
+    rules: Mapped[str] = mapped_column(String(1), nullable=False)
+    status: Mapped[str] = mapped_column(String(10), nullable=False)
+    time_limit_s: Mapped[int] = mapped_column(Integer, nullable=False)
+    max_players: Mapped[int] = mapped_column(SmallInteger, nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    starts_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    ends_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    results: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
+
+    __table_args__ = (
+        CheckConstraint("rules IN ('E', 'C')", name="rules"),
+        CheckConstraint("status IN ('lobby', 'running', 'finished', 'closed')", name="status"),
+        CheckConstraint("time_limit_s > 0 AND max_players > 0", name="limits"),
+        Index("ix_races_running_ends_at", "ends_at", postgresql_where=text("status = 'running'")),
+        Index("ix_races_lobby_created_at", "created_at", postgresql_where=text("status = 'lobby'")),
+    )
+
+
+class RacePlayer(Base):
+    """A seat in a race: the player, their join order and (once started) their game."""
+
+    __tablename__ = "race_players"
+
+    race_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("races.id", ondelete="CASCADE"), primary_key=True
+    )
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    seat: Mapped[int] = mapped_column(SmallInteger, nullable=False)
+    joined_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    game_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("games.id", ondelete="SET NULL"), nullable=True
+    )
+
+
 class DailyChallenge(Base):
     """The deal of one UTC date: its game code and rule set."""
 
@@ -157,4 +218,6 @@ __all__ = [
     "Game",
     "GameAction",
     "Player",
+    "Race",
+    "RacePlayer",
 ]

@@ -16,6 +16,7 @@ from aiohttp import web
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from server.protocol.server import room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.errors import (
     ConflictError,
@@ -87,6 +88,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(f"{PREFIX}/daily/{{date}}/leaderboard", leaderboard)
     app.router.add_get(f"{PREFIX}/daily/{{date}}/leaderboard/around/{{player_id}}", around)
     app.router.add_get(f"{PREFIX}/games/{{game_id}}", game_summary)
+    app.router.add_get(f"{PREFIX}/races/{{invite}}", race_room)
 
 
 def _iso(when: dt.datetime | None) -> str | None:
@@ -272,3 +274,11 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidInputError("the body must be a JSON object", code="bad_json")
     return body
+
+
+async def race_room(request: web.Request) -> web.Response:
+    """``GET /api/v1/races/{invite}`` → the ROOM object: players, status, progress, and (once
+    finished) the ranked results and the deal's code."""
+    services = request.app[SERVICES]
+    room = await services.races.room(request.match_info["invite"])
+    return web.json_response(room_state(room, services.clock.now()))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,9 +14,12 @@ from server.config import Settings, load_or_create_daily_secret
 from server.engine.codes import RuleSet
 from server.services import Services
 from server.services.clock import Clock, SystemClock
+from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate
+from server.storage.events import Listener
 from server.web import api, ws
-from server.web.keys import CLOCK, SERVICES, SETTINGS, SOCKETS
+from server.web.hub import Hub
+from server.web.keys import CLOCK, HUB, SERVICES, SETTINGS, SOCKETS
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,7 @@ def create_app(
     index = STATIC_DIR / "index.html"
     if index.exists():
         app.router.add_get("/", _index)
+        app.router.add_get("/race/{invite}", _index)
         app.router.add_static("/static/", STATIC_DIR, name="static")
     return app
 
@@ -62,20 +68,53 @@ def _database(run_migrations: bool):  # type: ignore[no-untyped-def]
         settings = app[SETTINGS]
         assert settings.database_url
         engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        listener: Listener | None = None
+        sweeper: asyncio.Task[None] | None = None
         try:
             if run_migrations:
                 await migrate(engine)
-            app[SERVICES] = Services.build(
+            services = Services.build(
                 engine,
                 app[CLOCK],
                 daily_secret=load_or_create_daily_secret(settings),
                 daily_rules=RuleSet(settings.daily_rules),
+                race_limits=RaceLimits(
+                    max_players=settings.race_max_players,
+                    max_rooms=settings.race_max_rooms,
+                    countdown_s=settings.race_countdown_s,
+                    default_time_limit_s=settings.race_time_limit_s,
+                    min_time_limit_s=settings.race_min_time_limit_s,
+                    max_time_limit_s=settings.race_max_time_limit_s,
+                ),
             )
+            app[SERVICES] = services
+            hub = app[HUB] = Hub(services)
+            listener = Listener(settings.database_url or "", hub.handle, hub.resync)
+            await listener.start()
+            sweeper = asyncio.create_task(_sweep(services, settings.race_sweep_s))
             yield
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
+            if listener is not None:
+                await listener.stop()
+            if HUB in app:
+                await app[HUB].close()
             await engine.dispose()
 
     return ctx
+
+
+async def _sweep(services: Services, every_s: float) -> None:
+    """Finish races whose time is up (and close stale lobbies), every ``every_s`` seconds."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            await services.races.sweep()
+        except Exception:
+            log.warning("race sweep failed", exc_info=True)
 
 
 async def _close_sockets(app: web.Application) -> None:

@@ -7,8 +7,10 @@ from aiohttp import web
 from server.config import Settings
 from server.services import Services
 from server.services.clock import Clock
+from server.web.hub import Hub
 
 SETTINGS = web.AppKey("settings", Settings)
 CLOCK = web.AppKey("clock", Clock)
 SERVICES = web.AppKey("services", Services)
+HUB = web.AppKey("hub", Hub)
 SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])

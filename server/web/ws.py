@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -28,6 +29,10 @@ from server.protocol.client import (
     NewGame,
     Ping,
     ProtocolError,
+    RaceCreate,
+    RaceJoin,
+    RaceLeave,
+    RaceStart,
     Resign,
     Resume,
     parse_client_message,
@@ -36,7 +41,9 @@ from server.services import Services
 from server.services.errors import ServiceError
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
-from server.web.keys import SERVICES, SETTINGS, SOCKETS
+from server.web.hub import Hub
+from server.web.keys import HUB, SERVICES, SETTINGS, SOCKETS
+from server.web.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +53,14 @@ _connection_ids = count(1)
 _limiter = MovingWindowRateLimiter(MemoryStorage())
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class _Session:
-    """One websocket connection's state."""
+    """One websocket connection's state. Everything it sends goes through its outbox."""
 
     services: Services
+    hub: Hub
     ws: web.WebSocketResponse
+    outbox: Outbox
     rate: RateLimitItemPerSecond
     flood: RateLimitItemPerSecond
     key: str = field(default_factory=lambda: f"ws-{next(_connection_ids)}")
@@ -59,9 +68,16 @@ class _Session:
     locale: Locale = Locale.EN
     error_help: bool = True
 
+    @property
+    def player_id(self) -> int | None:
+        return None if self.player is None else self.player.id
+
+    def push(self, message: out.JSON, key: Hashable | None = None) -> None:
+        """Queue a message (never waits for the socket)."""
+        self.outbox.put(out.encode(message), key)
+
     async def send(self, message: out.JSON) -> None:
-        if not self.ws.closed:
-            await self.ws.send_str(out.encode(message))
+        self.push(message)
 
 
 async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
@@ -74,7 +90,9 @@ async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
     request.app[SOCKETS].add(ws)
     session = _Session(
         services=request.app[SERVICES],
+        hub=request.app[HUB],
         ws=ws,
+        outbox=Outbox(ws, settings.ws_send_queue),
         rate=RateLimitItemPerSecond(settings.ws_rate_per_second),
         flood=RateLimitItemPerSecond(settings.ws_rate_per_second * 3),
     )
@@ -83,7 +101,10 @@ async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
+        session.hub.drop(session)
         request.app[SOCKETS].discard(ws)
+        await session.outbox.wait_sent(timeout=1.0)
+        await session.outbox.close()
         if not ws.closed:
             await ws.close()
     return ws
@@ -98,6 +119,7 @@ async def _serve(session: _Session) -> None:
             msg = await ws.receive(timeout=timeout)
         except TimeoutError:
             await session.send(out.error("hello_timeout", "send 'hello' with a token first"))
+            await session.outbox.wait_sent(timeout=1.0)
             await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"no hello")
             return
         if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
@@ -109,6 +131,7 @@ async def _serve(session: _Session) -> None:
             continue
         if not _limiter.hit(session.flood, session.key):
             await session.send(out.error("flood", "too many messages; closing"))
+            await session.outbox.wait_sent(timeout=1.0)
             await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"flood")
             return
         if not _limiter.hit(session.rate, session.key):
@@ -186,3 +209,40 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
     elif isinstance(message, Resign):
         snapshot = await services.games.resign(player.id, message.game_id)
         await session.send(out.game(snapshot, session.locale, message.id))
+    elif isinstance(message, RaceCreate):
+        room = await services.races.create(
+            player, message.game_code(), message.rule_set(), message.time_limit_s
+        )
+        session.hub.subscribe(session, room)
+        await session.send(
+            out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
+        )
+    elif isinstance(message, RaceJoin):
+        joined = await services.races.join(player, message.invite, watch=message.watch)
+        session.hub.subscribe(session, joined.room)
+        game = None
+        started = (
+            joined.room.starts_at is not None and joined.room.starts_at <= services.clock.now()
+        )
+        if joined.game_id is not None and started:
+            snapshot = await services.games.resume(player.id, joined.game_id)
+            game = out.game_state(snapshot, session.locale)
+        await session.send(
+            out.race(
+                joined.room,
+                services.clock.now(),
+                racer=joined.racer,
+                game=game,
+                request_id=message.id,
+            )
+        )
+    elif isinstance(message, RaceLeave):
+        room = await services.races.leave(player, message.invite)
+        session.hub.unsubscribe(session, room.id)
+        await session.send(out.race_left(room.invite, message.id))
+    elif isinstance(message, RaceStart):
+        room = await services.races.start(player, message.invite)
+        session.hub.subscribe(session, room)
+        await session.send(
+            out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
+        )

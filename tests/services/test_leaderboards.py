@@ -26,7 +26,7 @@ from server.services.daily import derive_daily_code
 from server.services.errors import InvalidInputError
 from server.services.leaderboards import BoardKey
 from server.storage.db import create_engine
-from server.storage.models import Game, Player
+from server.storage.models import Game, Player, Race
 from server.web.keys import SERVICES
 from tests.helpers import WsPlayer, blocking_line, register
 
@@ -88,6 +88,23 @@ async def insert_rows(engine: AsyncEngine, rows: Sequence[Row]) -> None:
                 assert new_id is not None
                 ids[row.name] = new_id
             row.player_id = ids[row.name]
+        race_id = None
+        if any(row.mode == "race" for row in rows):
+            race_id = await conn.scalar(
+                insert(Race)
+                .values(
+                    invite=secrets.token_hex(3).upper(),
+                    host_id=rows[0].player_id,
+                    code="TP1-E-AAAAAAA",
+                    rules="E",
+                    status="finished",
+                    time_limit_s=600,
+                    max_players=8,
+                    version=1,
+                    created_at=T0,
+                )
+                .returning(Race.id)
+            )
         await conn.execute(
             insert(Game),
             [
@@ -98,6 +115,7 @@ async def insert_rows(engine: AsyncEngine, rows: Sequence[Row]) -> None:
                     "deal_version": "TP1",
                     "mode": row.mode,
                     "daily_date": row.date if row.mode == "daily" else None,
+                    "race_id": race_id if row.mode == "race" else None,
                     "status": row.status,
                     "score": row.score,
                     "moves": row.moves,

@@ -25,7 +25,15 @@ from server.storage.db import alembic_config, create_engine, migrate
 from server.storage.models import Base
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"players", "games", "game_actions", "daily_challenges", "alembic_version"}
+TABLES = {
+    "players",
+    "games",
+    "game_actions",
+    "daily_challenges",
+    "races",
+    "race_players",
+    "alembic_version",
+}
 
 
 def _head() -> str:

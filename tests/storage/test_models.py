@@ -80,6 +80,11 @@ async def test_every_timestamp_column_is_timestamptz(db: AsyncEngine) -> None:
         ("games", "finished_at"),
         ("game_actions", "created_at"),
         ("daily_challenges", "created_at"),
+        ("races", "created_at"),
+        ("races", "starts_at"),
+        ("races", "ends_at"),
+        ("races", "finished_at"),
+        ("race_players", "joined_at"),
     }
     assert {r.data_type for r in rows} == {"timestamp with time zone"}
 

@@ -1,0 +1,627 @@
+"""Races: friends play the same deal at the same server time (SPEC §4 "Races").
+
+A room lives in PostgreSQL (``races``, ``race_players``), so any server process can serve any of
+its players. Every change is published as an event (``LISTEN/NOTIFY``) inside the transaction
+that makes it; the web layer passes events on to the sockets it holds.
+
+Life of a room: ``lobby`` (players join and leave; the host starts) → ``running`` (a countdown
+to ``starts_at``, when the deal is released to every racer, until every racer has won, been
+blocked or resigned, or ``ends_at``) → ``finished`` with ranked results. A lobby left empty or
+never started is ``closed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from server.engine.codes import GameCode, RuleSet
+from server.services.clock import Clock, elapsed_ms
+from server.services.errors import (
+    ConflictError,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+    UnavailableError,
+)
+from server.services.games import GameService
+from server.services.players import PlayerInfo
+from server.storage.events import publish
+from server.storage.models import Game as GameRow
+from server.storage.models import Player, Race, RacePlayer
+
+log = logging.getLogger(__name__)
+
+#: Invite codes: easy to read aloud and type; no 0/O, 1/I/L, 5/S, 2/Z, 8/B look-alikes.
+INVITE_ALPHABET = "34679ACDEFGHJKMNPQRTUVWXY"
+INVITE_LENGTH = 6
+
+
+@dataclass(frozen=True, slots=True)
+class RaceLimits:
+    """Room limits and timings.
+
+    Attributes:
+        max_players: seats per room.
+        max_rooms: rooms (lobby or running) one player may sit in at once.
+        countdown_s: seconds from the host's start to the deal's release.
+        default_time_limit_s / min_time_limit_s / max_time_limit_s: the race time limit.
+        lobby_ttl_s: a lobby never started is closed after this long.
+    """
+
+    max_players: int = 8
+    max_rooms: int = 3
+    countdown_s: float = 5.0
+    default_time_limit_s: int = 600
+    min_time_limit_s: int = 30
+    max_time_limit_s: int = 7200
+    lobby_ttl_s: int = 7200
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """A racer in a room, with their game's progress once the race has started."""
+
+    player_id: int
+    name: str
+    seat: int
+    game_id: int | None
+    cards_left: int | None = None
+    score: int | None = None
+    moves: int | None = None
+    status: str | None = None
+    elapsed_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """A race room as anyone with its invite may see it (never a card; the code only once
+    the race is finished)."""
+
+    id: int
+    invite: str
+    host_id: int
+    status: str
+    rules: RuleSet
+    code: GameCode | None
+    time_limit_s: int
+    max_players: int
+    version: int
+    created_at: dt.datetime
+    starts_at: dt.datetime | None
+    ends_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    seats: tuple[Seat, ...]
+    results: list[dict[str, Any]] | None
+
+    def seat_of(self, player_id: int) -> Seat | None:
+        """The player's seat, or None for a spectator."""
+        return next((s for s in self.seats if s.player_id == player_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """The answer to a join: the room, and the player's game when they race in a started race."""
+
+    room: Room
+    racer: bool
+    game_id: int | None
+
+
+def normalize_invite(raw: str) -> str:
+    """Upper-case an invite code and drop spaces and dashes.
+
+    Raises:
+        InvalidInputError: ``bad_invite`` when it is not 6 characters of the invite alphabet.
+    """
+    invite = raw.replace("-", "").replace(" ", "").upper()
+    if len(invite) != INVITE_LENGTH or any(c not in INVITE_ALPHABET for c in invite):
+        raise InvalidInputError(
+            f"{raw[:20]!r} is not an invite code ({INVITE_LENGTH} characters)", code="bad_invite"
+        )
+    return invite
+
+
+def rank_results(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Order racers for the results (SPEC §4): those who cleared all 28 cards first, by finish
+    time; then the rest by score (higher first), then cards left (fewer first); then player id.
+
+    Args:
+        rows: one dict per racer with ``player_id``, ``name``, ``status``, ``score``,
+            ``cards_left``, ``moves`` and ``elapsed_ms`` (ms from the start to their end, or
+            None for a game still going when the race ended).
+
+    Returns:
+        New dicts with ``rank`` (1, 2, 3, … — one agreed order, no shared ranks) and
+        ``cleared`` added.
+    """
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        if row["status"] == "won":
+            return (0, row["elapsed_ms"], 0, 0, row["player_id"])
+        return (1, 0, -row["score"], row["cards_left"], row["player_id"])
+
+    ordered = sorted(rows, key=key)
+    return [
+        {**row, "rank": i, "cleared": row["status"] == "won"} for i, row in enumerate(ordered, 1)
+    ]
+
+
+class RaceService:
+    """Creates, joins, starts and finishes races.
+
+    Args:
+        sessions: database session factory.
+        clock: the UTC clock.
+        games: the game service (race games are ordinary stored games).
+        limits: room limits and timings.
+    """
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Clock,
+        games: GameService,
+        limits: RaceLimits | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self._games = games
+        self.limits = limits or RaceLimits()
+        games.on_race_game_ended(self.maybe_finish)
+
+    # ------------------------------------------------------------------------------ rooms
+
+    async def create(
+        self,
+        player: PlayerInfo,
+        code: GameCode | None = None,
+        rules: RuleSet = RuleSet.EASY,
+        time_limit_s: int | None = None,
+    ) -> Room:
+        """Open a room with the player as host and first racer.
+
+        Args:
+            player: the host.
+            code: the deal (a random one under ``rules`` when None).
+            rules: the rule set of a random deal.
+            time_limit_s: the race's time limit (default :attr:`RaceLimits.default_time_limit_s`).
+
+        Raises:
+            InvalidInputError: ``bad_time_limit``.
+            ConflictError: ``too_many_rooms``.
+        """
+        limit = self.limits.default_time_limit_s if time_limit_s is None else time_limit_s
+        if not self.limits.min_time_limit_s <= limit <= self.limits.max_time_limit_s:
+            raise InvalidInputError(
+                f"time_limit_s must be {self.limits.min_time_limit_s}.."
+                f"{self.limits.max_time_limit_s}",
+                code="bad_time_limit",
+            )
+        deal = code if code is not None else GameCode.random(rules)
+        now = self._clock.now()
+        for _ in range(8):
+            try:
+                async with self._sessions() as session:
+                    await self._check_room_count(session, player.id)
+                    race = Race(
+                        invite=_new_invite(),
+                        host_id=player.id,
+                        code=str(deal),
+                        rules=deal.rules.value,
+                        status="lobby",
+                        time_limit_s=limit,
+                        max_players=self.limits.max_players,
+                        version=1,
+                        created_at=now,
+                    )
+                    session.add(race)
+                    await session.flush()
+                    session.add(
+                        RacePlayer(race_id=race.id, player_id=player.id, seat=1, joined_at=now)
+                    )
+                    await _room_event(session, race)
+                    await session.commit()
+                return await self.room(race.invite)
+            except IntegrityError:  # an invite code collision: try another
+                continue
+            except SQLAlchemyError as exc:
+                raise _unavailable(exc) from exc
+        raise UnavailableError("could not allocate an invite code; try again")
+
+    async def join(self, player: PlayerInfo, raw_invite: str, *, watch: bool = False) -> Joined:
+        """Take a seat in a lobby, or watch (a started race, or ``watch=True``).
+
+        A racer of a started race who joins again (say, after a reconnect) gets their game.
+
+        Raises:
+            InvalidInputError: ``bad_invite``.
+            NotFoundError: ``unknown_invite``.
+            ConflictError: ``room_full``, ``too_many_rooms``, ``race_closed``.
+        """
+        invite = normalize_invite(raw_invite)
+        try:
+            async with self._sessions() as session:
+                race = await self._race_for_update(session, invite)
+                seat = await session.get(RacePlayer, (race.id, player.id))
+                if seat is not None:
+                    return Joined(await self._room(session, race), True, seat.game_id)
+                if watch or race.status in ("running", "finished"):
+                    return Joined(await self._room(session, race), False, None)
+                if race.status == "closed":
+                    raise ConflictError("this race room is closed", code="race_closed")
+                taken = await session.scalar(
+                    select(func.count())
+                    .select_from(RacePlayer)
+                    .where(RacePlayer.race_id == race.id)
+                )
+                if (taken or 0) >= race.max_players:
+                    raise ConflictError(
+                        f"the room is full ({race.max_players} players)", code="room_full"
+                    )
+                await self._check_room_count(session, player.id)
+                last = await session.scalar(
+                    select(func.max(RacePlayer.seat)).where(RacePlayer.race_id == race.id)
+                )
+                session.add(
+                    RacePlayer(
+                        race_id=race.id,
+                        player_id=player.id,
+                        seat=(last or 0) + 1,
+                        joined_at=self._clock.now(),
+                    )
+                )
+                race.version += 1
+                await _room_event(session, race)
+                await session.commit()
+                return Joined(await self._room(session, race), True, None)
+        except SQLAlchemyError as exc:
+            raise _unavailable(exc) from exc
+
+    async def leave(self, player: PlayerInfo, raw_invite: str) -> Room:
+        """Leave a room. In a lobby the seat is freed (the host's role passes to the next
+        racer; an empty lobby closes); in a running race the player's game is resigned.
+
+        Raises:
+            InvalidInputError: ``bad_invite``.
+            NotFoundError: ``unknown_invite``.
+        """
+        invite = normalize_invite(raw_invite)
+        resign_game: int | None = None
+        try:
+            async with self._sessions() as session:
+                race = await self._race_for_update(session, invite)
+                seat = await session.get(RacePlayer, (race.id, player.id))
+                if seat is not None and race.status == "lobby":
+                    await session.delete(seat)
+                    await session.flush()
+                    if race.host_id == player.id:
+                        heir = await session.scalar(
+                            select(RacePlayer.player_id)
+                            .where(RacePlayer.race_id == race.id)
+                            .order_by(RacePlayer.seat)
+                            .limit(1)
+                        )
+                        if heir is None:
+                            race.status = "closed"
+                            race.finished_at = self._clock.now()
+                        else:
+                            race.host_id = heir
+                    race.version += 1
+                    await _room_event(session, race)
+                elif seat is not None and race.status == "running":
+                    resign_game = seat.game_id
+                await session.commit()
+        except SQLAlchemyError as exc:
+            raise _unavailable(exc) from exc
+        if resign_game is not None:
+            with contextlib.suppress(InvalidInputError):  # already over, or the race ended
+                await self._games.resign(player.id, resign_game)
+        return await self.room(invite)
+
+    async def start(self, player: PlayerInfo, raw_invite: str) -> Room:
+        """The host starts the race: the countdown begins and every racer gets a game of the
+        room's deal, released at ``starts_at``.
+
+        Raises:
+            InvalidInputError: ``bad_invite``.
+            NotFoundError: ``unknown_invite``.
+            ForbiddenError: ``not_host``.
+            ConflictError: ``already_started`` (running or finished) or ``race_closed``.
+        """
+        invite = normalize_invite(raw_invite)
+        try:
+            async with self._sessions() as session:
+                race = await self._race_for_update(session, invite)
+                if race.host_id != player.id:
+                    raise ForbiddenError("only the host can start the race", code="not_host")
+                if race.status == "closed":
+                    raise ConflictError("this race room is closed", code="race_closed")
+                if race.status != "lobby":
+                    raise ConflictError("the race has already started", code="already_started")
+                seats = (
+                    await session.scalars(
+                        select(RacePlayer)
+                        .where(RacePlayer.race_id == race.id)
+                        .order_by(RacePlayer.seat)
+                    )
+                ).all()
+                now = self._clock.now()
+                starts_at = now + dt.timedelta(seconds=self.limits.countdown_s)
+                ends_at = starts_at + dt.timedelta(seconds=race.time_limit_s)
+                games = await self._games.create_race_games(
+                    session,
+                    race.id,
+                    GameCode.parse(race.code),
+                    [s.player_id for s in seats],
+                    starts_at,
+                )
+                for seat in seats:
+                    seat.game_id = games[seat.player_id]
+                race.status = "running"
+                race.starts_at, race.ends_at = starts_at, ends_at
+                race.version += 1
+                await publish(
+                    session,
+                    {
+                        "kind": "race_start",
+                        "race_id": race.id,
+                        "invite": race.invite,
+                        "version": race.version,
+                        "starts_at": starts_at.isoformat(),
+                        "games": {str(pid): gid for pid, gid in games.items()},
+                    },
+                )
+                await session.commit()
+                return await self._room(session, race)
+        except SQLAlchemyError as exc:
+            raise _unavailable(exc) from exc
+
+    async def room(self, raw_invite: str) -> Room:
+        """A room's current state.
+
+        Raises:
+            InvalidInputError: ``bad_invite``.
+            NotFoundError: ``unknown_invite``.
+        """
+        invite = normalize_invite(raw_invite)
+        try:
+            async with self._sessions() as session:
+                race = await session.scalar(select(Race).where(Race.invite == invite))
+                if race is None:
+                    raise NotFoundError(f"there is no race {invite}", code="unknown_invite")
+                return await self._room(session, race)
+        except SQLAlchemyError as exc:
+            raise _unavailable(exc) from exc
+
+    async def active_for(self, player_id: int) -> list[Room]:
+        """The rooms (lobby or running) the player sits in, newest first."""
+        try:
+            async with self._sessions() as session:
+                races = (
+                    await session.scalars(
+                        select(Race)
+                        .join(RacePlayer, RacePlayer.race_id == Race.id)
+                        .where(
+                            RacePlayer.player_id == player_id,
+                            Race.status.in_(("lobby", "running")),
+                        )
+                        .order_by(Race.created_at.desc())
+                    )
+                ).all()
+                return [await self._room(session, race) for race in races]
+        except SQLAlchemyError as exc:
+            raise _unavailable(exc) from exc
+
+    # ----------------------------------------------------------------------------- ending
+
+    async def maybe_finish(self, race_id: int) -> bool:
+        """Finish a running race if every racer is done or its time is up: rank the results,
+        store them and announce them. Safe to call from any process, any number of times: the
+        race row's lock makes exactly one caller finish it.
+
+        Returns:
+            True when this call finished the race.
+        """
+        async with self._sessions() as session:
+            race = await session.scalar(select(Race).where(Race.id == race_id).with_for_update())
+            if race is None or race.status != "running":
+                return False
+            assert race.starts_at is not None and race.ends_at is not None
+            now = self._clock.now()
+            rows = (
+                await session.execute(
+                    select(
+                        GameRow.player_id,
+                        Player.name,
+                        GameRow.status,
+                        GameRow.score,
+                        GameRow.cards_left,
+                        GameRow.moves,
+                        GameRow.elapsed_ms,
+                        GameRow.finished_at,
+                    )
+                    .join(Player, Player.id == GameRow.player_id)
+                    .where(GameRow.race_id == race_id)
+                )
+            ).all()
+            if now < race.ends_at and any(r.status == "playing" for r in rows):
+                return False
+            results = rank_results(
+                [
+                    {
+                        "player_id": r.player_id,
+                        "name": r.name,
+                        "status": r.status,
+                        "score": r.score,
+                        "cards_left": r.cards_left,
+                        "moves": r.moves,
+                        "elapsed_ms": r.elapsed_ms,
+                    }
+                    for r in rows
+                ]
+            )
+            race.status = "finished"
+            race.finished_at = min(now, race.ends_at)
+            race.results = results
+            race.version += 1
+            await publish(
+                session,
+                {
+                    "kind": "race_finished",
+                    "race_id": race.id,
+                    "invite": race.invite,
+                    "version": race.version,
+                },
+            )
+            await session.commit()
+            log.info("race %s finished", race.invite)
+            return True
+
+    async def sweep(self) -> None:
+        """Finish running races whose time is up, and close lobbies never started."""
+        now = self._clock.now()
+        async with self._sessions() as session:
+            due = (
+                await session.scalars(
+                    select(Race.id).where(Race.status == "running", Race.ends_at <= now)
+                )
+            ).all()
+            stale = (
+                await session.scalars(
+                    update(Race)
+                    .where(
+                        Race.status == "lobby",
+                        Race.created_at <= now - dt.timedelta(seconds=self.limits.lobby_ttl_s),
+                    )
+                    .values(status="closed", finished_at=now, version=Race.version + 1)
+                    .returning(Race.id)
+                )
+            ).all()
+            for race_id in stale:
+                invite = await session.scalar(select(Race.invite).where(Race.id == race_id))
+                await publish(session, {"kind": "race_room", "race_id": race_id, "invite": invite})
+            await session.commit()
+        for race_id in due:
+            await self.maybe_finish(race_id)
+
+    # ---------------------------------------------------------------------------- helpers
+
+    async def _race_for_update(self, session: AsyncSession, invite: str) -> Race:
+        race = await session.scalar(select(Race).where(Race.invite == invite).with_for_update())
+        if race is None:
+            raise NotFoundError(f"there is no race {invite}", code="unknown_invite")
+        return race
+
+    async def _check_room_count(self, session: AsyncSession, player_id: int) -> None:
+        count = await session.scalar(
+            select(func.count())
+            .select_from(RacePlayer)
+            .join(Race, Race.id == RacePlayer.race_id)
+            .where(RacePlayer.player_id == player_id, Race.status.in_(("lobby", "running")))
+        )
+        if (count or 0) >= self.limits.max_rooms:
+            raise ConflictError(
+                f"you are already in {count} race rooms (at most {self.limits.max_rooms}); "
+                "leave one first",
+                code="too_many_rooms",
+            )
+
+    async def _room(self, session: AsyncSession, race: Race) -> Room:
+        rows = (
+            await session.execute(
+                select(
+                    RacePlayer.player_id,
+                    Player.name,
+                    RacePlayer.seat,
+                    RacePlayer.game_id,
+                    GameRow.cards_left,
+                    GameRow.score,
+                    GameRow.moves,
+                    GameRow.status,
+                    GameRow.elapsed_ms,
+                    GameRow.created_at,
+                )
+                .join(Player, Player.id == RacePlayer.player_id)
+                .outerjoin(GameRow, GameRow.id == RacePlayer.game_id)
+                .where(RacePlayer.race_id == race.id)
+                .order_by(RacePlayer.seat)
+            )
+        ).all()
+        now = self._clock.now()
+        seats = []
+        for r in rows:
+            elapsed = r.elapsed_ms
+            if r.game_id is not None and elapsed is None and r.created_at is not None:
+                end = min(now, race.ends_at) if race.ends_at else now
+                elapsed = elapsed_ms(r.created_at, end)
+            seats.append(
+                Seat(
+                    r.player_id,
+                    r.name,
+                    r.seat,
+                    r.game_id,
+                    r.cards_left,
+                    r.score,
+                    r.moves,
+                    r.status,
+                    elapsed,
+                )
+                if r.game_id is not None
+                else Seat(r.player_id, r.name, r.seat, None)
+            )
+        return Room(
+            id=race.id,
+            invite=race.invite,
+            host_id=race.host_id,
+            status=race.status,
+            rules=RuleSet(race.rules),
+            code=GameCode.parse(race.code) if race.status == "finished" else None,
+            time_limit_s=race.time_limit_s,
+            max_players=race.max_players,
+            version=race.version,
+            created_at=race.created_at,
+            starts_at=race.starts_at,
+            ends_at=race.ends_at,
+            finished_at=race.finished_at,
+            seats=tuple(seats),
+            results=race.results,
+        )
+
+
+async def _room_event(session: AsyncSession, race: Race) -> None:
+    await publish(
+        session,
+        {"kind": "race_room", "race_id": race.id, "invite": race.invite, "version": race.version},
+    )
+
+
+def _new_invite() -> str:
+    return "".join(secrets.choice(INVITE_ALPHABET) for _ in range(INVITE_LENGTH))
+
+
+def _unavailable(exc: BaseException) -> UnavailableError:
+    log.warning("database failure in races: %s", exc.__class__.__name__, exc_info=exc)
+    return UnavailableError(
+        "the game database is unavailable; nothing was changed, try again shortly"
+    )
+
+
+__all__ = [
+    "INVITE_ALPHABET",
+    "Joined",
+    "RaceLimits",
+    "RaceService",
+    "Room",
+    "Seat",
+    "normalize_invite",
+    "rank_results",
+]

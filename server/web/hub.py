@@ -1,0 +1,174 @@
+"""Fan-out of race events to the websockets this process holds.
+
+Every process listens to the database's events (``server.storage.events``); for each event
+about a race that has subscribers here, the hub builds the message once and queues it on each
+subscriber's outbox (never waiting for a socket). The deal of a race is released to this
+process's racers by a timer at the race's ``starts_at``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Hashable
+from typing import Any, Protocol
+
+from server.engine.errors import Locale
+from server.protocol import server as out
+from server.services import Services
+from server.services.errors import ServiceError
+from server.services.races import Room
+from server.storage.events import Event
+
+log = logging.getLogger(__name__)
+
+
+class Subscriber(Protocol):
+    """A connection that receives race events."""
+
+    @property
+    def player_id(self) -> int | None: ...
+    @property
+    def locale(self) -> Locale: ...
+    def push(self, message: out.JSON, key: Hashable | None = None) -> None: ...
+
+
+class Hub:
+    """Routes race events to local subscribers.
+
+    Args:
+        services: the process's services (to read rooms and games).
+    """
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._rooms: dict[int, set[Subscriber]] = {}
+        self._invites: dict[int, str] = {}
+        self._released: set[int] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: dict[int, asyncio.TimerHandle] = {}
+
+    # --------------------------------------------------------------------- subscriptions
+
+    def subscribe(self, subscriber: Subscriber, room: Room) -> None:
+        """Send ``room``'s events to ``subscriber`` from now on."""
+        self._rooms.setdefault(room.id, set()).add(subscriber)
+        self._invites[room.id] = room.invite
+        now = self._services.clock.now()
+        if room.status == "running" and room.starts_at is not None and room.starts_at > now:
+            # Covers a start announced before this process followed the race.
+            self._schedule_release(room.id, room.invite, room.starts_at)
+
+    def unsubscribe(self, subscriber: Subscriber, race_id: int) -> None:
+        """Stop sending a race's events to ``subscriber``."""
+        members = self._rooms.get(race_id)
+        if members is not None:
+            members.discard(subscriber)
+            if not members:
+                self._forget(race_id)
+
+    def drop(self, subscriber: Subscriber) -> None:
+        """Remove a closed connection from every room."""
+        for race_id in [r for r, members in self._rooms.items() if subscriber in members]:
+            self.unsubscribe(subscriber, race_id)
+
+    def subscribers(self, race_id: int) -> int:
+        """How many local connections follow a race."""
+        return len(self._rooms.get(race_id, ()))
+
+    async def close(self) -> None:
+        """Cancel timers and pending fan-out work."""
+        for timer in self._timers.values():
+            timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --------------------------------------------------------------------------- events
+
+    def handle(self, event: Event) -> None:
+        """Take one event from the listener (called on the event loop, must not block)."""
+        race_id = event.get("race_id")
+        if not isinstance(race_id, int) or race_id not in self._rooms:
+            return
+        kind = event.get("kind")
+        if kind == "race_progress":
+            message = out.race_progress(self._invites[race_id], event)
+            self._fan_out(race_id, message, ("progress", race_id, event["player_id"]))
+        elif kind in ("race_room", "race_start", "race_finished"):
+            self._spawn(self._send_room(race_id))
+            if kind == "race_start":
+                starts_at = dt.datetime.fromisoformat(event["starts_at"])
+                self._schedule_release(race_id, event["invite"], starts_at)
+
+    def resync(self) -> None:
+        """After a lost event connection: send every followed room's current state again."""
+        for race_id in list(self._rooms):
+            self._spawn(self._send_room(race_id))
+
+    # -------------------------------------------------------------------------- helpers
+
+    def _fan_out(self, race_id: int, message: out.JSON, key: Hashable | None) -> None:
+        for subscriber in list(self._rooms.get(race_id, ())):
+            subscriber.push(message, key)
+
+    async def _send_room(self, race_id: int) -> None:
+        invite = self._invites.get(race_id)
+        if invite is None:
+            return
+        try:
+            room = await self._services.races.room(invite)
+        except ServiceError as exc:
+            log.warning("race %s: cannot read the room (%s)", invite, exc.code)
+            return
+        now = self._services.clock.now()
+        if room.status == "finished":
+            message = out.race_results(room, now)
+            self._fan_out(race_id, message, ("results", race_id))
+        else:
+            self._fan_out(race_id, out.race_room(room, now), ("room", race_id))
+
+    def _schedule_release(self, race_id: int, invite: str, starts_at: dt.datetime) -> None:
+        if race_id in self._released or race_id in self._timers:
+            return
+        delay = (starts_at - self._services.clock.now()).total_seconds()
+        loop = asyncio.get_running_loop()
+        self._timers[race_id] = loop.call_later(
+            max(0.0, delay), lambda: self._spawn(self._release(race_id, invite))
+        )
+
+    async def _release(self, race_id: int, invite: str) -> None:
+        """The countdown is over: send each local racer their game, all at once."""
+        self._timers.pop(race_id, None)
+        self._released.add(race_id)
+        try:
+            room = await self._services.races.room(invite)
+        except ServiceError as exc:
+            log.warning("race %s: cannot release the deal (%s)", invite, exc.code)
+            return
+        games = {seat.player_id: seat.game_id for seat in room.seats if seat.game_id}
+        for subscriber in list(self._rooms.get(race_id, ())):
+            player_id = subscriber.player_id
+            game_id = games.get(player_id) if player_id is not None else None
+            if player_id is None or game_id is None:
+                continue
+            try:
+                snapshot = await self._services.games.resume(player_id, game_id)
+            except ServiceError as exc:
+                log.warning("race %s: cannot load game %s (%s)", invite, game_id, exc.code)
+                continue
+            subscriber.push(out.race_go(invite, out.game_state(snapshot, subscriber.locale)))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _forget(self, race_id: int) -> None:
+        self._rooms.pop(race_id, None)
+        self._invites.pop(race_id, None)
+        timer = self._timers.pop(race_id, None)
+        if timer is not None:
+            timer.cancel()
+        self._released.discard(race_id)
