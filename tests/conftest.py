@@ -20,6 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.engine import make_url
 
 from server.config import Settings
+from server.services.analysis import Analyzer
 from server.services.clock import FakeClock
 from server.storage.db import create_engine, migrate
 from server.web.app import create_app
@@ -99,8 +100,18 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
 ServerFactory = Callable[..., Awaitable[TestServer]]
 
 
+@pytest.fixture(scope="session")
+def analyzer() -> Iterator[Analyzer]:
+    """One solver pool for the whole run (its cache spares re-solving the same deals)."""
+    pool = Analyzer(workers=1)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
-async def make_server(settings: Settings, clock: FakeClock) -> AsyncIterator[ServerFactory]:
+async def make_server(
+    settings: Settings, clock: FakeClock, analyzer: Analyzer
+) -> AsyncIterator[ServerFactory]:
     """Start real servers (on 127.0.0.1, a free port) over the test's database.
 
     Call it again for a second process-like server on the same database (a restart).
@@ -109,7 +120,8 @@ async def make_server(settings: Settings, clock: FakeClock) -> AsyncIterator[Ser
 
     async def start(**overrides: object) -> TestServer:
         app_settings = settings.model_copy(update=overrides) if overrides else settings
-        server = TestServer(create_app(app_settings, clock=clock), host="127.0.0.1")
+        app = create_app(app_settings, clock=clock, analyzer=analyzer)
+        server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         servers.append(server)
         return server

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from collections import deque
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 from aiohttp import ClientWebSocketResponse
 from aiohttp.test_utils import TestClient
 
-from server.engine import COVERED_BY, Action, Deal, RuleSet
+from server.engine import COVERED_BY, Action, Deal, GameCode, RuleSet
+from server.services.daily import MAX_CANDIDATES, derive_daily_code
 
 TIMEOUT = 10.0
 
@@ -180,3 +182,14 @@ def blocking_line(deal: Deal, rules: RuleSet) -> list[Action] | None:
         waste = int(deal.tableau[p].rank)
         line.append(Action.remove(p))
     return None if removed == (1 << 28) - 1 else line
+
+
+def daily_code(secret: bytes, date: dt.date, rules: RuleSet) -> GameCode:
+    """The code a server with ``secret`` deals on ``date``: the first winnable candidate."""
+    from server.engine.solver import is_winnable
+
+    for candidate in range(MAX_CANDIDATES):
+        code = derive_daily_code(secret, date, rules, candidate)
+        if is_winnable(code.deal(), code.rules):
+            return code
+    raise AssertionError(f"no winnable daily candidate on {date}")

@@ -189,6 +189,13 @@ class RaceStart(_Message):
     invite: InviteCode
 
 
+class Hint(_Message):
+    """Ask for the best next action (free play only; the game is marked as hinted)."""
+
+    type: Literal["hint"]
+    game_id: Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
+
+
 class Ping(_Message):
     """Keep-alive; answered with ``pong``."""
 
@@ -206,6 +213,7 @@ ClientMessage = Annotated[
     | RaceJoin
     | RaceLeave
     | RaceStart
+    | Hint
     | Ping,
     Field(discriminator="type"),
 ]
@@ -221,6 +229,7 @@ MESSAGE_TYPES = (
     "race_join",
     "race_leave",
     "race_start",
+    "hint",
     "ping",
 )
 
@@ -242,7 +251,7 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
     Returns:
         One of :class:`Hello`, :class:`NewGame`, :class:`JoinDaily`, :class:`Resume`,
         :class:`ActionRequest`, :class:`Resign`, :class:`RaceCreate`, :class:`RaceJoin`,
-        :class:`RaceLeave`, :class:`RaceStart`, :class:`Ping`.
+        :class:`RaceLeave`, :class:`RaceStart`, :class:`Hint`, :class:`Ping`.
 
     Raises:
         ProtocolError: with code ``bad_json`` (not JSON), ``not_an_object``, ``unknown_type``

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from server.engine.cards import Card
 from server.engine.codes import GameCode
 from server.engine.errors import Locale, Rejection, blocked_notice, rejection_message
-from server.engine.game import GameView, Status
+from server.engine.game import Action, GameView, Status
 
 JSON = dict[str, Any]
 
@@ -39,6 +39,8 @@ class GameSnapshot(Protocol):
     def view(self) -> GameView: ...
     @property
     def elapsed_ms(self) -> int: ...
+    @property
+    def race_id(self) -> int | None: ...
 
 
 class PlayerInfo(Protocol):
@@ -60,6 +62,14 @@ _SERVICE_REJECTIONS = {
         Locale.EN: "This daily challenge is closed.",
         Locale.ZH_HANT: "本日挑戰已結束。",
     },
+    "race_not_started": {
+        Locale.EN: "The race has not started yet; wait for the countdown to end.",
+        Locale.ZH_HANT: "比賽尚未開始，請等倒數結束。",
+    },
+    "race_over": {
+        Locale.EN: "The race is over.",
+        Locale.ZH_HANT: "比賽已結束。",
+    },
 }
 
 
@@ -77,7 +87,7 @@ def _with_id(message: JSON, request_id: int | str | None) -> JSON:
 def game_state(snapshot: GameSnapshot, locale: Locale) -> JSON:
     """The STATE object: what the player may see of a game (never a face-down or stock card).
 
-    Shape: ``{game_id, mode, code (null for an open daily), rules, daily_date, seq, status,
+    Shape: ``{game_id, mode, code (null for an open daily), rules, daily_date, race_id, seq, status,
     score, moves, undos, stock_count, waste, tableau (28 × card | "down" | null), cards_left,
     can_undo, elapsed_ms, message?}``.
     """
@@ -88,6 +98,7 @@ def game_state(snapshot: GameSnapshot, locale: Locale) -> JSON:
         "code": str(snapshot.code) if snapshot.code_visible else None,
         "rules": snapshot.code.rules.value,
         "daily_date": snapshot.daily_date.isoformat() if snapshot.daily_date else None,
+        "race_id": snapshot.race_id,
         "seq": snapshot.seq,
         "status": view.status.value,
         "score": view.score,
@@ -105,13 +116,21 @@ def game_state(snapshot: GameSnapshot, locale: Locale) -> JSON:
     return state
 
 
-def welcome(player: PlayerInfo, games: Sequence[GameSnapshot], locale: Locale) -> JSON:
-    """Reply to ``hello``: the player and their unfinished games (each a STATE)."""
+def welcome(
+    player: PlayerInfo,
+    games: Sequence[GameSnapshot],
+    locale: Locale,
+    rooms: Sequence[RoomView] = (),
+    now: dt.datetime | None = None,
+) -> JSON:
+    """Reply to ``hello``: the player, their unfinished games (each a STATE) and the race rooms
+    they sit in (lobby or running, each a ROOM; the connection follows them)."""
     return {
         "type": "welcome",
         "player": {"id": player.id, "name": player.name},
         "locale": locale.value,
         "games": [game_state(g, locale) for g in games],
+        "races": [room_state(r, now or dt.datetime.now(dt.UTC)) for r in rooms],
     }
 
 
@@ -319,3 +338,16 @@ def race_progress(invite: str, event: dict[str, Any]) -> JSON:
 def race_results(room: RoomView, now: dt.datetime) -> JSON:
     """Pushed when a race ends: the room with its ranked results and its code."""
     return {"type": "race_results", "race": room_state(room, now)}
+
+
+def hint(game_id: int, action: Action | None, request_id: int | str | None) -> JSON:
+    """Reply to ``hint``: the best next action (``null`` when none is possible)."""
+    return _with_id(
+        {
+            "type": "hint",
+            "game_id": game_id,
+            "action": None if action is None else action.kind.value,
+            "pos": None if action is None else action.pos,
+        },
+        request_id,
+    )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from server.engine.codes import RuleSet
+from server.services.analysis import Analyzer
 from server.services.clock import Clock
 from server.services.daily import DailyService
 from server.services.games import GameService
@@ -27,6 +28,7 @@ class Services:
     games: GameService
     leaderboards: LeaderboardService
     races: RaceService
+    analyzer: Analyzer | None = None
 
     @classmethod
     def build(
@@ -37,6 +39,7 @@ class Services:
         daily_secret: bytes,
         daily_rules: RuleSet,
         race_limits: RaceLimits | None = None,
+        analyzer: Analyzer | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -46,10 +49,11 @@ class Services:
             daily_secret: the secret daily deals are derived from.
             daily_rules: the rule set of new daily deals.
             race_limits: room limits and timings of races.
+            analyzer: the solver's process pool (winnable dailies, par, hints), or None.
         """
         sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(db, expire_on_commit=False)
-        daily = DailyService(sessions, clock, daily_secret, daily_rules)
-        games = GameService(sessions, clock, daily)
+        daily = DailyService(sessions, clock, daily_secret, daily_rules, analyzer)
+        games = GameService(sessions, clock, daily, analyzer=analyzer)
         return cls(
             db=db,
             clock=clock,
@@ -58,4 +62,5 @@ class Services:
             games=games,
             leaderboards=LeaderboardService(sessions),
             races=RaceService(sessions, clock, games, race_limits),
+            analyzer=analyzer,
         )

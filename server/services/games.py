@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from server.engine.codes import DEAL_ALGORITHM, GameCode, RuleSet
 from server.engine.errors import IllegalActionError
 from server.engine.game import Action, ActionKind, AppliedAction, Game, GameView, Status
+from server.services.analysis import Analyzer
 from server.services.clock import Clock, elapsed_ms
 from server.services.daily import DailyService
 from server.services.errors import (
@@ -94,6 +95,7 @@ class _LiveGame:
     elapsed_ms: int | None
     game: Game
     race: RaceWindow | None = None
+    hinted: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -102,8 +104,9 @@ class GameSnapshot:
     """What a player may see of one of their games at one moment.
 
     Attributes:
-        code_visible: False for a daily whose date is still open and for a race game (the code
-            would reveal every hidden card; a race shows it in its results).
+        code_visible: False for a daily whose date is still open and for a race game until the
+            race's time is over (the code would reveal every hidden card; a finished race also
+            shows it in its results).
         elapsed_ms: ms from the deal being sent to the end of the game (or to now, if going on).
         race_id: the race of a race game, else None.
     """
@@ -153,6 +156,9 @@ class GameSummary:
         revealed: whether ``code`` may be shown (a daily's only once its date is over).
         actions: the action log, or None when the viewer may not see it (it names only cards
             the player has seen, so its owner always may).
+        hinted: the player asked for hints (free play only).
+        par: the best score perfect play reaches on this deal, once the game has ended and
+            its code may be revealed (None before, or without a solver).
     """
 
     id: int
@@ -171,6 +177,8 @@ class GameSummary:
     created_at: dt.datetime
     finished_at: dt.datetime | None
     actions: tuple[StoredAction, ...] | None
+    hinted: bool = False
+    par: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +201,7 @@ class GameService:
         clock: the UTC clock (elapsed times are server time).
         daily: the daily challenge service.
         cache_size: how many games to keep in memory (least recently used are dropped).
+        analyzer: the solver (par in summaries, hints); None disables both.
     """
 
     def __init__(
@@ -202,7 +211,9 @@ class GameService:
         daily: DailyService,
         *,
         cache_size: int = 10_000,
+        analyzer: Analyzer | None = None,
     ) -> None:
+        self._analyzer = analyzer
         self._sessions = sessions
         self._clock = clock
         self._daily = daily
@@ -348,38 +359,65 @@ class GameService:
 
     # ----------------------------------------------------------------------------- reading
 
-    async def resume(self, player_id: int, game_id: int) -> GameSnapshot:
+    async def resume(self, player_id: int, game_id: int, *, release: bool = False) -> GameSnapshot:
         """The current state of one of the player's games.
+
+        A race game's cards are not shown before its race starts: everyone gets the deal at
+        the same moment (``release`` is for the one who hands it out at that moment).
 
         Raises:
             NotFoundError: ``unknown_game``.
             ForbiddenError: ``not_your_game``.
+            InvalidInputError: ``race_not_started`` before the race's countdown is over.
         """
+        if game_id in self._cache:  # another process may have moved it on since
+            async with self._sessions() as session:
+                stored = (
+                    await self._guard(
+                        session.execute(
+                            select(GameRow.seq, GameRow.status).where(GameRow.id == game_id)
+                        )
+                    )
+                ).first()
+            if stored is not None:
+                self._forget_if_stale(game_id, stored.seq, stored.status)
         live = await self._owned(player_id, game_id)
+        if not release and live.race is not None and self._clock.now() < live.race.starts_at:
+            raise InvalidInputError(
+                "the race has not started yet; the deal comes at the end of the countdown",
+                code=RACE_NOT_STARTED,
+            )
         return self._snapshot(live)
 
     async def unfinished(self, player_id: int, limit: int = 20) -> list[GameSnapshot]:
         """The player's games that can still be played, newest first (at most ``limit``)."""
         today = self._daily.today()
+        now = self._clock.now()
         async with self._sessions() as session:
-            ids = (
+            rows = (
                 await self._guard(
-                    session.scalars(
-                        select(GameRow.id)
+                    session.execute(
+                        select(GameRow.id, GameRow.seq, GameRow.status)
                         .where(
                             GameRow.player_id == player_id,
                             (GameRow.status == "playing")
                             | ((GameRow.status == "blocked") & (GameRow.mode == "free")),
                             (GameRow.daily_date.is_(None)) | (GameRow.daily_date >= today),
                             GameRow.race_id.is_(None)
-                            | GameRow.race_id.in_(select(Race.id).where(Race.status == "running")),
+                            | GameRow.race_id.in_(
+                                select(Race.id).where(
+                                    Race.status == "running", Race.starts_at <= now
+                                )
+                            ),
                         )
                         .order_by(GameRow.created_at.desc(), GameRow.id.desc())
                         .limit(limit)
                     )
                 )
             ).all()
-        return [self._snapshot(await self._load(game_id)) for game_id in ids]
+        for row in rows:
+            self._forget_if_stale(row.id, row.seq, row.status)
+        return [self._snapshot(await self._load(row.id)) for row in rows]
 
     async def summary(self, game_id: int, viewer_id: int | None) -> GameSummary:
         """A stored game for the REST API.
@@ -411,6 +449,13 @@ class GameService:
                 assert game_row.daily_date is not None
                 # A daily's code reveals every hidden card: never before its date is over.
                 code_revealed = public = not self._daily.is_open(game_row.daily_date)
+            elif mode is GameMode.RACE:
+                # Nor a race's before the race is over (others may still be playing it).
+                race_status = await self._guard(
+                    session.scalar(select(Race.status).where(Race.id == game_row.race_id))
+                )
+                code_revealed = public = race_status == "finished"
+                ended = ended or public
             else:
                 public = ended
                 code_revealed = public or owner
@@ -431,7 +476,12 @@ class GameService:
                     )
                     for r in rows
                 )
+        par = None
+        if self._analyzer is not None and code_revealed and ended:
+            par = (await self._analyzer.analyse(GameCode.parse(game_row.code))).par
         return GameSummary(
+            hinted=game_row.hinted,
+            par=par,
             id=game_row.id,
             player_id=game_row.player_id,
             player_name=name,
@@ -470,6 +520,11 @@ class GameService:
             NotFoundError, ForbiddenError: unknown or someone else's game.
             UnavailableError: the database failed; nothing was applied.
         """
+        async with self._locked(player_id, game_id) as live:
+            if seq <= live.game.seq:
+                return await asyncio.shield(self._act_locked(live, seq, action))
+            # The client has seen more than this copy: another process moved the game on.
+            self._forget(game_id)
         async with self._locked(player_id, game_id) as live:
             return await asyncio.shield(self._act_locked(live, seq, action))
 
@@ -582,6 +637,39 @@ class GameService:
         await self._notify_race_ended(live)
         return self._snapshot(live)
 
+    async def hint(self, player_id: int, game_id: int) -> Action | None:
+        """The best next action from the game's current position (free play only); the game
+        is marked as hinted.
+
+        Returns:
+            The first action of an optimal line, or None when no action is possible.
+
+        Raises:
+            NotFoundError, ForbiddenError: unknown or someone else's game.
+            InvalidInputError: ``hints_not_allowed`` (a daily or race game, or no solver),
+                ``game_over`` (the game has ended).
+        """
+        if self._analyzer is None:
+            raise InvalidInputError("hints are not available", code="hints_not_allowed")
+        async with self._locked(player_id, game_id) as live:
+            if live.mode is not GameMode.FREE:
+                raise InvalidInputError(
+                    "hints are given in free play only", code="hints_not_allowed"
+                )
+            if live.game.is_over or live.game.status is not Status.PLAYING:
+                raise InvalidInputError("the game is over", code="game_over")
+            game = live.game.copy()
+            if not live.hinted:
+                async with self._sessions() as session:
+                    await self._guard(
+                        session.execute(
+                            update(GameRow).where(GameRow.id == live.id).values(hinted=True)
+                        )
+                    )
+                    await self._guard(session.commit())
+                live.hinted = True
+        return await self._analyzer.best_action(live.code, game)
+
     # ----------------------------------------------------------------------------- helpers
 
     def _race_refusal(self, live: _LiveGame) -> str | None:
@@ -631,8 +719,8 @@ class GameService:
         elapsed = (
             live.elapsed_ms if live.elapsed_ms is not None else elapsed_ms(live.created_at, now)
         )
-        if live.race is not None:
-            code_visible = False
+        if live.race is not None:  # revealed when the race's time is over
+            code_visible = now >= live.race.ends_at
         else:
             code_visible = live.daily_date is None or not self._daily.is_open(live.daily_date)
         return GameSnapshot(
@@ -732,6 +820,7 @@ class GameService:
             row.elapsed_ms,
             game,
             race,
+            row.hinted,
         )
 
     def _remember(self, live: _LiveGame) -> None:
@@ -746,6 +835,13 @@ class GameService:
 
     def _forget(self, game_id: int) -> None:
         self._cache.pop(game_id, None)
+
+    def _forget_if_stale(self, game_id: int, seq: int, status: str) -> None:
+        """Forget the cached copy of a game whose stored row has moved on (a player's games
+        are served by whichever process they connect to)."""
+        cached = self._cache.get(game_id)
+        if cached is not None and (cached.game.seq, cached.game.status.value) != (seq, status):
+            self._forget(game_id)
 
     @staticmethod
     async def _guard(awaitable: Awaitable[T]) -> T:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Date,
     DateTime,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    false,
     func,
     text,
 )
@@ -85,6 +87,7 @@ class Game(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     cards_left: Mapped[int] = mapped_column(SmallInteger, nullable=False, server_default="28")
+    hinted: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
     race_id: Mapped[int | None] = mapped_column(
         BigInteger, ForeignKey("races.id", ondelete="CASCADE"), nullable=True, index=True
     )

@@ -161,6 +161,10 @@ def _daily_json(info: DailyInfo) -> dict[str, Any]:
         "players": info.players,
         "ranked": info.ranked,
         "closes_at": _iso(info.closes_at),
+        "par": info.par,
+        "line": None
+        if info.line is None
+        else [{"action": s.action.value, "pos": s.pos, "card": s.card} for s in info.line],
     }
 
 
@@ -239,6 +243,9 @@ def _summary_json(summary: GameSummary) -> dict[str, Any]:
         "elapsed_ms": summary.elapsed_ms,
         "created_at": _iso(summary.created_at),
         "finished_at": _iso(summary.finished_at),
+        "hinted": summary.hinted,
+        "par": summary.par,
+        "par_share": None if not summary.par else round(summary.score / summary.par, 4),
     }
     if summary.actions is not None:
         body["actions"] = [

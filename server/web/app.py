@@ -13,6 +13,7 @@ from aiohttp import WSCloseCode, web
 from server.config import Settings, load_or_create_daily_secret
 from server.engine.codes import RuleSet
 from server.services import Services
+from server.services.analysis import Analyzer
 from server.services.clock import Clock, SystemClock
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate
@@ -27,7 +28,11 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 def create_app(
-    settings: Settings, *, clock: Clock | None = None, run_migrations: bool = True
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    run_migrations: bool = True,
+    analyzer: Analyzer | None = None,
 ) -> web.Application:
     """Build the application.
 
@@ -37,6 +42,8 @@ def create_app(
         clock: the UTC clock (a fake one in tests).
         run_migrations: migrate the database to the newest schema at start (under an advisory
             lock, so concurrent starts are safe).
+        analyzer: a solver pool to share (the caller closes it); by default the app starts
+            its own with ``settings.solver_workers`` processes (none when 0).
 
     Returns:
         The application; its database engine opens on startup and closes on cleanup, and every
@@ -51,8 +58,9 @@ def create_app(
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()
-    app.cleanup_ctx.append(_database(run_migrations))
+    app.cleanup_ctx.append(_database(run_migrations, analyzer))
     app.on_shutdown.append(_close_sockets)
+    app.on_response_prepare.append(_cache_headers)
     api.add_routes(app)
     app.router.add_get("/ws", ws.websocket_handler)
     index = STATIC_DIR / "index.html"
@@ -63,13 +71,16 @@ def create_app(
     return app
 
 
-def _database(run_migrations: bool):  # type: ignore[no-untyped-def]
+def _database(run_migrations: bool, shared: Analyzer | None):  # type: ignore[no-untyped-def]
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         settings = app[SETTINGS]
         assert settings.database_url
         engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
         listener: Listener | None = None
         sweeper: asyncio.Task[None] | None = None
+        analyzer = shared
+        if shared is None and settings.solver_workers:
+            analyzer = Analyzer(settings.solver_workers)
         try:
             if run_migrations:
                 await migrate(engine)
@@ -86,6 +97,7 @@ def _database(run_migrations: bool):  # type: ignore[no-untyped-def]
                     min_time_limit_s=settings.race_min_time_limit_s,
                     max_time_limit_s=settings.race_max_time_limit_s,
                 ),
+                analyzer=analyzer,
             )
             app[SERVICES] = services
             hub = app[HUB] = Hub(services)
@@ -102,6 +114,8 @@ def _database(run_migrations: bool):  # type: ignore[no-untyped-def]
                 await listener.stop()
             if HUB in app:
                 await app[HUB].close()
+            if analyzer is not None and shared is None:
+                analyzer.close()
             await engine.dispose()
 
     return ctx
@@ -118,9 +132,20 @@ async def _sweep(services: Services, every_s: float) -> None:
 
 
 async def _close_sockets(app: web.Application) -> None:
+    log.info("shutting down: closing %d websockets", len(app[SOCKETS]))
     sockets: set[web.WebSocketResponse] = app[SOCKETS]
     for socket in list(sockets):
         await socket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")
+
+
+async def _cache_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """The page and its modules are revalidated on every load, so an upgrade is seen at once;
+    API answers are never cached."""
+    path = request.path
+    if path == "/" or path.startswith(("/static/", "/race/")):
+        response.headers.setdefault("Cache-Control", "no-cache")
+    elif path.startswith("/api/"):
+        response.headers.setdefault("Cache-Control", "no-store")
 
 
 async def _index(request: web.Request) -> web.FileResponse:

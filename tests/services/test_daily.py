@@ -14,10 +14,11 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from server.config import Settings
 from server.engine import GameCode, RuleSet
+from server.engine.solver import solve
 from server.services.clock import FakeClock
 from server.services.daily import derive_daily_code
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, register
+from tests.helpers import WsPlayer, daily_code, register
 
 Client = TestClient[Any, Any]
 TODAY = dt.date(2026, 3, 14)
@@ -47,8 +48,11 @@ def _bottom_row(code: GameCode) -> list[str]:
     return [str(c) for c in code.deal().tableau[18:]]
 
 
-async def test_today_is_the_fake_clocks_utc_date_with_hidden_code(client: Client) -> None:
+async def test_today_is_the_fake_clocks_utc_date_with_hidden_code(
+    client: Client, settings: Settings
+) -> None:
     body = await _get(client, "/api/v1/daily")
+    code = daily_code((settings.daily_secret or "").encode(), TODAY, RuleSet.EASY)
     assert body == {
         "date": "2026-03-14",
         "rules": "E",
@@ -57,6 +61,8 @@ async def test_today_is_the_fake_clocks_utc_date_with_hidden_code(client: Client
         "players": 0,
         "ranked": 0,
         "closes_at": "2026-03-15T00:00:00Z",
+        "par": solve(code.deal(), code.rules).par,
+        "line": None,
     }
     assert await _get(client, "/api/v1/daily/2026-03-14") == body
 
@@ -129,9 +135,7 @@ async def test_code_is_published_after_midnight_and_matches_the_dealt_game(
     published = GameCode.parse(body["code"])
     assert str(published) == body["code"]  # upper-case canonical form
     assert published.rules is RuleSet.EASY
-    assert published == derive_daily_code(
-        (settings.daily_secret or "").encode(), TODAY, RuleSet.EASY
-    )
+    assert published == daily_code((settings.daily_secret or "").encode(), TODAY, RuleSet.EASY)
     deal = published.deal()
     assert _bottom_row(published) == seen_row
     assert str(deal.waste) == seen_waste
@@ -166,8 +170,8 @@ async def test_servers_with_different_secrets_agree_on_the_days_code(
         assert game_one["waste"] == game_two["waste"]
         assert (await _get(one, "/api/v1/daily"))["players"] == 2
 
-        mine = derive_daily_code((settings.daily_secret or "").encode(), TODAY, RuleSet.EASY)
-        theirs = derive_daily_code(OTHER_SECRET.encode(), TODAY, RuleSet.EASY)
+        mine = daily_code((settings.daily_secret or "").encode(), TODAY, RuleSet.EASY)
+        theirs = daily_code(OTHER_SECRET.encode(), TODAY, RuleSet.EASY)
         assert mine != theirs
 
         _past_midnight(clock)
@@ -182,7 +186,7 @@ async def test_servers_with_different_secrets_agree_on_the_days_code(
         clock.advance(days=1)
         next_one = (await _get(one, "/api/v1/daily/2026-03-15"))["code"]
         next_two = (await _get(two, "/api/v1/daily/2026-03-15"))["code"]
-        mine_next = derive_daily_code(
+        mine_next = daily_code(
             (settings.daily_secret or "").encode(), dt.date(2026, 3, 15), RuleSet.EASY
         )
         assert next_one == next_two == str(mine_next)
@@ -270,7 +274,7 @@ async def test_daily_rules_setting_c_gives_classic(
         _past_midnight(clock)
         code = (await _get(client, "/api/v1/daily/2026-03-14"))["code"]
         assert code.startswith("TP1-C-")
-        assert GameCode.parse(code) == derive_daily_code(
+        assert GameCode.parse(code) == daily_code(
             (settings.daily_secret or "").encode(), TODAY, RuleSet.CLASSIC
         )
         await ws.close()

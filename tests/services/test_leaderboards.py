@@ -22,13 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.engine import RuleSet
 from server.services.clock import FakeClock
-from server.services.daily import derive_daily_code
 from server.services.errors import InvalidInputError
 from server.services.leaderboards import BoardKey
 from server.storage.db import create_engine
 from server.storage.models import Game, Player, Race
 from server.web.keys import SERVICES
-from tests.helpers import WsPlayer, blocking_line, register
+from tests.helpers import WsPlayer, blocking_line, daily_code, register
 
 Client = TestClient[Any, Any]
 DATE = dt.date(2026, 3, 14)
@@ -622,7 +621,7 @@ async def test_pages_use_keyset_conditions_never_offset(
 async def test_a_blocked_daily_played_over_websocket_ranks(
     client: Client, clock: FakeClock, settings: Any
 ) -> None:
-    code = derive_daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
+    code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     line = blocking_line(code.deal(), code.rules)
     assert line is not None
     alice = await register(client, "Alice")

@@ -14,10 +14,9 @@ from sqlalchemy.engine import make_url
 from server.config import Settings
 from server.engine import GameCode, RuleSet
 from server.services.clock import FakeClock
-from server.services.daily import derive_daily_code
 from server.storage.db import create_engine
 from tests.conftest import ADMIN_URL
-from tests.helpers import WsPlayer, blocking_line, register
+from tests.helpers import WsPlayer, blocking_line, daily_code, register
 
 Client = TestClient[Any, Any]
 CODE = "TP1-E-AAAAAAA"
@@ -37,6 +36,9 @@ SUMMARY_FIELDS = {
     "elapsed_ms",
     "created_at",
     "finished_at",
+    "hinted",
+    "par",
+    "par_share",
 }
 ACTION_FIELDS = {"seq", "action", "pos", "card", "score_after", "at"}
 
@@ -207,9 +209,7 @@ async def test_another_players_bearer_does_not_reveal_an_open_game(
 async def test_finished_daily_stays_hidden_while_its_date_is_open(
     client: Client, clock: FakeClock, settings: Settings
 ) -> None:
-    code = derive_daily_code(
-        (settings.daily_secret or "").encode(), dt.date(2026, 3, 14), RuleSet.EASY
-    )
+    code = daily_code((settings.daily_secret or "").encode(), dt.date(2026, 3, 14), RuleSet.EASY)
     line = blocking_line(code.deal(), code.rules)
     assert line is not None
     alice = await register(client, "Alice")

@@ -12,9 +12,8 @@ from aiohttp.test_utils import TestClient
 from server.config import Settings
 from server.engine import Action, GameCode, RuleSet
 from server.services.clock import FakeClock
-from server.services.daily import derive_daily_code
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, blocking_line, find_winning_line, register
+from tests.helpers import WsPlayer, blocking_line, daily_code, find_winning_line, register
 
 # TP1-E-AAAAAAA: waste 4H; bottom row 18..27 = 4S 7S 9H TS 9D TD 5H TH 6D QS.
 VECTOR = "TP1-E-AAAAAAA"
@@ -30,7 +29,7 @@ async def _rows(database_url: str, sql: str, *args: Any) -> list[asyncpg.Record]
 
 def _daily_code(settings: Settings, clock: FakeClock) -> GameCode:
     assert settings.daily_secret
-    return derive_daily_code(settings.daily_secret.encode(), clock.now().date(), RuleSet.EASY)
+    return daily_code(settings.daily_secret.encode(), clock.now().date(), RuleSet.EASY)
 
 
 async def _new_player(client: TestClient[Any, Any], name: str, **hello: Any) -> WsPlayer:

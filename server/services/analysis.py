@@ -1,0 +1,139 @@
+"""Deal analysis with the solver, run off the event loop in a process pool and cached.
+
+A slow deal never delays other players: solving happens in worker processes, and each deal's
+answer is kept (per game code, which names the deal and the rule set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from server.engine.codes import GameCode
+from server.engine.game import Action, ActionKind, Game
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LineStep:
+    """One action of a line, with the card it moves (``pos`` for a removal)."""
+
+    action: ActionKind
+    pos: int | None
+    card: str
+
+
+@dataclass(frozen=True, slots=True)
+class DealAnalysis:
+    """What perfect play can make of a deal (SPEC §2 scoring, no undo).
+
+    Attributes:
+        winnable: whether all 28 cards can be cleared.
+        par: the highest final score reachable.
+        line: one line of actions reaching it, from the deal.
+    """
+
+    winnable: bool
+    par: int
+    line: tuple[Action, ...]
+
+    def steps(self, code: GameCode) -> list[LineStep]:
+        """The line with the cards it moves (replayed through the engine)."""
+        game = Game.new(code, ranked=True)
+        steps = []
+        for action in self.line:
+            applied = game.apply(action)
+            steps.append(LineStep(applied.kind, applied.pos, str(applied.card)))
+        return steps
+
+
+def _encode(actions: Sequence[Action]) -> list[tuple[str, int | None]]:
+    return [(a.kind.value, a.pos) for a in actions]
+
+
+def _decode(actions: Sequence[tuple[str, int | None]]) -> tuple[Action, ...]:
+    return tuple(Action(ActionKind(kind), pos) for kind, pos in actions)
+
+
+def _solve_code(code_text: str) -> tuple[bool, int, list[tuple[str, int | None]]]:
+    from server.engine.solver import solve
+
+    code = GameCode.parse(code_text)
+    solution = solve(code.deal(), code.rules)
+    return solution.winnable, solution.par, _encode(solution.line)
+
+
+def _best_action(
+    code_text: str, ranked: bool, actions: list[tuple[str, int | None]]
+) -> tuple[str, int | None] | None:
+    from server.engine.solver import best_action
+
+    code = GameCode.parse(code_text)
+    game = Game.replay(code.deal(), code.rules, _decode(actions), ranked=ranked)
+    action = best_action(game)
+    return None if action is None else (action.kind.value, action.pos)
+
+
+class Analyzer:
+    """Solves deals in worker processes, with a bounded cache of whole-deal answers.
+
+    Args:
+        workers: worker processes (each solves one deal at a time).
+        cache_size: how many deals' answers to keep.
+    """
+
+    def __init__(self, workers: int = 1, cache_size: int = 4096) -> None:
+        self._pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+        )
+        self._cache: OrderedDict[str, DealAnalysis] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[DealAnalysis]] = {}
+        self._cache_size = cache_size
+
+    async def analyse(self, code: GameCode) -> DealAnalysis:
+        """Winnable, par and an optimal line for a deal (cached; concurrent asks share one
+        solve)."""
+        key = str(code)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        pending = self._pending.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[DealAnalysis] = loop.create_future()
+        self._pending[key] = future
+        try:
+            winnable, par, line = await loop.run_in_executor(self._pool, _solve_code, key)
+            result = DealAnalysis(winnable, par, _decode(line))
+            self._cache[key] = result
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+            future.set_result(result)
+            return result
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: the waiters re-raise it themselves
+            raise
+        finally:
+            self._pending.pop(key, None)
+
+    async def best_action(self, code: GameCode, game: Game) -> Action | None:
+        """The first action of an optimal line from the game's current position (None when
+        no action is possible)."""
+        loop = asyncio.get_running_loop()
+        answer = await loop.run_in_executor(
+            self._pool, _best_action, str(code), game.ranked, _encode(game.actions)
+        )
+        return None if answer is None else Action(ActionKind(answer[0]), answer[1])
+
+    def close(self) -> None:
+        """Stop the worker processes."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
