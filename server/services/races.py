@@ -254,10 +254,10 @@ class RaceService:
                 seat = await session.get(RacePlayer, (race.id, player.id))
                 if seat is not None:
                     return Joined(await self._room(session, race), True, seat.game_id)
+                if race.status == "closed":  # nothing to watch either
+                    raise ConflictError("this race room is closed", code="race_closed")
                 if watch or race.status in ("running", "finished"):
                     return Joined(await self._room(session, race), False, None)
-                if race.status == "closed":
-                    raise ConflictError("this race room is closed", code="race_closed")
                 taken = await session.scalar(
                     select(func.count())
                     .select_from(RacePlayer)
@@ -286,13 +286,20 @@ class RaceService:
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from exc
 
-    async def leave(self, player: PlayerInfo, raw_invite: str) -> Room:
+    async def leave(self, player: PlayerInfo, raw_invite: str, *, watching: bool = False) -> Room:
         """Leave a room. In a lobby the seat is freed (the host's role passes to the next
         racer; an empty lobby closes); in a running race the player's game is resigned.
+
+        Args:
+            player: the leaving player.
+            raw_invite: the room's invite code.
+            watching: whether the player watches the room (a spectator has no seat to free,
+                but may stop watching).
 
         Raises:
             InvalidInputError: ``bad_invite``.
             NotFoundError: ``unknown_invite``.
+            ConflictError: ``not_in_race`` for a player neither seated in nor watching it.
         """
         invite = normalize_invite(raw_invite)
         resign_game: int | None = None
@@ -300,6 +307,8 @@ class RaceService:
             async with self._sessions() as session:
                 race = await self._race_for_update(session, invite)
                 seat = await session.get(RacePlayer, (race.id, player.id))
+                if seat is None and not watching:
+                    raise ConflictError(f"you are not in race {invite}", code="not_in_race")
                 if seat is not None and race.status == "lobby":
                     await session.delete(seat)
                     await session.flush()
@@ -522,6 +531,11 @@ class RaceService:
         return race
 
     async def _check_room_count(self, session: AsyncSession, player_id: int) -> None:
+        # Lock the player's row first: their joins and creates (from several connections or
+        # processes at once) then take turns, so none counts before another's seat is in.
+        await session.execute(
+            select(Player.id).where(Player.id == player_id).with_for_update(key_share=True)
+        )
         count = await session.scalar(
             select(func.count())
             .select_from(RacePlayer)

@@ -73,6 +73,13 @@ class Hub:
         for race_id in [r for r, members in self._rooms.items() if subscriber in members]:
             self.unsubscribe(subscriber, race_id)
 
+    def follows(self, subscriber: Subscriber, invite: str) -> bool:
+        """Whether ``subscriber`` follows the race with this (normalized) invite code."""
+        return any(
+            code == invite and subscriber in self._rooms.get(race_id, ())
+            for race_id, code in self._invites.items()
+        )
+
     def subscribers(self, race_id: int) -> int:
         """How many local connections follow a race."""
         return len(self._rooms.get(race_id, ()))
@@ -154,7 +161,7 @@ class Hub:
             if player_id is None or game_id is None:
                 continue
             try:
-                snapshot = await self._services.games.resume(player_id, game_id)
+                snapshot = await self._services.games.resume(player_id, game_id, release=True)
             except ServiceError as exc:
                 log.warning("race %s: cannot load game %s (%s)", invite, game_id, exc.code)
                 continue

@@ -4,6 +4,8 @@ Nothing that sends to a player waits for that player's socket: a slow or stalled
 only delays its own writer. Messages with a coalescing key (a racer's progress, a room's state)
 replace the queued message with the same key in place, so they take no more room however fast
 they come; when ordinary messages pile up past the limit, the connection is closed with 1008.
+A peer that does not read even the close frame is cut off after :data:`CLOSE_GRACE_S`: a
+stalled socket must not hold its connection and buffers for ever.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from aiohttp import WSCloseCode, web
 
 log = logging.getLogger(__name__)
 
+#: Seconds a peer gets to take a close frame (and answer it) before its connection is aborted.
+CLOSE_GRACE_S = 2.0
+
 
 class Outbox:
     """The send queue of one websocket.
@@ -26,18 +31,34 @@ class Outbox:
     Args:
         ws: the prepared websocket.
         limit: most messages queued at once; one more closes the socket with 1008.
+        transport: the connection under ``ws``, aborted when a close does not get through.
+        grace_s: how long a close may take before the connection is aborted.
     """
 
-    def __init__(self, ws: web.WebSocketResponse, limit: int = 256) -> None:
+    def __init__(
+        self,
+        ws: web.WebSocketResponse,
+        limit: int = 256,
+        *,
+        transport: asyncio.Transport | None = None,
+        grace_s: float = CLOSE_GRACE_S,
+    ) -> None:
         self._ws = ws
         self._limit = limit
+        self._transport = transport
+        self._grace_s = grace_s
         self._queue: OrderedDict[Hashable, str] = OrderedDict()
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
         self._serial = count()
         self._closed = False
-        self._closing: asyncio.Task[bool] | None = None
+        self._closing: asyncio.Task[None] | None = None
         self._writer = asyncio.create_task(self._drain(), name="ws-writer")
+
+    @property
+    def limit(self) -> int:
+        """Most messages queued at once before the connection is closed."""
+        return self._limit
 
     @property
     def pending(self) -> int:
@@ -61,13 +82,37 @@ class Outbox:
             return
         self._queue[("_", next(self._serial)) if key is None else key] = text
         if len(self._queue) > self._limit:
-            log.info("closing a websocket whose reader fell %d messages behind", self._limit)
-            self._queue.clear()
-            self._closed = True
-            self._closing = asyncio.create_task(
-                self._ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"too slow")
-            )
+            self._overflow()
         self._ready.set()
+
+    def _overflow(self) -> None:
+        log.info("closing a websocket whose reader fell %d messages behind", len(self._queue))
+        self._queue.clear()
+        self._closed = True
+        self._closing = asyncio.create_task(
+            self.shut(WSCloseCode.POLICY_VIOLATION, b"too slow"), name="ws-shut"
+        )
+
+    async def overflow(self) -> None:
+        """Treat the reader as too slow now: drop the queue and close with 1008 (cutting the
+        connection off after the grace time)."""
+        if self._closing is None:
+            self._overflow()
+        if self._closing is not None:
+            await asyncio.shield(self._closing)
+
+    async def shut(self, code: int, message: bytes) -> None:
+        """Close the websocket with ``code``; if that takes longer than the grace time (a peer
+        that does not read leaves the close frame stuck behind what it has not read), abort
+        the connection instead of waiting on it for ever."""
+        try:
+            async with asyncio.timeout(self._grace_s):
+                await self._ws.close(code=code, message=message)
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            if self._transport is not None:
+                self._transport.abort()  # a no-op once the close went through
 
     async def wait_sent(self, timeout: float) -> None:  # noqa: ASYNC109 - a bounded best effort
         """Give the writer up to ``timeout`` seconds to write what is queued."""
@@ -78,8 +123,13 @@ class Outbox:
                     await self._idle.wait()
 
     async def close(self) -> None:
-        """Stop the writer (queued messages are dropped)."""
+        """Stop the writer (queued messages are dropped); after an overflow, first wait until
+        the connection is closed or cut off (at most the grace time)."""
         self._closed = True
+        if self._closing is not None:
+            # Not the other way round: the writer and the close may both be waiting for the
+            # socket to drain, on one shared future, which cancelling the writer would cancel.
+            await asyncio.shield(self._closing)
         self._writer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._writer
@@ -96,8 +146,8 @@ class Outbox:
                         break
                     await self._ws.send_str(text)
                 self._idle.set()
-        except (ConnectionResetError, RuntimeError):
-            self._closed = True  # the peer vanished: drop quietly
+        except (ConnectionError, RuntimeError):
+            self._closed = True  # the peer vanished (even mid-write): drop quietly
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -7,6 +7,7 @@ Close codes: 1001 server shutting down, 1003 binary frames, 1008 no hello in tim
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Hashable
@@ -25,6 +26,7 @@ from server.protocol.client import (
     ActionRequest,
     ClientMessage,
     Hello,
+    Hint,
     JoinDaily,
     NewGame,
     Ping,
@@ -41,13 +43,18 @@ from server.services import Services
 from server.services.errors import ServiceError
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
+from server.services.races import normalize_invite
 from server.web.hub import Hub
 from server.web.keys import HUB, SERVICES, SETTINGS, SOCKETS
-from server.web.outbox import Outbox
+from server.web.outbox import CLOSE_GRACE_S, Outbox
 
 log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_S = 15.0
+#: Bytes handed to the transport between checks for a peer that stopped reading. aiohttp's
+#: default (256 KiB) lets that much pile up in each stalled socket's buffer before the writer
+#: waits, so the outbox's bound and its coalescing would only start to matter after it.
+WRITER_LIMIT = 16 * 1024
 UNAVAILABLE = "the game database is unavailable; nothing was changed, try again shortly"
 _connection_ids = count(1)
 _limiter = MovingWindowRateLimiter(MemoryStorage())
@@ -77,14 +84,23 @@ class _Session:
         self.outbox.put(out.encode(message), key)
 
     async def send(self, message: out.JSON) -> None:
+        """Queue a reply. A connection whose own replies pile up waits for its reader (its
+        requests slow down, nobody else's); one whose reader does not catch up within the
+        grace time is closed with 1008."""
         self.push(message)
+        if self.outbox.pending > self.outbox.limit // 2:
+            await self.outbox.wait_sent(timeout=CLOSE_GRACE_S)
+            if self.outbox.pending > self.outbox.limit // 2:
+                await self.outbox.overflow()
 
 
 async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
     """``GET /ws``: the play connection. The first message must be ``hello``."""
     settings = request.app[SETTINGS]
     ws = web.WebSocketResponse(
-        max_msg_size=settings.ws_max_message_bytes, heartbeat=settings.ws_heartbeat_s
+        max_msg_size=settings.ws_max_message_bytes,
+        heartbeat=settings.ws_heartbeat_s,
+        writer_limit=WRITER_LIMIT,
     )
     await ws.prepare(request)
     request.app[SOCKETS].add(ws)
@@ -92,7 +108,7 @@ async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
         services=request.app[SERVICES],
         hub=request.app[HUB],
         ws=ws,
-        outbox=Outbox(ws, settings.ws_send_queue),
+        outbox=Outbox(ws, settings.ws_send_queue, transport=request.transport),
         rate=RateLimitItemPerSecond(settings.ws_rate_per_second),
         flood=RateLimitItemPerSecond(settings.ws_rate_per_second * 3),
     )
@@ -120,7 +136,7 @@ async def _serve(session: _Session) -> None:
         except TimeoutError:
             await session.send(out.error("hello_timeout", "send 'hello' with a token first"))
             await session.outbox.wait_sent(timeout=1.0)
-            await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"no hello")
+            await session.outbox.shut(WSCloseCode.POLICY_VIOLATION, b"no hello")
             return
         if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
             return
@@ -132,10 +148,12 @@ async def _serve(session: _Session) -> None:
         if not _limiter.hit(session.flood, session.key):
             await session.send(out.error("flood", "too many messages; closing"))
             await session.outbox.wait_sent(timeout=1.0)
-            await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"flood")
+            await session.outbox.shut(WSCloseCode.POLICY_VIOLATION, b"flood")
             return
         if not _limiter.hit(session.rate, session.key):
-            await session.send(out.error("rate_limited", "too many messages; slow down"))
+            await session.send(
+                out.error("rate_limited", "too many messages; slow down", _request_id(msg.data))
+            )
             continue
         await _handle(session, msg.data)
 
@@ -169,7 +187,10 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         session.locale = Locale.parse(message.locale)
         session.error_help = message.error_help
         games = await services.games.unfinished(me.id)
-        welcome = out.welcome(me, games, session.locale)
+        rooms = await services.races.active_for(me.id)
+        for room in rooms:
+            session.hub.subscribe(session, room)
+        welcome = out.welcome(me, games, session.locale, rooms, services.clock.now())
         if message.id is not None:
             welcome["id"] = message.id
         await session.send(welcome)
@@ -209,6 +230,9 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
     elif isinstance(message, Resign):
         snapshot = await services.games.resign(player.id, message.game_id)
         await session.send(out.game(snapshot, session.locale, message.id))
+    elif isinstance(message, Hint):
+        best = await services.games.hint(player.id, message.game_id)
+        await session.send(out.hint(message.game_id, best, message.id))
     elif isinstance(message, RaceCreate):
         room = await services.races.create(
             player, message.game_code(), message.rule_set(), message.time_limit_s
@@ -237,7 +261,10 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
             )
         )
     elif isinstance(message, RaceLeave):
-        room = await services.races.leave(player, message.invite)
+        invite = normalize_invite(message.invite)
+        room = await services.races.leave(
+            player, invite, watching=session.hub.follows(session, invite)
+        )
         session.hub.unsubscribe(session, room.id)
         await session.send(out.race_left(room.invite, message.id))
     elif isinstance(message, RaceStart):
@@ -246,3 +273,15 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         await session.send(
             out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
         )
+
+
+def _request_id(raw: str) -> int | str | None:
+    """The ``id`` of a message that will not be handled, so its error can echo it."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    rid = data.get("id") if isinstance(data, dict) else None
+    if isinstance(rid, bool) or not isinstance(rid, int | str):
+        return None
+    return rid if not isinstance(rid, str) or len(rid) <= 64 else None
