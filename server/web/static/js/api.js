@@ -1,0 +1,50 @@
+// The REST API under /api/v1 (docs/protocol.md §11). Errors become ApiError(code).
+
+export class ApiError extends Error {
+  constructor(code, status, message) {
+    super(message || code);
+    this.code = code;
+    this.status = status;
+  }
+}
+
+async function call(method, path, { body, token } = {}) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let resp;
+  try {
+    resp = await fetch(`/api/v1${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new ApiError("network", 0, String(err));
+  }
+  let data = null;
+  try {
+    data = await resp.json();
+  } catch (err) {
+    data = null;
+  }
+  if (!resp.ok) {
+    const error = data && data.error ? data.error : { code: `http_${resp.status}`, message: "" };
+    throw new ApiError(error.code, resp.status, error.message);
+  }
+  return data;
+}
+
+export const api = {
+  register: (name) => call("POST", "/players", { body: { name } }),
+  me: (token) => call("GET", "/players/me", { token }),
+  daily: (date) => call("GET", date ? `/daily/${encodeURIComponent(date)}` : "/daily"),
+  leaderboard: (date, { limit = 50, cursor = null } = {}) => {
+    const q = new URLSearchParams({ limit: String(limit) });
+    if (cursor) q.set("cursor", cursor);
+    return call("GET", `/daily/${encodeURIComponent(date)}/leaderboard?${q}`);
+  },
+  around: (date, playerId, radius = 3) =>
+    call("GET", `/daily/${encodeURIComponent(date)}/leaderboard/around/${playerId}?radius=${radius}`),
+  race: (invite) => call("GET", `/races/${encodeURIComponent(invite)}`),
+};

@@ -1,0 +1,768 @@
+// The TriPeaks browser client: registration, the menu, the table, races and the leaderboard.
+// It talks to the server only through the documented websocket (/ws) and REST API (/api/v1).
+import { api } from "./api.js";
+import { Connection } from "./connection.js";
+import { $, h } from "./dom.js";
+import { cardName, formatTime, has, initialLocale, locale, onLocaleChange, setLocale, t } from "./i18n.js";
+import { Leaderboard } from "./leaderboard.js";
+import { measureOffset, RacePanel, serverNow } from "./race.js";
+import { Table } from "./table.js";
+
+const KEY = {
+  token: "tripeaks.token",
+  player: "tripeaks.player",
+  locale: "tripeaks.locale",
+  errorHelp: "tripeaks.errorHelp",
+  showPlayable: "tripeaks.showPlayable",
+  raceGames: "tripeaks.raceGames",
+  current: "tripeaks.current", // sessionStorage: the game on the table, resumed after a reload
+};
+
+function load(key, fallback) {
+  try {
+    const raw = localStorage.getItem(key);
+    return raw === null ? fallback : JSON.parse(raw);
+  } catch (err) {
+    return fallback;
+  }
+}
+
+function save(key, value) {
+  try {
+    if (value === null || value === undefined) localStorage.removeItem(key);
+    else localStorage.setItem(key, JSON.stringify(value));
+  } catch (err) {
+    /* private mode: keep going without storage */
+  }
+}
+
+const store = {
+  token: load(KEY.token, null),
+  player: load(KEY.player, null),
+  errorHelp: load(KEY.errorHelp, true) !== false,
+  showPlayable: load(KEY.showPlayable, false) === true,
+  view: null,
+  welcomed: false,
+  welcomeGames: [],
+  game: null,
+  gameAt: 0,
+  race: null, // {invite, room, role, offset, progress: {player_id: race_progress}}
+  pendingInvite: null,
+  queue: [],
+  acting: false,
+};
+
+let conn = null;
+let table = null;
+let racePanel = null;
+let leaderboard = null;
+let messageTimer = null;
+
+// ------------------------------------------------------------------------------------ views
+
+const VIEWS = ["register", "home", "play", "leaderboard"];
+
+function show(view) {
+  store.view = view;
+  for (const name of VIEWS) $(`#view-${name}`).hidden = name !== view;
+  $("#nav-leaderboard").hidden = !store.token;
+  if (view === "home") renderHome();
+  if (view !== "play" && location.pathname !== "/") history.pushState(null, "", "/");
+  window.scrollTo(0, 0);
+}
+
+function errorText(code) {
+  return has(`err.${code}`) ? t(`err.${code}`) : t("err.generic", { code });
+}
+
+function setMessage(text) {
+  const el = $("#message");
+  el.textContent = text || "";
+  clearTimeout(messageTimer);
+  if (text) messageTimer = setTimeout(() => (el.textContent = ""), 6000);
+}
+
+function announce(text) {
+  $("#announce").textContent = text;
+}
+
+// ----------------------------------------------------------------------------- registration
+
+async function register(ev) {
+  ev.preventDefault();
+  const input = $("#register-name");
+  const button = $("#register-submit");
+  const error = $("#register-error");
+  error.textContent = "";
+  button.disabled = true;
+  button.textContent = t("register.busy");
+  try {
+    const me = await api.register(input.value);
+    store.token = me.token;
+    store.player = { id: me.id, name: me.name };
+    save(KEY.token, me.token);
+    save(KEY.player, store.player);
+    connect();
+    if (store.pendingInvite) showPlay();
+    else show("home");
+  } catch (err) {
+    error.textContent = errorText(err.code);
+    input.focus();
+  } finally {
+    button.disabled = false;
+    button.textContent = t("register.submit");
+  }
+}
+
+function signedOut() {
+  store.token = null;
+  store.player = null;
+  save(KEY.token, null);
+  save(KEY.player, null);
+  conn = null;
+  $("#conn-banner").hidden = true;
+  renderWho();
+  show("register");
+}
+
+function renderWho() {
+  $("#who").textContent = store.player ? t("player.signedIn", { name: store.player.name }) : "";
+}
+
+// ------------------------------------------------------------------------------ connection
+
+function connect() {
+  if (conn) conn.stop();
+  store.welcomed = false;
+  conn = new Connection({
+    hello: () => ({ token: store.token, locale: locale(), error_help: store.errorHelp }),
+    onWelcome,
+    onPush,
+    onStatus: (online) => {
+      const banner = $("#conn-banner");
+      banner.textContent = online ? "" : t("conn.offline");
+      banner.hidden = online;
+    },
+    onUnauthorized: signedOut,
+  });
+  conn.start();
+}
+
+function onWelcome(welcome, { again }) {
+  store.player = welcome.player;
+  save(KEY.player, store.player);
+  renderWho();
+  store.welcomeGames = welcome.games;
+  if (store.view === "home") renderHome();
+  const first = !store.welcomed;
+  store.welcomed = true;
+  if (again) {
+    // A language or error-help change: fetch the game again for its localised notice.
+    if (store.game) refreshGame();
+    return;
+  }
+  if (first) {
+    if (store.pendingInvite) {
+      const invite = store.pendingInvite;
+      store.pendingInvite = null;
+      joinRace(invite);
+      return;
+    }
+    const current = sessionLoad();
+    if (current && current.game_id) {
+      startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
+    }
+    return;
+  }
+  // A reconnect: follow the race again, or resume the game on the table.
+  if (store.race) {
+    conn.request({ type: "race_join", invite: store.race.invite }).then((reply) => {
+      if (reply.type === "race") applyRace(reply);
+    });
+  } else if (store.game) {
+    refreshGame();
+  }
+}
+
+function refreshGame() {
+  const id = store.game.game_id;
+  conn.request({ type: "resume", game_id: id }).then((reply) => {
+    if (reply.type === "game" && store.game && store.game.game_id === id) setGame(reply.game);
+  });
+}
+
+function onPush(msg) {
+  const race = store.race;
+  if (msg.type === "race_room" || msg.type === "race_results") {
+    // Rooms may rarely arrive out of order: keep the one with the highest version.
+    if (race && msg.race.invite === race.invite && msg.race.version >= race.room.version) {
+      race.room = msg.race;
+      measureOffset(race, msg.race);
+      renderRace();
+      if (msg.type === "race_results") announce(t("race.results"));
+    }
+  } else if (msg.type === "race_go") {
+    if (race && msg.invite === race.invite) {
+      rememberRaceGame(msg.game.game_id, race.invite);
+      const wasWaiting = !store.game;
+      setGame(msg.game);
+      renderRace();
+      if (wasWaiting) table.focusFirst();
+      announce(t("race.go"));
+    }
+  } else if (msg.type === "race_progress") {
+    if (race && msg.invite === race.invite) {
+      race.progress[msg.player_id] = msg;
+      renderRace();
+    }
+  } else if (msg.type === "error") {
+    setMessage(errorText(msg.code));
+  }
+}
+
+// ------------------------------------------------------------------------------ menu
+
+async function renderHome() {
+  const games = store.welcomeGames || [];
+  const list = $("#continue-list");
+  list.textContent = "";
+  const races = load(KEY.raceGames, {});
+  for (const g of games) {
+    let what = g.code || g.daily_date || "";
+    if (g.mode === "race") what = races[g.game_id] || "";
+    const label = t("home.continue.item", {
+      mode: t(`mode.${g.mode}`),
+      what,
+      score: g.score,
+      cards: g.cards_left,
+    });
+    list.append(
+      h(
+        "li",
+        {},
+        h(
+          "button",
+          {
+            type: "button",
+            onclick: () =>
+              g.mode === "race" && races[g.game_id] ? joinRace(races[g.game_id]) : startGame({ type: "resume", game_id: g.game_id }),
+          },
+          label,
+        ),
+      ),
+    );
+  }
+  $("#tile-continue").hidden = games.length === 0;
+  const info = $("#daily-info");
+  try {
+    const daily = await api.daily();
+    store.today = daily.date;
+    info.textContent = t("home.daily.info", {
+      date: daily.date,
+      rules: t(`rules.short.${daily.rules}`),
+      players: daily.players,
+    });
+    const mine = games.find((g) => g.mode === "daily" && g.daily_date === daily.date);
+    $("#btn-daily").textContent = mine ? t("home.daily.resume") : t("home.daily.play");
+  } catch (err) {
+    info.textContent = errorText(err.code);
+  }
+}
+
+function homeError(text) {
+  const el = $("#home-error");
+  el.textContent = text || "";
+  if (text) el.scrollIntoView({ block: "nearest" });
+}
+
+function timeLimitOptions() {
+  const select = $("#race-limit");
+  const current = select.value || "300";
+  select.textContent = "";
+  for (const minutes of [2, 5, 10, 15, 30]) {
+    select.append(h("option", { value: String(minutes * 60) }, t("home.race.minutes", { n: minutes })));
+  }
+  select.value = current;
+}
+
+// ------------------------------------------------------------------------------ games
+
+async function startGame(message, { quiet = false } = {}) {
+  homeError("");
+  const reply = await conn.request(message);
+  if (reply.type === "game") {
+    leaveRaceContext();
+    enterGame(reply.game);
+  } else if (!quiet) {
+    homeError(errorText(reply.code));
+  } else {
+    sessionSave(null);
+  }
+}
+
+function enterGame(game) {
+  store.queue = [];
+  setMessage("");
+  setGame(game);
+  showPlay();
+  table.focusFirst();
+}
+
+function showPlay() {
+  show("play");
+  renderRace();
+}
+
+function setGame(game) {
+  const before = store.game;
+  store.game = game;
+  store.gameAt = performance.now();
+  if (game && game.mode !== "race") sessionSave({ game_id: game.game_id });
+  renderGame(before);
+}
+
+function renderGame(before) {
+  const game = store.game;
+  const board = $("#board");
+  board.hidden = !game;
+  $("#view-play").classList.toggle("has-game", !!game);
+  $("#stats").hidden = !game;
+  if (!game) {
+    $("#play-title").textContent = store.race ? t("mode.raceInvite", { invite: store.race.invite }) : "";
+    return;
+  }
+  let title;
+  if (game.mode === "daily") title = t("mode.dailyOf", { date: game.daily_date });
+  else if (game.mode === "race") title = t("mode.raceInvite", { invite: store.race ? store.race.invite : "" });
+  else title = t("mode.freeCode", { code: game.code });
+  $("#play-title").textContent = `${title} · ${t(`rules.short.${game.rules}`)}`;
+  $("#stat-score").textContent = String(game.score);
+  $("#stat-moves").textContent = String(game.moves);
+  tick();
+  // Never highlight playable cards in ranked (daily) or race games.
+  const highlight = store.showPlayable && game.mode === "free";
+  board.classList.toggle("highlighting", highlight);
+  table.render(game, { highlight });
+  const canResign = game.status === "playing" || (game.status === "blocked" && game.mode === "free");
+  $("#btn-resign").hidden = !canResign;
+  if (!canResign) $("#resign-confirm").hidden = true;
+  renderEnd(game, before);
+}
+
+function renderEnd(game, before) {
+  const panel = $("#end-panel");
+  if (game.status === "playing") {
+    panel.hidden = true;
+    return;
+  }
+  const titles = {
+    won: t("end.won.title"),
+    blocked: game.message || t("end.blocked.title"),
+    resigned: t("end.resigned.title"),
+  };
+  $("#end-title").textContent = titles[game.status] || "";
+  $("#end-summary").textContent = t("end.summary", {
+    score: game.score,
+    moves: game.moves,
+    undos: game.undos,
+    time: formatTime(game.elapsed_ms),
+  });
+  let note = "";
+  if (game.mode === "daily") note = game.status === "resigned" ? t("end.dailyResigned") : t("end.daily", { date: game.daily_date });
+  else if (game.mode === "race") note = store.race && store.race.room.status === "running" ? t("end.raceWait") : "";
+  else if (game.code) note = t("end.code", { code: game.code });
+  $("#end-note").textContent = note;
+  const actions = $("#end-actions");
+  actions.textContent = "";
+  const button = (label, fn, cls) => h("button", { type: "button", class: cls || null, onclick: fn }, label);
+  if (game.mode === "free") {
+    if (game.status === "blocked" && game.can_undo) actions.append(button(t("end.undo"), () => act("undo"), "primary"));
+    if (game.code) actions.append(button(t("end.replay"), () => startGame({ type: "new_game", code: game.code })));
+    actions.append(button(t("end.newRandom"), () => startGame({ type: "new_game", rules: game.rules })));
+    actions.append(button(t("end.menu"), goHome));
+  } else if (game.mode === "daily") {
+    actions.append(button(t("end.leaderboard"), () => openLeaderboard(game.daily_date), "primary"));
+    actions.append(button(t("end.menu"), goHome));
+  }
+  const wasPlaying = !before || before.game_id !== game.game_id || before.status === "playing";
+  panel.hidden = false;
+  if (wasPlaying && before && before.game_id === game.game_id) {
+    const first = actions.querySelector("button");
+    if (first) first.focus();
+    announce(`${$("#end-title").textContent}. ${$("#end-summary").textContent}`);
+  }
+}
+
+function tick() {
+  const game = store.game;
+  if (!game || store.view !== "play") return;
+  let ms = game.elapsed_ms;
+  if (game.status === "playing") {
+    if (game.mode === "race" && store.race && store.race.room.starts_at) {
+      const room = store.race.room;
+      const now = room.ends_at ? Math.min(serverNow(store.race), Date.parse(room.ends_at)) : serverNow(store.race);
+      ms = Math.max(0, now - Date.parse(room.starts_at));
+    } else {
+      ms = game.elapsed_ms + (performance.now() - store.gameAt);
+    }
+  }
+  const text = formatTime(ms);
+  const el = $("#stat-time");
+  if (el.textContent !== text) el.textContent = text;
+}
+
+/** Queue an action: they go to the server one at a time, each with the newest seq. */
+function act(kind, pos) {
+  const game = store.game;
+  if (!game || store.view !== "play") return;
+  if (game.status === "won" || game.status === "resigned") return;
+  // A blocked game is over in ranked play; in free play only undo can bring it back.
+  if (game.status === "blocked" && (game.mode !== "free" || kind !== "undo")) return;
+  if (store.queue.length >= 3) return;
+  store.queue.push({ kind, pos });
+  pump();
+}
+
+async function pump() {
+  if (store.acting) return;
+  store.acting = true;
+  try {
+    while (store.queue.length && store.game) {
+      const next = store.queue.shift();
+      const game = store.game;
+      const message = { type: "action", game_id: game.game_id, seq: game.seq, action: next.kind };
+      if (next.kind === "remove") message.pos = next.pos;
+      const reply = await conn.request(message);
+      if (!store.game || store.game.game_id !== game.game_id) break;
+      if (reply.type === "accepted") {
+        setMessage("");
+        setGame(reply.game);
+        announce(
+          `${t("table.wasteLabel", { card: cardName(reply.game.waste) })}. ${t("stat.score")} ${reply.game.score}`,
+        );
+      } else if (reply.type === "rejected") {
+        store.queue = [];
+        setGame(reply.game);
+        let text = reply.message || "";
+        if (!text && has(`msg.${reply.code}`)) text = t(`msg.${reply.code}`);
+        setMessage(text);
+      } else {
+        store.queue = [];
+        setMessage(errorText(reply.code));
+      }
+    }
+  } finally {
+    store.acting = false;
+  }
+}
+
+async function resign() {
+  $("#resign-confirm").hidden = true;
+  const game = store.game;
+  if (!game) return;
+  const reply = await conn.request({ type: "resign", game_id: game.game_id });
+  if (reply.type === "game") setGame(reply.game);
+  else setMessage(errorText(reply.code));
+}
+
+function goHome() {
+  const game = store.game;
+  if (game) {
+    // Keep the menu's "continue" list current without another hello.
+    const others = store.welcomeGames.filter((g) => g.game_id !== game.game_id);
+    const open = game.status === "playing" || (game.status === "blocked" && game.mode === "free");
+    store.welcomeGames = open ? [game, ...others] : others;
+  }
+  store.game = null;
+  store.queue = [];
+  sessionSave(null);
+  leaveRaceContext();
+  show("home");
+}
+
+function sessionSave(value) {
+  try {
+    if (value) sessionStorage.setItem(KEY.current, JSON.stringify(value));
+    else sessionStorage.removeItem(KEY.current);
+  } catch (err) {
+    /* no storage */
+  }
+}
+
+function sessionLoad() {
+  try {
+    return JSON.parse(sessionStorage.getItem(KEY.current) || "null");
+  } catch (err) {
+    return null;
+  }
+}
+
+// ------------------------------------------------------------------------------ races
+
+function rememberRaceGame(gameId, invite) {
+  const races = load(KEY.raceGames, {});
+  races[gameId] = invite;
+  const ids = Object.keys(races);
+  if (ids.length > 50) delete races[ids[0]];
+  save(KEY.raceGames, races);
+}
+
+async function createRace(ev) {
+  ev.preventDefault();
+  homeError("");
+  const code = $("#race-code").value.trim();
+  const message = { type: "race_create", time_limit_s: Number($("#race-limit").value) };
+  if (code) message.code = code;
+  else message.rules = $("#race-rules").value;
+  const reply = await conn.request(message);
+  if (reply.type === "race") applyRace(reply, { enter: true });
+  else homeError(errorText(reply.code));
+}
+
+async function joinRace(invite) {
+  homeError("");
+  const clean = String(invite).trim();
+  if (!clean) return;
+  const reply = await conn.request({ type: "race_join", invite: clean });
+  if (reply.type === "race") applyRace(reply, { enter: true });
+  else {
+    if (store.view !== "home") show("home");
+    homeError(errorText(reply.code));
+  }
+}
+
+function applyRace(reply, { enter = false } = {}) {
+  const room = reply.race;
+  if (!store.race || store.race.invite !== room.invite) {
+    store.race = { invite: room.invite, room, role: reply.role, offset: 0, progress: {} };
+    store.game = null;
+  }
+  const race = store.race;
+  if (room.version >= race.room.version) race.room = room;
+  race.role = reply.role;
+  measureOffset(race, room);
+  if (location.pathname !== room.link) history.pushState(null, "", room.link);
+  sessionSave(null);
+  if (reply.game) {
+    rememberRaceGame(reply.game.game_id, room.invite);
+    setGame(reply.game);
+  } else if (enter) {
+    renderGame(null);
+  }
+  if (enter || store.view !== "play") {
+    store.queue = [];
+    setMessage("");
+    showPlay();
+    if (store.game) table.focusFirst();
+  } else {
+    renderRace();
+  }
+}
+
+function leaveRaceContext() {
+  store.race = null;
+  renderRace();
+}
+
+async function startRace() {
+  const race = store.race;
+  if (!race) return;
+  const reply = await conn.request({ type: "race_start", invite: race.invite });
+  if (reply.type === "race") applyRace(reply);
+  else setRaceError(reply.code);
+}
+
+async function leaveRace() {
+  const race = store.race;
+  if (!race) return;
+  const reply = await conn.request({ type: "race_leave", invite: race.invite });
+  if (reply.type === "race_left" || reply.type === "error") {
+    store.game = null;
+    leaveRaceContext();
+    goHome();
+  }
+}
+
+function setRaceError(code) {
+  const panel = $("#race-panel");
+  panel.append(h("p", { class: "error", role: "alert" }, errorText(code)));
+}
+
+function renderRace() {
+  const race = store.race;
+  const panel = $("#race-panel");
+  panel.hidden = !race;
+  $(".play-body").classList.toggle("with-race", !!race);
+  $("#view-play").classList.toggle("racing", !!race);
+  racePanel.render(race, store.player, store.game);
+  if (store.game && store.view === "play") renderEnd(store.game, store.game);
+}
+
+// ------------------------------------------------------------------------------ leaderboard
+
+function openLeaderboard(date) {
+  show("leaderboard");
+  leaderboard.open(date || null);
+}
+
+// ------------------------------------------------------------------------------ settings
+
+function wireSettings() {
+  const panel = $("#settings");
+  const toggle = $("#nav-settings");
+  const errorHelp = $("#set-error-help");
+  const showPlayable = $("#set-show-playable");
+  errorHelp.checked = store.errorHelp;
+  showPlayable.checked = store.showPlayable;
+  const setOpen = (open) => {
+    panel.hidden = !open;
+    toggle.setAttribute("aria-expanded", String(open));
+    if (open) errorHelp.focus();
+  };
+  toggle.addEventListener("click", () => setOpen(panel.hidden));
+  $("#settings-close").addEventListener("click", () => {
+    setOpen(false);
+    toggle.focus();
+  });
+  errorHelp.addEventListener("change", () => {
+    store.errorHelp = errorHelp.checked;
+    save(KEY.errorHelp, store.errorHelp);
+    if (conn) conn.rehello();
+  });
+  showPlayable.addEventListener("change", () => {
+    store.showPlayable = showPlayable.checked;
+    save(KEY.showPlayable, store.showPlayable);
+    if (store.game) renderGame(store.game);
+  });
+  const lang = $("#lang-select");
+  lang.value = locale();
+  lang.addEventListener("change", () => {
+    save(KEY.locale, lang.value);
+    setLocale(lang.value);
+  });
+}
+
+onLocaleChange(() => {
+  $("#lang-select").value = locale();
+  renderWho();
+  timeLimitOptions();
+  if (conn) conn.rehello();
+  if (store.view === "home") renderHome();
+  if (store.game) renderGame(store.game);
+  else if (store.race) renderGame(null);
+  if (store.race) renderRace();
+  if (store.view === "leaderboard") leaderboard.render();
+  const banner = $("#conn-banner");
+  if (!banner.hidden) banner.textContent = t("conn.offline");
+});
+
+// ------------------------------------------------------------------------------ keyboard
+
+function onKey(ev) {
+  if (store.view !== "play" || !store.game) return;
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.repeat) return; // a held key plays once
+  const target = ev.target;
+  if (target && (target.tagName === "INPUT" || target.tagName === "SELECT" || target.tagName === "TEXTAREA")) return;
+  const key = ev.key.toLowerCase();
+  if (key === "d") {
+    ev.preventDefault();
+    act("draw");
+  } else if (key === "u") {
+    ev.preventDefault();
+    act("undo");
+  }
+}
+
+// ------------------------------------------------------------------------------ start
+
+function routeFromLocation() {
+  const m = location.pathname.match(/^\/race\/([^/]+)\/?$/);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+function boot() {
+  setLocale(initialLocale(load(KEY.locale, null)));
+  table = new Table($("#board"), {
+    remove: (pos) => act("remove", pos),
+    draw: () => act("draw"),
+    undo: () => act("undo"),
+  });
+  racePanel = new RacePanel($("#race-panel"), {
+    start: startRace,
+    leave: leaveRace,
+    home: goHome,
+    replay: (code) => startGame({ type: "new_game", code }),
+    newRace: () => {
+      goHome();
+      const details = $(".race-create");
+      details.open = true;
+      $("#race-code").focus();
+    },
+  });
+  leaderboard = new Leaderboard($("#view-leaderboard"), {
+    me: () => store.player,
+    replay: (code) => startGame({ type: "new_game", code }),
+    errorText,
+  });
+  timeLimitOptions();
+  wireSettings();
+  renderWho();
+
+  $("#register-form").addEventListener("submit", register);
+  $("#nav-home").addEventListener("click", () => (store.token ? goHome() : show("register")));
+  $("#nav-leaderboard").addEventListener("click", () => openLeaderboard());
+  $("#btn-leaderboard").addEventListener("click", () => openLeaderboard());
+  $("#btn-daily").addEventListener("click", () => startGame({ type: "join_daily" }));
+  $("#free-code-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const code = $("#free-code").value.trim();
+    if (code) startGame({ type: "new_game", code });
+    else homeError(errorText("bad_code"));
+  });
+  $("#btn-random").addEventListener("click", () => startGame({ type: "new_game", rules: $("#free-rules").value }));
+  $("#race-join-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const invite = $("#race-invite").value.trim();
+    if (invite) joinRace(invite);
+    else homeError(errorText("bad_invite"));
+  });
+  $("#race-create-form").addEventListener("submit", createRace);
+  $("#btn-resign").addEventListener("click", () => {
+    $("#resign-confirm").hidden = false;
+    $("#resign-no").focus();
+  });
+  $("#resign-yes").addEventListener("click", resign);
+  $("#resign-no").addEventListener("click", () => {
+    $("#resign-confirm").hidden = true;
+    $("#btn-resign").focus();
+  });
+  document.addEventListener("keydown", onKey);
+  window.addEventListener("popstate", () => {
+    const invite = routeFromLocation();
+    if (invite && store.token) joinRace(invite);
+    else if (store.token) goHome();
+  });
+  setInterval(tick, 250);
+
+  store.pendingInvite = routeFromLocation();
+  if (!store.token) {
+    show("register");
+    $("#register-name").focus();
+    return;
+  }
+  connect();
+  if (store.pendingInvite) showPlay();
+  else show("home");
+}
+
+// For tests and debugging: the connection (to drop it and watch it come back) and the state.
+window.tripeaks = {
+  get store() {
+    return store;
+  },
+  get connection() {
+    return conn;
+  },
+};
+
+boot();

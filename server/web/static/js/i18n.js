@@ -1,0 +1,82 @@
+// Texts: one table per language (static/i18n/*.js); t() looks a key up in the current one.
+import en from "../i18n/en.js";
+import zhHant from "../i18n/zh-Hant.js";
+
+export const TABLES = { en, "zh-Hant": zhHant };
+export const LOCALES = Object.keys(TABLES);
+
+let current = "en";
+const listeners = new Set();
+
+/** The locale to start with: the stored choice, else the browser's language. */
+export function initialLocale(stored) {
+  if (stored && TABLES[stored]) return stored;
+  const langs = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || "en"];
+  for (const lang of langs) {
+    const l = String(lang).toLowerCase().replace("_", "-");
+    if (l.startsWith("zh-hant") || l === "zh-tw" || l === "zh-hk" || l === "zh-mo") return "zh-Hant";
+    if (l.startsWith("en")) return "en";
+  }
+  return "en";
+}
+
+export function locale() {
+  return current;
+}
+
+export function setLocale(next) {
+  current = TABLES[next] ? next : "en";
+  document.documentElement.lang = current;
+  applyStatic(document);
+  for (const fn of listeners) fn(current);
+}
+
+export function onLocaleChange(fn) {
+  listeners.add(fn);
+}
+
+/** The text of `key` in the current language, with `{name}` placeholders filled in. */
+export function t(key, params = {}) {
+  const table = TABLES[current];
+  let text = table[key];
+  if (text === undefined) text = en[key];
+  if (text === undefined) return key;
+  return text.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
+}
+
+/** Whether a key exists (used for optional texts such as error codes). */
+export function has(key) {
+  return key in TABLES[current] || key in en;
+}
+
+/** The spoken name of a card, e.g. "7 of spades" / "黑桃 7". */
+export function cardName(card) {
+  if (!card || card.length !== 2) return "";
+  const rank = card[0];
+  const suit = card[1];
+  const template = has(`card.name.${rank}`) ? `card.name.${rank}` : "card.name";
+  return t(template, { rank: t(`rank.${rank}`), suit: t(`suit.${suit}`) });
+}
+
+/** Fill every element marked with data-i18n (text), data-i18n-placeholder, data-i18n-aria-label. */
+export function applyStatic(root) {
+  for (const el of root.querySelectorAll("[data-i18n]")) el.textContent = t(el.dataset.i18n);
+  for (const el of root.querySelectorAll("[data-i18n-placeholder]")) {
+    el.placeholder = t(el.dataset.i18nPlaceholder);
+  }
+  for (const el of root.querySelectorAll("[data-i18n-aria-label]")) {
+    el.setAttribute("aria-label", t(el.dataset.i18nAriaLabel));
+  }
+  for (const el of root.querySelectorAll("[data-i18n-title]")) el.title = t(el.dataset.i18nTitle);
+  document.title = t("app.title");
+}
+
+/** Minutes and seconds, e.g. 83_000 → "1:23". */
+export function formatTime(ms) {
+  const total = Math.max(0, Math.floor((ms || 0) / 1000));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  const ss = String(s).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${ss}` : `${m}:${ss}`;
+}

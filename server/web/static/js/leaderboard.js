@@ -1,0 +1,155 @@
+// The daily leaderboard (REST): a date's ranking page by page, my row highlighted, and the
+// window "around me".
+import { api } from "./api.js";
+import { formatTime, t } from "./i18n.js";
+import { $, clear, h } from "./dom.js";
+
+export function shiftDate(iso, days) {
+  const d = new Date(`${iso}T00:00:00Z`);
+  d.setUTCDate(d.getUTCDate() + days);
+  return d.toISOString().slice(0, 10);
+}
+
+export class Leaderboard {
+  /**
+   * @param {HTMLElement} root  #view-leaderboard
+   * @param {object} ctx  {me() → {id, name}|null, replay(code), errorText(code)}
+   */
+  constructor(root, ctx) {
+    this.root = root;
+    this.ctx = ctx;
+    this.today = null;
+    this.date = null;
+    this.entries = [];
+    this.cursor = null;
+    this.info = null;
+    this.aroundEntries = null;
+    this.aroundError = null;
+    this.error = null;
+    this.loading = 0;
+    this.dateInput = $("#lb-date", root);
+    $("#lb-prev", root).addEventListener("click", () => this.open(shiftDate(this.date, -1)));
+    $("#lb-next", root).addEventListener("click", () => this.open(shiftDate(this.date, 1)));
+    $("#lb-today", root).addEventListener("click", () => this.open(null));
+    this.dateInput.addEventListener("change", () => {
+      if (this.dateInput.value) this.open(this.dateInput.value);
+    });
+    $("#lb-more", root).addEventListener("click", () => this._more());
+  }
+
+  /** Show a date's board (today's, from the server's clock, when none is given). */
+  async open(date) {
+    const ticket = ++this.loading;
+    if (!this.today || !date) {
+      try {
+        const today = await api.daily();
+        this.today = today.date;
+      } catch (err) {
+        this.today = this.today || new Date().toISOString().slice(0, 10);
+      }
+    }
+    this.date = date && date <= this.today ? date : this.today;
+    this.entries = [];
+    this.cursor = null;
+    this.info = null;
+    this.aroundEntries = null;
+    this.aroundError = null;
+    this.error = null;
+    this.render();
+    const me = this.ctx.me();
+    const [info, page, around] = await Promise.allSettled([
+      api.daily(this.date),
+      api.leaderboard(this.date, { limit: 50 }),
+      me ? api.around(this.date, me.id, 3) : Promise.reject(new Error("no player")),
+    ]);
+    if (ticket !== this.loading) return;
+    if (info.status === "fulfilled") this.info = info.value;
+    else this.error = info.reason && info.reason.code === "no_daily" ? t("lb.noDaily") : this.ctx.errorText(info.reason.code);
+    if (page.status === "fulfilled") {
+      this.entries = page.value.entries;
+      this.cursor = page.value.next_cursor;
+    }
+    if (around.status === "fulfilled") this.aroundEntries = around.value.entries;
+    else this.aroundError = t("lb.notRanked");
+    this.render();
+  }
+
+  async _more() {
+    if (!this.cursor) return;
+    const page = await api.leaderboard(this.date, { limit: 50, cursor: this.cursor });
+    this.entries = this.entries.concat(page.entries);
+    this.cursor = page.next_cursor;
+    this.render();
+  }
+
+  render() {
+    const root = this.root;
+    this.dateInput.value = this.date || "";
+    if (this.today) this.dateInput.max = this.today;
+    $("#lb-next", root).disabled = !this.date || this.date >= this.today;
+    const info = $("#lb-info", root);
+    const code = clear($("#lb-code", root));
+    if (this.error) info.textContent = this.error;
+    else if (this.info) {
+      info.textContent = t("lb.info", {
+        players: this.info.players,
+        ranked: this.info.ranked,
+        rules: t(`rules.short.${this.info.rules}`),
+      });
+      if (this.info.code) {
+        code.append(
+          h("p", {}, t("lb.codeWas", { code: this.info.code })),
+          h("button", { type: "button", id: "lb-replay", onclick: () => this.ctx.replay(this.info.code) }, t("lb.replay")),
+        );
+      }
+    } else info.textContent = t("lb.loading");
+    const around = clear($("#lb-around", root));
+    if (this.aroundEntries) around.append(this._table(this.aroundEntries, "lb-around-table"));
+    else if (this.aroundError) around.append(h("p", { class: "muted" }, this.aroundError));
+    const list = clear($("#lb-list", root));
+    if (this.entries.length) list.append(this._table(this.entries, "lb-table"));
+    else if (this.info) list.append(h("p", { class: "muted" }, t("lb.empty")));
+    $("#lb-more", root).hidden = !this.cursor;
+  }
+
+  _table(entries, id) {
+    const me = this.ctx.me();
+    return h(
+      "table",
+      { class: "grid-table", id },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, t("lb.rank")),
+          h("th", { scope: "col" }, t("lb.name")),
+          h("th", { scope: "col" }, t("lb.score")),
+          h("th", { scope: "col" }, t("lb.moves")),
+          h("th", { scope: "col", class: "opt" }, t("lb.undos")),
+          h("th", { scope: "col" }, t("lb.time")),
+          h("th", { scope: "col", class: "opt" }, t("lb.status")),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        entries.map((e) => {
+          const mine = me && e.player_id === me.id;
+          return h(
+            "tr",
+            { class: mine ? "me" : null, "aria-current": mine ? "true" : null, dataset: { player: String(e.player_id) } },
+            h("td", {}, String(e.rank)),
+            h("td", {}, mine ? `${e.name} ${t("lb.you")}` : e.name),
+            h("td", {}, String(e.score)),
+            h("td", {}, String(e.moves)),
+            h("td", { class: "opt" }, String(e.undos)),
+            h("td", {}, formatTime(e.elapsed_ms)),
+            h("td", { class: "opt" }, t(`lb.status.${e.status}`)),
+          );
+        }),
+      ),
+    );
+  }
+}

@@ -1,0 +1,247 @@
+// The race panel: lobby (invite, players, start), countdown on server time, live progress bars
+// of every racer, and the results. It only shows the ROOM object and race_progress pushes.
+import { formatTime, t } from "./i18n.js";
+import { clear, h } from "./dom.js";
+
+/** Server time now, from the offset measured with the ROOM object's `server_time`. */
+export function serverNow(race) {
+  return Date.now() + (race ? race.offset : 0);
+}
+
+/** Remember how far the server's clock is from ours (clock skew; latency is small). */
+export function measureOffset(race, room) {
+  if (room && room.server_time) race.offset = Date.parse(room.server_time) - Date.now();
+}
+
+export class RacePanel {
+  /**
+   * @param {HTMLElement} el  the #race-panel element
+   * @param {object} on  {start(), leave(), home(), replay(code), newRace()}
+   */
+  constructor(el, on) {
+    this.el = el;
+    this.on = on;
+    this.race = null;
+    this.me = null;
+    this.game = null;
+    this.ticker = setInterval(() => this._tick(), 200);
+  }
+
+  /** Show a race: {invite, room, role, offset, progress}; `me` the player; `game` my STATE. */
+  render(race, me, game) {
+    this.race = race;
+    this.me = me;
+    this.game = game;
+    const active = document.activeElement;
+    const focusId = active && this.el.contains(active) ? active.id : null;
+    clear(this.el);
+    if (!race) return;
+    const room = race.room;
+    if (room.status === "lobby") this._lobby(room);
+    else if (room.status === "running") this._running(room);
+    else if (room.status === "finished") this._finished(room);
+    else this._closed();
+    if (focusId) {
+      const again = this.el.querySelector(`#${CSS.escape(focusId)}`);
+      if (again) again.focus();
+    }
+    this._tick();
+  }
+
+  _isHost(room) {
+    return this.me && room.host_id === this.me.id;
+  }
+
+  _lobby(room) {
+    const link = `${location.origin}${room.link}`;
+    const copy = h(
+      "button",
+      {
+        type: "button",
+        id: "race-copy",
+        onclick: async () => {
+          const input = this.el.querySelector("#race-link");
+          try {
+            await navigator.clipboard.writeText(link);
+          } catch (err) {
+            input.select();
+            document.execCommand("copy");
+          }
+          copy.textContent = t("race.copied");
+        },
+      },
+      t("race.copy"),
+    );
+    this.el.append(
+      h("h2", {}, t("race.lobby")),
+      h("p", { class: "muted" }, t("race.inviteIs")),
+      h("p", { class: "invite-code", id: "race-invite-code" }, room.invite),
+      h("label", { for: "race-link", class: "muted" }, t("race.link")),
+      h("div", { class: "share" }, h("input", { id: "race-link", readonly: true, value: link }), copy),
+      h(
+        "p",
+        { class: "muted" },
+        t("race.rulesLimit", { rules: t(`rules.short.${room.rules}`), minutes: Math.round(room.time_limit_s / 60) }),
+      ),
+      h("h3", {}, t("race.players", { n: room.players.length, max: room.max_players })),
+      this._racers(room, false),
+    );
+    const actions = h("div", { class: "race-actions" });
+    if (this.race.role === "racer" && this._isHost(room)) {
+      actions.append(
+        h("button", { type: "button", class: "primary", id: "race-start", onclick: () => this.on.start() }, t("race.start")),
+      );
+    } else {
+      this.el.append(h("p", { id: "race-wait" }, t("race.waitHost")));
+    }
+    actions.append(h("button", { type: "button", id: "race-leave", onclick: () => this.on.leave() }, t("race.leave")));
+    this.el.append(actions);
+  }
+
+  _running(room) {
+    this.el.append(h("h2", {}, t("race.progress")));
+    if (this.race.role !== "racer") this.el.append(h("p", { class: "muted" }, t("race.spectating")));
+    this.el.append(
+      h(
+        "div",
+        { class: "countdown", id: "race-countdown", "aria-live": "polite" },
+        h("span", { class: "countdown-label" }),
+        h("span", { class: "countdown-number" }),
+      ),
+      h("p", { class: "muted", id: "race-time-left" }),
+      this._racers(room, true),
+    );
+    const actions = h("div", { class: "race-actions" });
+    const mine = this.game && this.game.mode === "race" && this.game.status === "playing";
+    const label = this.race.role === "racer" && mine ? t("race.leaveRunning") : t("race.leave");
+    actions.append(h("button", { type: "button", id: "race-leave", onclick: () => this.on.leave() }, label));
+    this.el.append(actions);
+  }
+
+  _finished(room) {
+    this.el.append(h("h2", { id: "race-results-title" }, t("race.results")));
+    const rows = (room.results || []).map((r) => {
+      // Winners rank by finish time, the others by score then cards left (SPEC §4).
+      const detail = r.status === "won" ? formatTime(r.elapsed_ms) : t("race.cardsLeft", { n: r.cards_left });
+      return h(
+        "tr",
+        { class: this.me && r.player_id === this.me.id ? "me" : null },
+        h("td", {}, String(r.rank)),
+        h("td", {}, r.name),
+        h(
+          "td",
+          {},
+          // "playing" in the results: the game was stopped by the time limit.
+          h("span", { class: "result-status" }, t(r.status === "playing" ? "race.status.timeUp" : `race.status.${r.status}`)),
+          h("small", {}, detail),
+        ),
+        h("td", {}, String(r.score)),
+      );
+    });
+    this.el.append(
+      h(
+        "table",
+        { class: "grid-table", id: "race-results" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            h("th", { scope: "col" }, t("race.rank")),
+            h("th", { scope: "col" }, t("race.player")),
+            h("th", { scope: "col" }, t("race.result")),
+            h("th", { scope: "col" }, t("stat.score")),
+          ),
+        ),
+        h("tbody", {}, rows),
+      ),
+    );
+    const actions = h("div", { class: "race-actions" });
+    if (room.code) {
+      this.el.append(h("p", { class: "muted" }, t("race.dealWas", { code: room.code })));
+      actions.append(h("button", { type: "button", onclick: () => this.on.replay(room.code) }, t("end.replay")));
+    }
+    actions.append(
+      h("button", { type: "button", onclick: () => this.on.newRace() }, t("race.newRace")),
+      h("button", { type: "button", onclick: () => this.on.home() }, t("end.menu")),
+    );
+    this.el.append(actions);
+  }
+
+  _closed() {
+    this.el.append(
+      h("p", { id: "race-closed" }, t("race.closed")),
+      h("button", { type: "button", onclick: () => this.on.home() }, t("end.menu")),
+    );
+  }
+
+  /** Every racer with a progress bar (cards removed of 28), cards left and score. */
+  _racers(room, withProgress) {
+    const list = h("ul", { class: "racers", id: "race-players" });
+    for (const p of room.players) {
+      const mine = this.me && p.player_id === this.me.id;
+      const tags = [];
+      if (p.host) tags.push(h("span", { class: "tag" }, t("race.host")));
+      if (mine) tags.push(h("span", { class: "tag" }, t("race.you")));
+      const item = h(
+        "li",
+        { class: mine ? "racer me" : "racer", dataset: { player: String(p.player_id) } },
+        h("span", { class: "name-line" }, h("span", { class: "name" }, p.name), ...tags),
+      );
+      if (withProgress) {
+        const prog = this._progress(p, mine);
+        const cards = prog ? prog.cards_left : 28;
+        const score = prog ? prog.score : 500;
+        const status = prog ? prog.status : "playing";
+        let detail = t("race.progressRow", { cards, score });
+        if (status && status !== "playing") detail += ` · ${t(`race.status.${status}`)}`;
+        item.append(
+          h("span", { class: "detail" }, detail),
+          h("progress", { max: "28", value: String(28 - cards), "aria-label": `${p.name}: ${detail}` }),
+        );
+      }
+      list.append(item);
+    }
+    return list;
+  }
+
+  /** The freshest progress known for a racer: my own STATE, a race_progress push, or the room. */
+  _progress(player, mine) {
+    if (mine && this.game && this.game.mode === "race") return this.game;
+    const pushed = this.race.progress[player.player_id];
+    const fromRoom = player.progress;
+    if (pushed && (!fromRoom || pushed.moves >= fromRoom.moves)) return pushed;
+    return fromRoom;
+  }
+
+  _tick() {
+    const race = this.race;
+    if (!race || race.room.status !== "running") return;
+    const now = serverNow(race);
+    const countdown = this.el.querySelector("#race-countdown");
+    const startsAt = race.room.starts_at ? Date.parse(race.room.starts_at) : null;
+    if (countdown) {
+      let label = "";
+      let text = "";
+      if (startsAt && now < startsAt) {
+        label = t("race.startsIn");
+        text = String(Math.ceil((startsAt - now) / 1000));
+      } else if (race.role === "racer" && !this.game) {
+        text = t("race.getReady");
+      } else if (startsAt && now - startsAt < 1500) {
+        text = t("race.go");
+      }
+      const labelEl = countdown.querySelector(".countdown-label");
+      const numberEl = countdown.querySelector(".countdown-number");
+      if (labelEl.textContent !== label) labelEl.textContent = label;
+      if (numberEl.textContent !== text) numberEl.textContent = text;
+      countdown.hidden = !text;
+    }
+    const left = this.el.querySelector("#race-time-left");
+    if (left && race.room.ends_at && startsAt && now >= startsAt) {
+      const text = t("race.timeLeft", { time: formatTime(Date.parse(race.room.ends_at) - now) });
+      if (left.textContent !== text) left.textContent = text;
+    }
+  }
+}

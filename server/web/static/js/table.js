@@ -1,0 +1,155 @@
+// The table: the three peaks (28 card buttons in their overlapping layout), the stock, the
+// waste card, score/moves/time, undo and give-up. It only shows a STATE and reports clicks;
+// the server decides everything.
+import { cardName, t } from "./i18n.js";
+import { centreOf, isNeighbour, paintBack, paintFace, rowOf } from "./cards.js";
+
+export class Table {
+  /**
+   * @param {HTMLElement} root  the #board element (holds #peaks, #stock, #waste-card, …)
+   * @param {object} on  {remove(pos), draw(), undo()}
+   */
+  constructor(root, on) {
+    this.root = root;
+    this.on = on;
+    this.peaks = root.querySelector("#peaks");
+    this.stock = root.querySelector("#stock");
+    this.stockCount = root.querySelector("#stock-count");
+    this.stockCard = root.querySelector("#stock-card");
+    this.waste = root.querySelector("#waste-card");
+    this.undoButton = root.querySelector("#btn-undo");
+    this.game = null;
+    this.buttons = [];
+    for (let pos = 0; pos < 28; pos++) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "card";
+      b.dataset.pos = String(pos);
+      b.dataset.row = String(rowOf(pos));
+      // Position in card slots: CSS turns these into offsets (see .peaks .card in app.css).
+      b.style.setProperty("--x", String(centreOf(pos) - 0.5));
+      b.style.setProperty("--row", String(rowOf(pos)));
+      b.addEventListener("click", () => this.on.remove(pos));
+      this.peaks.append(b);
+      this.buttons.push(b);
+    }
+    this.stock.addEventListener("click", () => this.on.draw());
+    this.undoButton.addEventListener("click", () => this.on.undo());
+    this.peaks.addEventListener("keydown", (ev) => this._arrows(ev));
+  }
+
+  /** Show a STATE. `highlight`: mark the playable cards (free play with "show playable" on). */
+  render(game, { highlight = false } = {}) {
+    const previous = this.game;
+    this.game = game;
+    const active = document.activeElement;
+    const focusedPos = active && active.dataset && active.parentElement === this.peaks ? Number(active.dataset.pos) : null;
+    const playing = game.status === "playing";
+    for (let pos = 0; pos < 28; pos++) {
+      const b = this.buttons[pos];
+      const cell = game.tableau[pos];
+      if (cell === null) {
+        b.hidden = true;
+        b.classList.remove("hint");
+        b.removeAttribute("aria-label");
+        continue;
+      }
+      b.hidden = false;
+      if (cell === "down") {
+        if (b.dataset.state !== "down") paintBack(b);
+        b.dataset.state = "down";
+        b.tabIndex = -1;
+        b.setAttribute("aria-label", t("table.faceDown"));
+        b.classList.remove("hint");
+      } else {
+        if (b.dataset.card !== cell) paintFace(b, cell);
+        if (previous && previous.tableau[pos] === "down" && previous.game_id === game.game_id) {
+          b.classList.remove("flip");
+          void b.offsetWidth; // restart the turn-over animation
+          b.classList.add("flip");
+        }
+        b.dataset.state = "up";
+        b.tabIndex = 0;
+        const hint = highlight && playing && isNeighbour(cell, game.waste, game.rules);
+        b.classList.toggle("hint", hint);
+        b.setAttribute("aria-label", hint ? `${cardName(cell)}, ${t("table.playable")}` : cardName(cell));
+      }
+    }
+    paintFace(this.waste, game.waste);
+    this.waste.setAttribute("aria-label", t("table.wasteLabel", { card: cardName(game.waste) }));
+    this.stockCount.textContent = String(game.stock_count);
+    this.stock.classList.toggle("empty", game.stock_count === 0);
+    this.stock.setAttribute(
+      "aria-label",
+      game.stock_count ? t("table.stockLabel", { n: game.stock_count }) : t("table.stockEmpty"),
+    );
+    this.stock.dataset.count = String(game.stock_count);
+    this.undoButton.disabled = !game.can_undo;
+    // Keep the keyboard where it was: a removed card hands focus to the nearest card.
+    if (focusedPos !== null && this.buttons[focusedPos].hidden) this._focusNear(focusedPos);
+  }
+
+  relabel() {
+    if (this.game) this.render(this.game, { highlight: this.root.classList.contains("highlighting") });
+  }
+
+  focusFirst() {
+    const first = this._focusable()[0];
+    if (first) first.focus();
+    else this.stock.focus();
+  }
+
+  _focusable() {
+    return this.buttons.filter((b) => !b.hidden && b.dataset.state === "up");
+  }
+
+  _focusNear(pos) {
+    const x = centreOf(pos);
+    const row = rowOf(pos);
+    const candidates = this._focusable();
+    if (!candidates.length) {
+      this.stock.focus();
+      return;
+    }
+    candidates.sort((a, b) => this._distance(a, x, row) - this._distance(b, x, row));
+    candidates[0].focus();
+  }
+
+  _distance(button, x, row) {
+    const p = Number(button.dataset.pos);
+    return Math.abs(centreOf(p) - x) + 0.6 * Math.abs(rowOf(p) - row);
+  }
+
+  _arrows(ev) {
+    const dirs = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] };
+    const dir = dirs[ev.key];
+    const current = ev.target;
+    if (!dir || !current.dataset || current.dataset.pos === undefined) return;
+    const pos = Number(current.dataset.pos);
+    const x = centreOf(pos);
+    const row = rowOf(pos);
+    let best = null;
+    let bestScore = Infinity;
+    for (const b of this._focusable()) {
+      if (b === current) continue;
+      const p = Number(b.dataset.pos);
+      const dx = centreOf(p) - x;
+      const dy = rowOf(p) - row;
+      const along = dir[0] ? dx * dir[0] : dy * dir[1];
+      if (along <= 0) continue;
+      const across = dir[0] ? Math.abs(dy) : Math.abs(dx);
+      const score = along + 2 * across;
+      if (score < bestScore) {
+        best = b;
+        bestScore = score;
+      }
+    }
+    if (best) {
+      ev.preventDefault();
+      best.focus();
+    } else if (dir[1] === 1) {
+      ev.preventDefault();
+      this.stock.focus();
+    }
+  }
+}

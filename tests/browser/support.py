@@ -1,0 +1,113 @@
+"""Helpers for driving the page like a player: register, read the table, play lines."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from playwright.async_api import Browser, BrowserContext, Page, ViewportSize, expect
+
+from server.engine import Action, GameCode, RuleSet
+from server.services.daily import derive_daily_code
+from tests.browser.conftest import watch
+
+PHONE: ViewportSize = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 860}
+
+
+async def open_page(
+    browser: Browser,
+    base_url: str,
+    errors: list[str],
+    path: str = "/",
+    *,
+    viewport: ViewportSize | None = None,
+    locale: str = "en-US",
+) -> tuple[BrowserContext, Page]:
+    """A fresh browser profile (its own local storage) on the app."""
+    context = await browser.new_context(viewport=viewport or DESKTOP, locale=locale)
+    context.set_default_timeout(10_000)
+    page = await context.new_page()
+    watch(page, errors, base_url)
+    await page.goto(base_url + path)
+    return context, page
+
+
+async def register(page: Page, name: str) -> None:
+    """Register from the welcome form; the menu (or the race behind a link) opens."""
+    await expect(page.locator("#view-register")).to_be_visible()
+    await page.fill("#register-name", name)
+    await page.click("#register-submit")
+    await expect(page.locator("#view-register")).to_be_hidden()
+    await expect(page.locator("#who")).to_contain_text(name)
+
+
+async def tableau(page: Page) -> list[str | None]:
+    """The 28 positions as the page shows them: a card, "down", or None when removed."""
+    cells: list[str | None] = await page.eval_on_selector_all(
+        "#peaks .card",
+        """buttons => buttons.map(b => b.hidden ? null
+            : b.dataset.state === "down" ? "down" : b.dataset.card)""",
+    )
+    return cells
+
+
+async def waste(page: Page) -> str:
+    card = await page.get_attribute("#waste-card", "data-card")
+    assert card is not None
+    return card
+
+
+async def identify_daily(page: Page, secret: str, date: dt.date, rules: RuleSet) -> GameCode:
+    """The daily's code, found by matching the visible bottom row and waste card against the
+    date's candidate codes (whichever candidate the server chose)."""
+    bottom = (await tableau(page))[18:]
+    top = await waste(page)
+    for candidate in range(64):
+        code = derive_daily_code(secret.encode(), date, rules, candidate)
+        deal = code.deal()
+        if [str(c) for c in deal.tableau[18:]] == bottom and str(deal.waste) == top:
+            return code
+    raise AssertionError(f"the daily on the page matches no candidate of {date}")
+
+
+async def moves(page: Page) -> int:
+    return int(await page.inner_text("#stat-moves"))
+
+
+async def play_action(page: Page, action: Action, *, keyboard: bool = False) -> None:
+    """Play one action by click (or keyboard) and wait until the server accepted it."""
+    before = await moves(page)
+    if action.kind.value == "remove":
+        card = page.locator(f'#peaks .card[data-pos="{action.pos}"]')
+        if keyboard:
+            await card.focus()
+            await page.keyboard.press("Enter")
+        else:
+            await card.click()
+    elif action.kind.value == "draw":
+        if keyboard:
+            await page.keyboard.press("d")
+        else:
+            await page.click("#stock")
+    else:
+        raise AssertionError("use undo() for undo")
+    await expect(page.locator("#stat-moves")).to_have_text(str(before + 1))
+
+
+async def play_line(page: Page, line: list[Action]) -> None:
+    for i, action in enumerate(line):
+        await play_action(page, action, keyboard=i % 3 == 1)
+
+
+async def reconnect(page: Page) -> None:
+    """Drop the page's websocket and wait until it has reconnected by itself (and said hello)."""
+    before = await page.evaluate("() => window.tripeaks.connection.welcomes")
+    await page.evaluate("() => window.tripeaks.connection.drop()")
+    await page.wait_for_function(f"() => window.tripeaks.connection.welcomes > {before}")
+    await expect(page.locator("#conn-banner")).to_be_hidden()
+
+
+async def game_state(page: Page) -> Any:
+    """The client's current STATE (read through the page's debug handle)."""
+    return await page.evaluate("() => window.tripeaks.store.game")

@@ -1,0 +1,133 @@
+"""A player's whole day in the browser: register, play the daily (with an undo and rejected
+moves), finish it, and find themselves on the leaderboard."""
+
+from __future__ import annotations
+
+from aiohttp.test_utils import TestServer
+from playwright.async_api import Browser, expect
+
+from server.config import Settings
+from server.engine import Action, RuleSet
+from server.services.clock import FakeClock
+from tests.browser.support import (
+    game_state,
+    identify_daily,
+    open_page,
+    play_action,
+    play_line,
+    register,
+    tableau,
+    waste,
+)
+from tests.conftest import ServerFactory
+from tests.helpers import blocking_line, find_winning_line
+
+
+async def test_register_play_the_daily_and_see_the_leaderboard(
+    browser: Browser,
+    make_server: ServerFactory,
+    settings: Settings,
+    clock: FakeClock,
+    page_errors: list[str],
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors)
+
+    # Registration keeps the token in local storage.
+    await register(page, "Ada")
+    token = await page.evaluate("() => JSON.parse(localStorage.getItem('tripeaks.token'))")
+    assert isinstance(token, str) and len(token) > 20
+    await expect(page.locator("#daily-info")).to_contain_text("2026-03-14")
+
+    # "Show playable" is on, but a daily game never highlights playable cards.
+    await page.click("#nav-settings")
+    await page.check("#set-show-playable")
+    await page.click("#settings-close")
+
+    await page.click("#btn-daily")
+    await expect(page.locator("#board")).to_be_visible()
+    await expect(page.locator("#play-title")).to_contain_text("2026-03-14")
+    await expect(page.locator("#stat-score")).to_have_text("500")
+    await expect(page.locator("#stock")).to_have_attribute(
+        "aria-label", "Stock: 23 cards. Draw a card"
+    )
+    cells = await tableau(page)
+    assert cells[:18] == ["down"] * 18 and None not in cells
+    assert await page.locator("#peaks .card.hint").count() == 0
+
+    code = await identify_daily(page, settings.daily_secret or "", clock.now().date(), RuleSet.EASY)
+    deal = code.deal()
+    label = await page.get_attribute('#peaks .card[data-pos="18"]', "aria-label")
+    assert label and label.split(" of ")[1] in {"clubs", "diamonds", "hearts", "spades"}
+
+    # A rejected move: a covered card, with the SPEC's message (error help is on by default).
+    await page.click('#peaks .card[data-pos="0"]')
+    await expect(page.locator("#message")).to_have_text("This card is blocked.")
+    # A face-up card that does not neighbour the waste card.
+    top = await waste(page)
+    wrong = next(p for p in range(18, 28) if not _neighbours(str(deal.tableau[p]), top))
+    await page.click(f'#peaks .card[data-pos="{wrong}"]')
+    await expect(page.locator("#message")).to_have_text("Must be one rank higher or lower")
+    assert (await game_state(page))["moves"] == 0  # rejections are not moves
+
+    # Draw, then undo it with the keyboard: the score comes back, the moves counter does not.
+    await play_action(page, Action.draw())
+    await expect(page.locator("#stat-score")).to_have_text("499")
+    await page.keyboard.press("u")
+    await expect(page.locator("#stat-score")).to_have_text("500")
+    await expect(page.locator("#stat-moves")).to_have_text("1")
+    assert (await game_state(page))["undos"] == 1
+
+    # Finish: win when the deal allows it, otherwise play into a block.
+    line = find_winning_line(deal, code.rules) or blocking_line(deal, code.rules)
+    assert line is not None
+    await play_line(page, line)
+    final = await game_state(page)
+    assert final["status"] in ("won", "blocked")
+    assert await page.locator("#peaks .card.hint").count() == 0
+    panel = page.locator("#end-panel")
+    await expect(panel).to_be_visible()
+    if final["status"] == "won":
+        await expect(page.locator("#end-title")).to_have_text("You cleared the peaks!")
+    else:
+        await expect(page.locator("#end-title")).to_have_text("No more moves available.")
+    await expect(page.locator("#end-note")).to_contain_text("2026-03-14")
+
+    # The leaderboard: my row, highlighted, and the window around me.
+    await page.get_by_role("button", name="See the leaderboard").click()
+    await expect(page.locator("#view-leaderboard")).to_be_visible()
+    row = page.locator("#lb-table tr.me")
+    await expect(row).to_have_count(1)
+    await expect(row).to_contain_text("Ada")
+    await expect(row.locator("td").nth(0)).to_have_text("1")
+    await expect(row.locator("td").nth(2)).to_have_text(str(final["score"]))
+    await expect(page.locator("#lb-around-table tr.me")).to_contain_text("Ada")
+    await expect(page.locator("#lb-date")).to_have_value("2026-03-14")
+
+    # Yesterday had no daily; today's date is still one click away.
+    await page.click("#lb-prev")
+    await expect(page.locator("#lb-date")).to_have_value("2026-03-13")
+    await expect(page.locator("#lb-info")).to_have_text("There was no daily challenge on this day.")
+    await page.click("#lb-today")
+    await expect(page.locator("#lb-table tr.me")).to_have_count(1)
+
+    # The next day the code of 2026-03-14 is published, and the page offers to replay it.
+    clock.advance(days=1)
+    await page.click("#lb-today")
+    await expect(page.locator("#lb-date")).to_have_value("2026-03-15")
+    await page.click("#lb-prev")
+    await expect(page.locator("#lb-date")).to_have_value("2026-03-14")
+    await expect(page.locator("#lb-code")).to_contain_text(str(code))
+    await page.click("#lb-replay")
+    await expect(page.locator("#play-title")).to_contain_text(str(code))
+    assert (await tableau(page))[18:] == [str(c) for c in deal.tableau[18:]]
+
+    await context.close()
+    assert page_errors == []
+
+
+def _neighbours(a: str, b: str) -> bool:
+    ranks = "A23456789TJQK"
+    d = abs(ranks.index(a[0]) - ranks.index(b[0]))
+    return d in (1, 12)

@@ -1,0 +1,96 @@
+"""Languages: English and Traditional Chinese, switchable; the server's messages follow."""
+
+from __future__ import annotations
+
+from aiohttp.test_utils import TestServer
+from playwright.async_api import Browser, expect
+
+from tests.browser.support import open_page, register
+from tests.conftest import ServerFactory
+
+# TP1-E-AAAAAAA: waste 4H, bottom row 4S 7S 9H TS 9D TD 5H TH 6D QS (SPEC §3 test vector).
+CODE = "TP1-E-AAAAAAA"
+
+
+async def test_language_switch_to_traditional_chinese(
+    browser: Browser, make_server: ServerFactory, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors)
+    await register(page, "小明")
+
+    await page.select_option("#lang-select", "zh-Hant")
+    await expect(page.locator("html")).to_have_attribute("lang", "zh-Hant")
+    await expect(page.locator("#btn-daily")).to_have_text("開始今日挑戰")
+    await expect(page.locator("#nav-leaderboard")).to_have_text("排行榜")
+    await expect(page.locator("#who")).to_have_text("玩家：小明")
+
+    await page.fill("#free-code", CODE.lower())
+    await page.click("#btn-play-code")
+    await expect(page.locator("#board")).to_be_visible()
+    await expect(page.locator("#play-title")).to_have_text(f"自由牌局 · {CODE} · 簡單")
+    await expect(page.locator("#btn-undo")).to_contain_text("復原")
+    await expect(page.locator('#peaks .card[data-pos="18"]')).to_have_attribute(
+        "aria-label", "黑桃 4"
+    )
+    await expect(page.locator('#peaks .card[data-pos="0"]')).to_have_attribute("aria-label", "蓋牌")
+    await expect(page.locator("#waste-card")).to_have_attribute("aria-label", "棄牌：紅心 4")
+    await expect(page.locator("#stock")).to_have_attribute("aria-label", "牌庫：23 張。抽一張牌")
+
+    # Rejections come from the server in the chosen language.
+    await page.click('#peaks .card[data-pos="27"]')  # QS on 4H
+    await expect(page.locator("#message")).to_have_text("點數必須大一級或小一級")
+    await page.click('#peaks .card[data-pos="0"]')  # face down
+    await expect(page.locator("#message")).to_have_text("這張牌被擋住了")
+
+    # King names follow the rule text ("梅花國王"); the drawn KH shows as 紅心國王.
+    await page.click("#stock")
+    await expect(page.locator("#waste-card")).to_have_attribute("aria-label", "棄牌：紅心國王")
+
+    # The choice is remembered, and switching back brings English texts and messages.
+    await page.reload()
+    await expect(page.locator("html")).to_have_attribute("lang", "zh-Hant")
+    await expect(page.locator("#board")).to_be_visible()  # the game on the table is resumed
+    await expect(page.locator("#stat-moves")).to_have_text("1")
+    await page.select_option("#lang-select", "en")
+    await expect(page.locator("#btn-undo")).to_contain_text("Undo")
+    await page.click('#peaks .card[data-pos="18"]')  # 4S on KH
+    await expect(page.locator("#message")).to_have_text("Must be one rank higher or lower")
+
+    await context.close()
+    assert page_errors == []
+
+
+async def test_both_languages_have_every_text(
+    browser: Browser, make_server: ServerFactory, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors)
+    keys = await page.evaluate(
+        """async () => {
+            const en = (await import('/static/i18n/en.js')).default;
+            const zh = (await import('/static/i18n/zh-Hant.js')).default;
+            const empty = [...Object.entries(en), ...Object.entries(zh)]
+                .filter(([, v]) => typeof v !== 'string' || !v).map(([k]) => k);
+            return {en: Object.keys(en).sort(), zh: Object.keys(zh).sort(), empty};
+        }"""
+    )
+    assert keys["en"] == keys["zh"]
+    assert keys["empty"] == []
+    # Every data-i18n key used by the page exists.
+    used = await page.eval_on_selector_all(
+        "[data-i18n],[data-i18n-placeholder],[data-i18n-aria-label],[data-i18n-title]",
+        """els => els.flatMap(e => [e.dataset.i18n, e.dataset.i18nPlaceholder,
+            e.dataset.i18nAriaLabel, e.dataset.i18nTitle]).filter(Boolean)""",
+    )
+    assert set(used) <= set(keys["en"])
+
+    # A Traditional Chinese browser starts in Traditional Chinese.
+    zh_ctx, zh_page = await open_page(browser, base, page_errors, locale="zh-TW")
+    await expect(zh_page.locator("html")).to_have_attribute("lang", "zh-Hant")
+    await expect(zh_page.locator("#register-submit")).to_have_text("開始遊戲")
+    await zh_ctx.close()
+    await context.close()
+    assert page_errors == []
