@@ -1,0 +1,322 @@
+"""Load generator: simulated players over real websockets against a server on this machine.
+
+Each simulated player registers, opens a websocket, starts a free game (or joins the daily) and
+plays legal actions (removals, draws, some undos) as fast as the acks arrive, starting a new
+game when one ends, until the duration is over. The same run can measure the ceiling: a bare
+aiohttp websocket echo server on this machine, answered with frames of the same sizes, driven
+by the same number of clients; our throughput is then printed as a share of it.
+
+Targets are loopback addresses only; every loop is bounded by the duration and stops by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import os
+import random
+import secrets
+import socket
+import statistics
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from server.engine.cards import Card, Rank
+
+ECHO_SERVER = """
+import sys
+from aiohttp import web, WSMsgType
+
+async def ws(request):
+    sock = web.WebSocketResponse(max_msg_size=1 << 20)
+    await sock.prepare(request)
+    reply = None
+    async for msg in sock:
+        if msg.type is WSMsgType.TEXT:
+            if reply is None:
+                reply = "x" * int(msg.data.split(":", 1)[0])
+            await sock.send_str(reply)
+    return sock
+
+app = web.Application()
+app.router.add_get("/ws", ws)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+
+def require_loopback(url: str) -> None:
+    """Refuse any target that is not a loopback address.
+
+    Raises:
+        ValueError: the URL's host is not ``localhost`` or a loopback IP.
+    """
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        pass
+    raise ValueError(f"load tests target loopback addresses only, not {host!r}")
+
+
+@dataclass
+class Stats:
+    """What the simulated players measured."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    reply_bytes: list[int] = field(default_factory=list)
+    request_bytes: list[int] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    games: int = 0
+
+    def merge(self, other: Stats) -> None:
+        self.latencies_ms += other.latencies_ms
+        self.outcomes.update(other.outcomes)
+        self.reply_bytes += other.reply_bytes
+        self.request_bytes += other.request_bytes
+        self.errors.update(other.errors)
+        self.games += other.games
+
+
+def _rank(card: str) -> int:
+    return int(Card.parse(card).rank)
+
+
+def choose_action(state: dict[str, Any], rng: random.Random, undo_share: float) -> dict[str, Any]:
+    """A legal action for a STATE: a removal when one fits (random among them), else a draw;
+    now and then an undo."""
+    if state["can_undo"] and rng.random() < undo_share:
+        return {"action": "undo"}
+    waste = _rank(state["waste"])
+    wrap = state["rules"] == "E"
+    options = []
+    for pos, card in enumerate(state["tableau"]):
+        if card is None or card == "down":
+            continue
+        diff = abs(_rank(card) - waste)
+        if diff == 1 or (wrap and diff == int(Rank.KING) - int(Rank.ACE)):
+            options.append(pos)
+    if options:
+        return {"action": "remove", "pos": rng.choice(options)}
+    if state["stock_count"]:
+        return {"action": "draw"}
+    return {"action": "undo"}
+
+
+async def _player(
+    http: aiohttp.ClientSession, base: str, deadline: float, mode: str, seed: int, stats: Stats
+) -> None:
+    rng = random.Random(seed)
+    name = f"load{secrets.token_hex(5)}"
+    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+        if resp.status != 201:
+            stats.errors[f"register_{resp.status}"] += 1
+            return
+        token = (await resp.json())["token"]
+    async with http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", max_msg_size=1 << 20) as ws:
+        await ws.send_json({"type": "hello", "token": token})
+        await ws.receive_json()
+        state: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            if state is None or state["status"] != "playing":
+                kind = "join_daily" if mode == "daily" and stats.games == 0 else "new_game"
+                await ws.send_json({"type": kind})
+                reply = await ws.receive_json()
+                if reply.get("type") != "game":
+                    stats.errors[reply.get("code", "bad_reply")] += 1
+                    return
+                state = reply["game"]
+                stats.games += 1
+                if state["status"] != "playing":
+                    state = None
+                    continue
+            message = {"type": "action", "game_id": state["game_id"], "seq": state["seq"]}
+            message.update(choose_action(state, rng, undo_share=0.05))
+            text = json.dumps(message)
+            started = time.perf_counter()
+            await ws.send_str(text)
+            raw = await ws.receive()
+            elapsed = (time.perf_counter() - started) * 1000
+            if raw.type is not aiohttp.WSMsgType.TEXT:
+                stats.errors[f"ws_{raw.type.name.lower()}"] += 1
+                return
+            reply = json.loads(raw.data)
+            stats.latencies_ms.append(elapsed)
+            stats.request_bytes.append(len(text))
+            stats.reply_bytes.append(len(raw.data))
+            stats.outcomes[reply["type"]] += 1
+            if reply["type"] in ("accepted", "rejected"):
+                state = reply["game"]
+            else:
+                stats.errors[reply.get("code", "bad_reply")] += 1
+                state = None
+
+
+async def _echo_client(url: str, deadline: float, request: str, stats: Stats) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            await ws.send_str(request)
+            msg = await ws.receive()
+            if msg.type is not aiohttp.WSMsgType.TEXT:
+                stats.errors["echo_closed"] += 1
+                return
+            stats.latencies_ms.append((time.perf_counter() - started) * 1000)
+            stats.outcomes["accepted"] += 1
+
+
+def _percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def rss_kb(pid: int) -> int | None:
+    """Resident memory of a process in KiB (Linux), or None if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def run_players(base: str, players: int, seconds: float, mode: str) -> tuple[Stats, float]:
+    """Run ``players`` simulated players for ``seconds``; returns their stats and the time
+    actually spent playing (s)."""
+    stats = Stats()
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=30)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        started = time.monotonic()
+        deadline = started + seconds
+        per_player = [Stats() for _ in range(players)]
+        results = await asyncio.gather(
+            *(_player(http, base, deadline, mode, seed, s) for seed, s in enumerate(per_player)),
+            return_exceptions=True,
+        )
+        spent = time.monotonic() - started
+    for result in results:
+        if isinstance(result, BaseException):
+            stats.errors[type(result).__name__] += 1
+    for s in per_player:
+        stats.merge(s)
+    return stats, spent
+
+
+async def run_echo(players: int, seconds: float, request_bytes: int, reply_bytes: int) -> Stats:
+    """The ceiling: the same clients against a bare aiohttp echo server (its own process)."""
+    port = _free_port()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, str(port))
+    try:
+        for _ in range(100):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            await asyncio.sleep(0.1)
+        request = f"{reply_bytes}:" + "x" * max(0, request_bytes - len(str(reply_bytes)) - 1)
+        stats = Stats()
+        deadline = time.monotonic() + seconds
+        per_client = [Stats() for _ in range(players)]
+        await asyncio.gather(
+            *(_echo_client(f"ws://127.0.0.1:{port}/ws", deadline, request, s) for s in per_client)
+        )
+        for s in per_client:
+            stats.merge(s)
+        return stats
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+def report(title: str, stats: Stats, seconds: float) -> float:
+    """Print throughput and latency figures; returns actions per second."""
+    done = sum(stats.outcomes.values())
+    rate = done / seconds if seconds else 0.0
+    lat = stats.latencies_ms
+    print(f"{title}: {done} replies in {seconds:.1f} s = {rate:,.0f}/s")
+    if lat:
+        print(
+            f"  latency ms: p50 {statistics.median(lat):.2f}  p95 {_percentile(lat, 0.95):.2f}  "
+            f"p99 {_percentile(lat, 0.99):.2f}  max {max(lat):.2f}"
+        )
+    if stats.outcomes:
+        print(f"  outcomes: {dict(stats.outcomes)}")
+    print(f"  errors: {dict(stats.errors) or 0}")
+    return rate
+
+
+async def idle_connections(base: str, count: int, pid: int | None) -> None:
+    """Open ``count`` authenticated idle websockets and report the server's memory per one."""
+    before = rss_kb(pid) if pid else None
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        async with http.post(f"{base}/api/v1/players", json={"name": f"idle{os.getpid()}"}) as r:
+            token = (await r.json())["token"]
+        sockets = []
+        ws_url = f"{base.replace('http', 'ws', 1)}/ws"
+        for start in range(0, count, 200):
+            batch = await asyncio.gather(
+                *(http.ws_connect(ws_url, heartbeat=None) for _ in range(min(200, count - start)))
+            )
+            for ws in batch:
+                await ws.send_json({"type": "hello", "token": token})
+            for ws in batch:
+                await ws.receive_json()
+            sockets.extend(batch)
+        await asyncio.sleep(2)
+        after = rss_kb(pid) if pid else None
+        print(f"idle connections open: {len(sockets)}")
+        if before is not None and after is not None:
+            per = (after - before) / max(1, len(sockets))
+            print(
+                f"  server RSS {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB: "
+                f"{per:.1f} KiB per connection"
+            )
+        await asyncio.gather(*(ws.close() for ws in sockets))
+
+
+async def main_async(
+    url: str, players: int, seconds: float, mode: str, echo: bool, pid: int | None, idle: int
+) -> None:
+    """The ``tripeaks loadtest`` command."""
+    require_loopback(url)
+    base = url.rstrip("/")
+    if idle:
+        await idle_connections(base, idle, pid)
+        return
+    before = rss_kb(pid) if pid else None
+    stats, spent = await run_players(base, players, seconds, mode)
+    after = rss_kb(pid) if pid else None
+    rate = report(f"tripeaks ({players} players, mode {mode})", stats, spent)
+    if before is not None and after is not None:
+        print(f"  server RSS: {before / 1024:.1f} MiB before, {after / 1024:.1f} MiB after")
+    if echo and stats.request_bytes:
+        req = int(statistics.median(stats.request_bytes))
+        rep = int(statistics.median(stats.reply_bytes))
+        echo_stats = await run_echo(players, seconds, req, rep)
+        ceiling = report(
+            f"echo ceiling ({players} clients, {req} B -> {rep} B)", echo_stats, seconds
+        )
+        if ceiling:
+            print(f"throughput vs echo ceiling: {rate / ceiling:.1%}")
