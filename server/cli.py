@@ -334,5 +334,51 @@ def stats(count: int, rules_letter: str, seed: int, winnable_only: bool, as_json
     )
 
 
+@main.command()
+@click.option(
+    "--url",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="The server to load (loopback addresses only).",
+)
+@click.option("--players", default=200, show_default=True, help="Simulated players.")
+@click.option("--seconds", default=20.0, show_default=True, help="How long to play.")
+@click.option("--mode", type=click.Choice(["free", "daily"]), default="free", show_default=True)
+@click.option(
+    "--echo/--no-echo",
+    default=True,
+    show_default=True,
+    help="Also measure a bare aiohttp echo server's ceiling in the same run.",
+)
+@click.option("--server-pid", type=int, help="The server's pid, to report its memory.")
+@click.option(
+    "--idle",
+    type=int,
+    default=0,
+    help="Instead: open this many idle connections and report memory per connection.",
+)
+def loadtest(
+    url: str,
+    players: int,
+    seconds: float,
+    mode: str,
+    echo: bool,
+    server_pid: int | None,
+    idle: int,
+) -> None:
+    """Load a running server with simulated players over websockets; print throughput,
+    latency percentiles, errors, server memory and the ratio to an echo server's ceiling.
+
+    The server must allow the rate: start it with e.g. TRIPEAKS_WS_RATE_PER_SECOND=10000.
+    """
+    from server.bench.load import main_async, require_loopback
+
+    try:
+        require_loopback(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--url") from None
+    asyncio.run(main_async(url, players, seconds, mode, echo, server_pid, idle))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
