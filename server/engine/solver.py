@@ -229,12 +229,26 @@ def solve_game(game: Game) -> Solution:
 def best_action(game: Game) -> Action | None:
     """The hint: the first action of an optimal line from the game's position.
 
+    An optimal line aims at the best win when there is one, else at the best blocked ending. When
+    :func:`solve_game`'s line starts with a draw but a removal is just as good (the par after it
+    is the same), the removal is suggested instead (the first such by position), since players
+    expect to play before drawing; this costs one more solve per removal tried.
+
     Returns:
-        The first action of :func:`solve_game`'s line (the best win when there is one, else the
-        best blocked ending), or ``None`` when the game is over or blocked.
+        An action after which the par is unchanged, or ``None`` when the game is over or blocked.
     """
-    line = solve_game(game).line
-    return line[0] if line else None
+    solution = solve_game(game)
+    if not solution.line:
+        return None
+    first = solution.line[0]
+    if first.kind is ActionKind.DRAW:
+        for action in game.legal_actions():
+            if action.kind is ActionKind.REMOVE:
+                after = game.copy()
+                after.apply(action)
+                if solve_game(after).par == solution.par:
+                    return action
+    return first
 
 
 def solve_position(position: Position) -> Solution:
