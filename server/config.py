@@ -19,6 +19,8 @@ Environment variables (all optional):
   ``TRIPEAKS_RACE_COUNTDOWN_S`` (5), ``TRIPEAKS_RACE_TIME_LIMIT_S`` (600, the default limit),
   ``TRIPEAKS_RACE_MIN_TIME_LIMIT_S`` (30), ``TRIPEAKS_RACE_MAX_TIME_LIMIT_S`` (7200),
   ``TRIPEAKS_RACE_SWEEP_S`` (1, how often time limits are checked).
+- ``TRIPEAKS_REGISTER_PER_MINUTE``: player registrations per client address per minute (20).
+- ``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``: websockets one player may hold open in one process (8).
 - ``TRIPEAKS_SOLVER_WORKERS``: solver processes (1); 0 turns the solver off (daily deals are
   then not checked for winnability, and there is no par and no hint).
 """
@@ -65,6 +67,8 @@ class Settings(BaseSettings):
     race_max_time_limit_s: int = Field(default=7200, ge=1, le=86_400)
     race_sweep_s: float = Field(default=1.0, gt=0, le=60)
     solver_workers: int = Field(default=1, ge=0, le=64)
+    register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
+    max_sockets_per_player: int = Field(default=8, ge=1, le=10_000)
 
     @field_validator("daily_rules", mode="before")
     @classmethod

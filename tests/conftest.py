@@ -94,6 +94,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         data_dir=tmp_path / "data",
         daily_secret="test-daily-secret-0123456789",
         ws_rate_per_second=1000,
+        register_per_minute=100_000,
     )
 
 

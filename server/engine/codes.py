@@ -272,7 +272,9 @@ class GameCode:
             raise InvalidGameCodeError(f"invalid game code {shown(text)}: not a string")
         parts = text.strip().upper().split("-")
         problem: str | None = None
-        if len(parts) != 3:
+        if not text.isascii():  # "ı".upper() is "I": only the letters A-Z themselves count
+            problem = "only ASCII may appear: the deal part must be exactly 7 letters A-Z"
+        elif len(parts) != 3:
             problem = "expected the form TP1-<E|C>-<7 letters A-Z>, e.g. TP1-E-HELLOAB"
         elif parts[0] != DEAL_ALGORITHM:
             problem = f"unknown deal algorithm {shown(parts[0])}, expected {DEAL_ALGORITHM}"

@@ -74,8 +74,14 @@ _SERVICE_REJECTIONS = {
 
 
 def encode(message: JSON) -> str:
-    """The text frame for a message (compact JSON, UTF-8 characters kept)."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    """The text frame for a message (compact JSON, UTF-8 characters kept; a string that is
+    not valid Unicode, such as a lone surrogate echoed in an ``id``, is escaped instead)."""
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(message, separators=(",", ":"))
+    return text
 
 
 def _with_id(message: JSON, request_id: int | str | None) -> JSON:

@@ -15,6 +15,7 @@ from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
 from server.services.players import PlayerService
 from server.services.races import RaceLimits, RaceService
+from server.storage.commits import GroupCommitter
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class Services:
         """
         sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(db, expire_on_commit=False)
         daily = DailyService(sessions, clock, daily_secret, daily_rules, analyzer)
-        games = GameService(sessions, clock, daily, analyzer=analyzer)
+        games = GameService(sessions, clock, daily, analyzer=analyzer, committer=GroupCommitter(db))
         return cls(
             db=db,
             clock=clock,
@@ -64,3 +65,7 @@ class Services:
             races=RaceService(sessions, clock, games, race_limits),
             analyzer=analyzer,
         )
+
+    async def close(self) -> None:
+        """Stop background work (the group committer's writer)."""
+        await self.games.close()

@@ -34,6 +34,7 @@ from server.services.errors import (
     ServiceError,
     UnavailableError,
 )
+from server.storage.commits import ActionWrite, GameMovedOn, GroupCommitter
 from server.storage.events import publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
@@ -202,6 +203,8 @@ class GameService:
         daily: the daily challenge service.
         cache_size: how many games to keep in memory (least recently used are dropped).
         analyzer: the solver (par in summaries, hints); None disables both.
+        committer: the group committer actions are stored through (one is made over the
+            sessions' engine by default).
     """
 
     def __init__(
@@ -212,8 +215,10 @@ class GameService:
         *,
         cache_size: int = 10_000,
         analyzer: Analyzer | None = None,
+        committer: GroupCommitter | None = None,
     ) -> None:
         self._analyzer = analyzer
+        self._committer = committer or GroupCommitter(sessions.kw["bind"])
         self._sessions = sessions
         self._clock = clock
         self._daily = daily
@@ -221,6 +226,10 @@ class GameService:
         self._cache_size = cache_size
         self._loading: dict[int, asyncio.Lock] = {}
         self._race_game_ended: list[RaceGameEnded] = []
+
+    async def close(self) -> None:
+        """Stop the group committer's writer task."""
+        await self._committer.close()
 
     def on_race_game_ended(self, callback: RaceGameEnded) -> None:
         """Register ``callback(race_id)``, awaited after a race game's end is committed."""
@@ -370,17 +379,7 @@ class GameService:
             ForbiddenError: ``not_your_game``.
             InvalidInputError: ``race_not_started`` before the race's countdown is over.
         """
-        if game_id in self._cache:  # another process may have moved it on since
-            async with self._sessions() as session:
-                stored = (
-                    await self._guard(
-                        session.execute(
-                            select(GameRow.seq, GameRow.status).where(GameRow.id == game_id)
-                        )
-                    )
-                ).first()
-            if stored is not None:
-                self._forget_if_stale(game_id, stored.seq, stored.status)
+        await self._refresh(game_id)
         live = await self._owned(player_id, game_id)
         if not release and live.race is not None and self._clock.now() < live.race.starts_at:
             raise InvalidInputError(
@@ -521,10 +520,11 @@ class GameService:
             UnavailableError: the database failed; nothing was applied.
         """
         async with self._locked(player_id, game_id) as live:
-            if seq <= live.game.seq:
+            if seq == live.game.seq:
                 return await asyncio.shield(self._act_locked(live, seq, action))
-            # The client has seen more than this copy: another process moved the game on.
-            self._forget(game_id)
+        # A mismatch is answered from the stored state, which another process may have moved
+        # on since this copy was read.
+        await self._refresh(game_id)
         async with self._locked(player_id, game_id) as live:
             return await asyncio.shield(self._act_locked(live, seq, action))
 
@@ -546,38 +546,28 @@ class GameService:
             return ActionResult(Outcome.REJECTED, self._snapshot(live), exc.code.value)
         now = self._clock.now()
         finished_at, elapsed = self._ending(live, trial.status, now)
+        write = ActionWrite(
+            game_id=live.id,
+            expected_seq=game.seq,
+            seq=trial.seq,
+            kind=applied.kind.value,
+            pos=applied.pos,
+            card=str(applied.card),
+            score_after=applied.score_after,
+            at=now,
+            status=trial.status.value,
+            score=trial.score,
+            moves=trial.moves,
+            undos=trial.undos,
+            finished_at=finished_at,
+            elapsed_ms=elapsed,
+            cards_left=trial.cards_left,
+            expected_status=game.status.value,
+            event=self._progress_event(live, trial, now),
+        )
         try:
-            async with self._sessions() as session:
-                await session.execute(
-                    insert(GameAction).values(
-                        game_id=live.id,
-                        seq=trial.seq,
-                        kind=applied.kind.value,
-                        pos=applied.pos,
-                        card=str(applied.card),
-                        score_after=applied.score_after,
-                        created_at=now,
-                    )
-                )
-                moved = await session.execute(
-                    update(GameRow)
-                    .where(GameRow.id == live.id, GameRow.seq == game.seq)
-                    .values(
-                        status=trial.status.value,
-                        score=trial.score,
-                        moves=trial.moves,
-                        undos=trial.undos,
-                        seq=trial.seq,
-                        finished_at=finished_at,
-                        elapsed_ms=elapsed,
-                        cards_left=trial.cards_left,
-                    )
-                )
-                if moved.rowcount != 1:  # type: ignore[attr-defined]
-                    raise _Conflict
-                await self._publish_progress(session, live, trial, now)
-                await session.commit()
-        except (IntegrityError, _Conflict):
+            await self._committer.write(write)
+        except (IntegrityError, GameMovedOn):
             # Another writer (another process) applied an action first: reload and resync.
             self._forget(live.id)
             fresh = await self._load(live.id)
@@ -615,14 +605,20 @@ class GameService:
                 async with self._sessions() as session:
                     moved = await session.execute(
                         update(GameRow)
-                        .where(GameRow.id == live.id, GameRow.seq == trial.seq)
+                        .where(
+                            GameRow.id == live.id,
+                            GameRow.seq == trial.seq,
+                            GameRow.status == live.game.status.value,
+                        )
                         .values(
                             status=trial.status.value, finished_at=finished_at, elapsed_ms=elapsed
                         )
                     )
                     if moved.rowcount != 1:  # type: ignore[attr-defined]
                         raise _Conflict
-                    await self._publish_progress(session, live, trial, now)
+                    event = self._progress_event(live, trial, now)
+                    if event is not None:
+                        await publish(session, event)
                     await session.commit()
             except _Conflict:
                 self._forget(live.id)
@@ -682,27 +678,24 @@ class GameService:
             return RACE_OVER
         return None
 
-    async def _publish_progress(
-        self, session: AsyncSession, live: _LiveGame, game: Game, now: dt.datetime
-    ) -> None:
+    def _progress_event(
+        self, live: _LiveGame, game: Game, now: dt.datetime
+    ) -> dict[str, object] | None:
         """A race game's progress, for every process to pass on (never its cards)."""
         if live.race is None:
-            return
-        await publish(
-            session,
-            {
-                "kind": "race_progress",
-                "race_id": live.race.race_id,
-                "player_id": live.player_id,
-                "game_id": live.id,
-                "seq": game.seq,
-                "cards_left": game.cards_left,
-                "score": game.score,
-                "moves": game.moves,
-                "status": game.status.value,
-                "elapsed_ms": elapsed_ms(live.created_at, now),
-            },
-        )
+            return None
+        return {
+            "kind": "race_progress",
+            "race_id": live.race.race_id,
+            "player_id": live.player_id,
+            "game_id": live.id,
+            "seq": game.seq,
+            "cards_left": game.cards_left,
+            "score": game.score,
+            "moves": game.moves,
+            "status": game.status.value,
+            "elapsed_ms": elapsed_ms(live.created_at, now),
+        }
 
     def _closed(self, live: _LiveGame) -> bool:
         return live.daily_date is not None and not self._daily.is_open(live.daily_date)
@@ -778,6 +771,10 @@ class GameService:
 
     async def _read(self, game_id: int) -> _LiveGame:
         async with self._sessions() as session:
+            # One snapshot for the row and its log, so a concurrent writer can't split them.
+            await self._guard(
+                session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            )
             row = await self._guard(session.get(GameRow, game_id))
             if row is None:
                 raise NotFoundError(f"there is no game {game_id}", code="unknown_game")
@@ -835,6 +832,22 @@ class GameService:
 
     def _forget(self, game_id: int) -> None:
         self._cache.pop(game_id, None)
+
+    async def _refresh(self, game_id: int) -> None:
+        """Forget the cached copy of a game if its stored row has moved on (another process
+        may have served its player since)."""
+        if game_id not in self._cache:
+            return
+        async with self._sessions() as session:
+            stored = (
+                await self._guard(
+                    session.execute(
+                        select(GameRow.seq, GameRow.status).where(GameRow.id == game_id)
+                    )
+                )
+            ).first()
+        if stored is not None:
+            self._forget_if_stale(game_id, stored.seq, stored.status)
 
     def _forget_if_stale(self, game_id: int, seq: int, status: str) -> None:
         """Forget the cached copy of a game whose stored row has moved on (a player's games

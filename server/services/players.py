@@ -32,7 +32,8 @@ class PlayerInfo:
 def normalize_name(raw: object) -> str:
     """Validate and normalise a display name.
 
-    Names are NFC-normalised, trimmed, with inner runs of spaces collapsed; 2–24 characters of
+    Names are NFKC-normalised (look-alike letters such as 𝕬 become A), trimmed, with inner
+    runs of spaces collapsed; 2–24 characters of
     letters or digits (any script) and `` _-.'``, starting with a letter or digit.
 
     Returns:
@@ -43,7 +44,7 @@ def normalize_name(raw: object) -> str:
     """
     if not isinstance(raw, str):
         raise InvalidInputError("name must be a string", code="bad_name")
-    name = " ".join(unicodedata.normalize("NFC", raw).split())
+    name = " ".join(unicodedata.normalize("NFKC", raw).split())
     if len(name) < NAME_MIN:
         raise InvalidInputError(f"name must be at least {NAME_MIN} characters", code="bad_name")
     if len(name) > NAME_MAX:

@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from limits import RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -30,11 +33,12 @@ from server.services.errors import (
 from server.services.games import GameSummary
 from server.services.leaderboards import Entry
 from server.services.players import PlayerInfo
-from server.web.keys import SERVICES
+from server.web.keys import SERVICES, SETTINGS
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1"
+_registrations = MovingWindowRateLimiter(MemoryStorage())
 _INTEGER = re.compile(r"-?[0-9]{1,12}")
 
 _STATUS: list[tuple[type[ServiceError], int]] = [
@@ -137,7 +141,13 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def register_player(request: web.Request) -> web.Response:
-    """``POST /api/v1/players {"name"}`` → 201 ``{"id", "name", "token"}``."""
+    """``POST /api/v1/players {"name"}`` → 201 ``{"id", "name", "token"}``; 429
+    ``rate_limited`` past ``TRIPEAKS_REGISTER_PER_MINUTE`` registrations from one address."""
+    limit = RateLimitItemPerMinute(request.app[SETTINGS].register_per_minute)
+    if not _registrations.hit(limit, f"register:{request.remote}"):
+        return error_response(
+            429, "rate_limited", "too many registrations from this address; try again later"
+        )
     body = await _json_object(request)
     if "name" not in body:
         raise InvalidInputError("the body needs a 'name'", code="bad_name")
@@ -276,7 +286,7 @@ async def game_summary(request: web.Request) -> web.Response:
 async def _json_object(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise InvalidInputError("the body is not valid JSON", code="bad_json") from None
     if not isinstance(body, dict):
         raise InvalidInputError("the body must be a JSON object", code="bad_json")

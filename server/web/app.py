@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from server.storage.db import create_engine, migrate
 from server.storage.events import Listener
 from server.web import api, ws
 from server.web.hub import Hub
-from server.web.keys import CLOCK, HUB, SERVICES, SETTINGS, SOCKETS
+from server.web.keys import CLOCK, HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ def create_app(
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()
+    app[PLAYER_SOCKETS] = Counter()
     app.cleanup_ctx.append(_database(run_migrations, analyzer))
     app.on_shutdown.append(_close_sockets)
     app.on_response_prepare.append(_cache_headers)
@@ -114,6 +116,8 @@ def _database(run_migrations: bool, shared: Analyzer | None):  # type: ignore[no
                 await listener.stop()
             if HUB in app:
                 await app[HUB].close()
+            if SERVICES in app:
+                await app[SERVICES].close()
             if analyzer is not None and shared is None:
                 analyzer.close()
             await engine.dispose()

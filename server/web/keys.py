@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from aiohttp import web
 
 from server.config import Settings
@@ -14,3 +16,5 @@ CLOCK = web.AppKey("clock", Clock)
 SERVICES = web.AppKey("services", Services)
 HUB = web.AppKey("hub", Hub)
 SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
+#: Open authenticated websockets per player id, in this process.
+PLAYER_SOCKETS = web.AppKey("player_sockets", Counter[int])

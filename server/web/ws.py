@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from itertools import count
@@ -40,12 +41,12 @@ from server.protocol.client import (
     parse_client_message,
 )
 from server.services import Services
-from server.services.errors import ServiceError
+from server.services.errors import ConflictError, ServiceError
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
 from server.services.races import normalize_invite
 from server.web.hub import Hub
-from server.web.keys import HUB, SERVICES, SETTINGS, SOCKETS
+from server.web.keys import HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
 from server.web.outbox import CLOSE_GRACE_S, Outbox
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ class _Session:
     outbox: Outbox
     rate: RateLimitItemPerSecond
     flood: RateLimitItemPerSecond
+    per_player: Counter[int]
+    max_per_player: int
     key: str = field(default_factory=lambda: f"ws-{next(_connection_ids)}")
     player: PlayerInfo | None = None
     locale: Locale = Locale.EN
@@ -98,7 +101,8 @@ async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
     """``GET /ws``: the play connection. The first message must be ``hello``."""
     settings = request.app[SETTINGS]
     ws = web.WebSocketResponse(
-        max_msg_size=settings.ws_max_message_bytes,
+        # aiohttp refuses frames of max_msg_size bytes and more; ours is the largest allowed.
+        max_msg_size=settings.ws_max_message_bytes + 1,
         heartbeat=settings.ws_heartbeat_s,
         writer_limit=WRITER_LIMIT,
     )
@@ -111,12 +115,16 @@ async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
         outbox=Outbox(ws, settings.ws_send_queue, transport=request.transport),
         rate=RateLimitItemPerSecond(settings.ws_rate_per_second),
         flood=RateLimitItemPerSecond(settings.ws_rate_per_second * 3),
+        per_player=request.app[PLAYER_SOCKETS],
+        max_per_player=settings.max_sockets_per_player,
     )
     try:
         await _serve(session)
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
+        if session.player is not None:
+            session.per_player[session.player.id] -= 1
         session.hub.drop(session)
         request.app[SOCKETS].discard(ws)
         await session.outbox.wait_sent(timeout=1.0)
@@ -183,6 +191,15 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
     services = session.services
     if isinstance(message, Hello):
         me = await services.players.authenticate(message.token)
+        if session.player_id != me.id:
+            if session.per_player[me.id] >= session.max_per_player:
+                raise ConflictError(
+                    f"you already have {session.max_per_player} connections open; close one",
+                    code="too_many_connections",
+                )
+            if session.player is not None:
+                session.per_player[session.player.id] -= 1
+            session.per_player[me.id] += 1
         session.player = me
         session.locale = Locale.parse(message.locale)
         session.error_help = message.error_help

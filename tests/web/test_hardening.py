@@ -1,0 +1,141 @@
+"""Abuse and multi-process consistency: what a hostile or unlucky client can do, and can't."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from aiohttp.test_utils import TestClient
+
+from tests.conftest import ServerFactory
+from tests.helpers import WsPlayer, register
+
+VECTOR = "TP1-E-AAAAAAA"
+
+
+async def test_a_game_resigned_on_one_process_cannot_be_played_on_another(
+    make_server: ServerFactory, database_url: str
+) -> None:
+    one, two = await make_server(), await make_server()
+    async with TestClient(one) as c1, TestClient(two) as c2:
+        info = await register(c1, "Twice")
+        a, _ = await WsPlayer.connect(c1, info["token"])
+        b, _ = await WsPlayer.connect(c2, info["token"])
+        game = (await a.request({"type": "new_game", "code": VECTOR}))["game"]
+        game = (await a.act(game, "draw"))["game"]  # process one now holds seq 1
+        resigned = await b.request({"type": "resign", "game_id": game["game_id"]})
+        assert resigned["game"]["status"] == "resigned"
+        reply = await a.act(game, "draw")  # process one's copy is out of date
+        assert reply["type"] == "rejected"
+        assert reply["game"]["status"] == "resigned"
+        conn = await asyncpg.connect(database_url)
+        try:
+            row = await conn.fetchrow(
+                "SELECT status, seq FROM games WHERE id = $1", game["game_id"]
+            )
+            count = await conn.fetchval(
+                "SELECT count(*) FROM game_actions WHERE game_id = $1", game["game_id"]
+            )
+        finally:
+            await conn.close()
+        assert (row["status"], row["seq"], count) == ("resigned", 1, 1)
+
+
+async def test_a_stale_request_is_answered_with_the_stored_state_of_another_process(
+    make_server: ServerFactory,
+) -> None:
+    one, two = await make_server(), await make_server()
+    async with TestClient(one) as c1, TestClient(two) as c2:
+        info = await register(c1, "Split")
+        a, _ = await WsPlayer.connect(c1, info["token"])
+        b, _ = await WsPlayer.connect(c2, info["token"])
+        start = (await a.request({"type": "new_game", "code": VECTOR}))["game"]
+        after_draw = (await a.act(start, "draw"))["game"]
+        moved = (await b.request({"type": "resume", "game_id": start["game_id"]}))["game"]
+        moved = (await b.act(moved, "undo"))["game"]
+        moved = (await b.act(moved, "remove", 24))["game"]
+        assert moved["seq"] == 3
+        # Process one still holds seq 1: a repeat of its last action is no longer a repeat.
+        reply = await a.act(start, "draw")
+        assert (reply["type"], reply["code"]) == ("rejected", "stale_seq")
+        assert reply["game"]["seq"] == 3
+        reply = await a.act(after_draw, "remove", 24)
+        assert (reply["type"], reply["code"]) == ("rejected", "stale_seq")
+        assert reply["game"] == moved | {"elapsed_ms": reply["game"]["elapsed_ms"]}
+
+
+async def test_a_lone_surrogate_in_an_id_is_escaped_not_fatal(
+    client: TestClient[Any, Any],
+) -> None:
+    info = await register(client, "Surrogate")
+    ws, _ = await WsPlayer.connect(client, info["token"])
+    await ws.send_raw('{"type": "ping", "id": "\\ud800"}')
+    reply = await ws.recv()  # refused, and the refusal still reaches the client
+    assert (reply["type"], reply["code"], reply["id"]) == ("error", "invalid_message", "\ud800")
+    assert (await ws.request({"type": "ping"}))["type"] == "pong"
+
+
+async def test_deeply_nested_json_bodies_are_bad_json(client: TestClient[Any, Any]) -> None:
+    resp = await client.post(
+        "/api/v1/players", data="[" * 60_000, headers={"Content-Type": "application/json"}
+    )
+    assert resp.status == 400
+    assert (await resp.json())["error"]["code"] == "bad_json"
+
+
+async def test_a_frame_of_exactly_the_limit_is_accepted(client: TestClient[Any, Any]) -> None:
+    info = await register(client, "Exact")
+    ws, _ = await WsPlayer.connect(client, info["token"])
+    frame = '{"type": "ping", "id": "x"' + " " * (4096 - 27) + "}"
+    assert len(frame.encode()) == 4096
+    await ws.send_raw(frame)
+    assert (await ws.recv()) == {"type": "pong", "id": "x"}
+    await ws.send_raw(frame + " ")
+    msg = await ws.ws.receive()
+    assert msg.type.name == "CLOSE" and msg.data == 1009
+
+
+async def test_registrations_from_one_address_are_rate_limited(
+    make_server: ServerFactory,
+) -> None:
+    server = await make_server(register_per_minute=3)
+    async with TestClient(server) as client:
+        statuses = []
+        for i in range(5):
+            resp = await client.post("/api/v1/players", json={"name": f"Many{i}"})
+            statuses.append(resp.status)
+        assert statuses == [201, 201, 201, 429, 429]
+        assert (await resp.json())["error"]["code"] == "rate_limited"
+
+
+async def test_one_player_may_hold_only_so_many_sockets(make_server: ServerFactory) -> None:
+    server = await make_server(max_sockets_per_player=2)
+    async with TestClient(server) as client:
+        info = await register(client, "Hoarder")
+        first, _ = await WsPlayer.connect(client, info["token"])
+        second, _ = await WsPlayer.connect(client, info["token"])
+        third = WsPlayer(await client.ws_connect("/ws"))
+        reply = await third.request({"type": "hello", "token": info["token"]})
+        assert (reply["type"], reply["code"]) == ("error", "too_many_connections")
+        await first.close()
+        for _ in range(50):  # the server notices the close
+            reply = await third.request({"type": "hello", "token": info["token"]})
+            if reply["type"] == "welcome":
+                break
+        assert reply["type"] == "welcome"
+        assert (await second.request({"type": "ping"}))["type"] == "pong"
+
+
+async def test_game_codes_take_only_ascii_letters(client: TestClient[Any, Any]) -> None:
+    info = await register(client, "Ascii")
+    ws, _ = await WsPlayer.connect(client, info["token"])
+    for code in ("TP1-E-AAAAAAı", "TP1-E-ſAAAAAA"):
+        reply = await ws.request({"type": "new_game", "code": code})
+        assert (reply["type"], reply["code"]) == ("error", "bad_code")
+
+
+async def test_look_alike_names_are_the_same_name(client: TestClient[Any, Any]) -> None:
+    await register(client, "Ada")
+    resp = await client.post("/api/v1/players", json={"name": "𝕬𝖉𝖆"})
+    assert resp.status == 409
+    assert (await resp.json())["error"]["code"] == "name_taken"
