@@ -3,6 +3,8 @@ moves), finish it, and find themselves on the leaderboard."""
 
 from __future__ import annotations
 
+import re
+
 from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, expect
 
@@ -39,6 +41,8 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     token = await page.evaluate("() => JSON.parse(localStorage.getItem('tripeaks.token'))")
     assert isinstance(token, str) and len(token) > 20
     await expect(page.locator("#daily-info")).to_contain_text("2026-03-14")
+    # While the day is open the tile shows the deal's par.
+    await expect(page.locator("#daily-info")).to_contain_text(re.compile(r"· Par \d+$"))
 
     # "Show playable" is on, but a daily game never highlights playable cards.
     await page.click("#nav-settings")
@@ -93,12 +97,17 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     else:
         await expect(page.locator("#end-title")).to_have_text("No more moves available.")
     await expect(page.locator("#end-note")).to_contain_text("2026-03-14")
+    await expect(page.locator("#end-par")).to_have_text(
+        re.compile(rf"^Par \d+ · your score {final['score']} \(\d+%\)$")
+    )
+    await expect(page.locator("#btn-hint")).to_be_hidden()  # no hints in a daily
 
     # The leaderboard: my row, highlighted, and the window around me.
     await page.get_by_role("button", name="See the leaderboard").click()
     await expect(page.locator("#view-leaderboard")).to_be_visible()
     row = page.locator("#lb-table tr.me")
     await expect(row).to_have_count(1)
+    await expect(page.locator("#lb-info")).to_contain_text("1 player · 1 ranked")  # singular
     await expect(row).to_contain_text("Ada")
     await expect(row.locator("td").nth(0)).to_have_text("1")
     await expect(row.locator("td").nth(2)).to_have_text(str(final["score"]))

@@ -49,6 +49,7 @@ async def test_two_browsers_race_from_invite_to_results(
     guest_ctx, guest = await open_page(
         browser, base, page_errors, f"/race/{invite}", viewport=PHONE
     )
+    await expect(guest.locator("#register-invite")).to_contain_text(f"join race {invite}")
     await register(guest, "Gus")
     await expect(guest.locator("#race-invite-code")).to_have_text(invite)
     await expect(guest.locator("#race-wait")).to_be_visible()
@@ -80,6 +81,9 @@ async def test_two_browsers_race_from_invite_to_results(
     await play_action(guest, Action.draw())
     guest_row = host.locator("#race-players li", has_text="Gus")
     await expect(guest_row).to_contain_text("score 498")
+    # The guest's own row follows the guest's own moves at once, not one move behind.
+    await expect(guest.locator("#race-players li.me")).to_contain_text("28 cards left · score 498")
+    await expect(guest.locator("#btn-hint")).to_be_hidden()  # no hints in a race
 
     # The host wins; the guest sees it live, then gives up.
     await play_line(host, win)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, expect
 
@@ -146,5 +148,66 @@ async def test_a_blocked_free_game_can_be_undone(
     await expect(page.locator("#end-panel")).to_be_hidden()
     await expect(page.locator("#stock-count")).to_have_text("1")
     assert (await game_state(page))["status"] == "playing"
+    await context.close()
+    assert page_errors == []
+
+
+async def test_a_hint_points_at_a_move_and_the_end_panel_shows_par(
+    browser: Browser, make_server: ServerFactory, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors)
+    await register(page, "Hal")
+    await page.fill("#free-code", CODE)
+    await page.click("#btn-play-code")
+    await expect(page.locator("#board")).to_be_visible()
+    hint = page.locator("#btn-hint")
+    await expect(hint).to_be_visible()
+    await expect(hint).to_contain_text("Hint")
+    await expect(page.locator("#hint-note")).to_be_hidden()
+
+    # The server suggests a move: the card (or the stock) is highlighted, the game marked.
+    await hint.click()
+    suggested = page.locator(".suggested")
+    await expect(suggested).to_have_count(1)
+    await expect(page.locator("#hint-note")).to_be_visible()
+    await expect(page.locator("#hint-note")).to_contain_text("Hinted game")
+    await expect(page.locator("#message")).to_contain_text("Hint:")
+    pos = await suggested.get_attribute("data-pos")
+    before = await game_state(page)
+
+    # Playing the suggested move is accepted.
+    await suggested.click()
+    await expect(page.locator("#stat-moves")).to_have_text("1")
+    await _settled(page)
+    after = await game_state(page)
+    assert after["seq"] == before["seq"] + 1
+    if pos is not None:
+        assert after["tableau"][int(pos)] is None
+        assert after["waste"] == before["tableau"][int(pos)]
+    else:
+        assert after["stock_count"] == before["stock_count"] - 1
+    await expect(page.locator(".suggested")).to_have_count(0)
+
+    # The H key asks again.
+    await page.locator("#stat-moves").click()
+    await page.keyboard.press("h")
+    await expect(page.locator(".suggested")).to_have_count(1)
+
+    # Give up: the end panel compares the score with the deal's par.
+    await page.click("#btn-resign")
+    await page.click("#resign-yes")
+    await expect(page.locator("#end-title")).to_have_text("You gave up this game")
+    await expect(hint).to_be_hidden()
+    score = after["score"]
+    await expect(page.locator("#end-par")).to_have_text(
+        re.compile(rf"^Par \d+ · your score {score} \(\d+%\)$")
+    )
+    # The same panel in Traditional Chinese.
+    await page.select_option("#lang-select", "zh-Hant")
+    await expect(page.locator("#end-par")).to_contain_text("標準分")
+    await expect(page.locator("#btn-hint")).to_contain_text("提示")
+
     await context.close()
     assert page_errors == []

@@ -46,5 +46,6 @@ export const api = {
   },
   around: (date, playerId, radius = 3) =>
     call("GET", `/daily/${encodeURIComponent(date)}/leaderboard/around/${playerId}?radius=${radius}`),
+  game: (id, token) => call("GET", `/games/${encodeURIComponent(id)}`, { token }),
   race: (invite) => call("GET", `/races/${encodeURIComponent(invite)}`),
 };

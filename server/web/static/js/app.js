@@ -3,7 +3,7 @@
 import { api } from "./api.js";
 import { Connection } from "./connection.js";
 import { $, h } from "./dom.js";
-import { cardName, formatTime, has, initialLocale, locale, onLocaleChange, setLocale, t } from "./i18n.js";
+import { cardName, formatTime, has, initialLocale, locale, onLocaleChange, setLocale, t, tn } from "./i18n.js";
 import { Leaderboard } from "./leaderboard.js";
 import { measureOffset, RacePanel, serverNow } from "./race.js";
 import { Table } from "./table.js";
@@ -50,6 +50,10 @@ const store = {
   pendingInvite: null,
   queue: [],
   acting: false,
+  hinted: new Set(), // game ids marked as hinted (asked here, or found in the game's summary)
+  checkedHinted: new Set(), // free games whose summary was asked for the hinted mark
+  par: {}, // game_id → {par} once the game has ended (null: no par known)
+  dailyPar: {}, // date → par of that day's daily (from /api/v1/daily)
 };
 
 let conn = null;
@@ -111,6 +115,7 @@ async function register(ev) {
   } finally {
     button.disabled = false;
     button.textContent = t("register.submit");
+    renderInviteNote();
   }
 }
 
@@ -234,7 +239,7 @@ async function renderHome() {
       mode: t(`mode.${g.mode}`),
       what,
       score: g.score,
-      cards: g.cards_left,
+      cards: tn("count.cardsLeft", g.cards_left),
     });
     list.append(
       h(
@@ -257,11 +262,16 @@ async function renderHome() {
   try {
     const daily = await api.daily();
     store.today = daily.date;
-    info.textContent = t("home.daily.info", {
+    let text = t("home.daily.info", {
       date: daily.date,
       rules: t(`rules.short.${daily.rules}`),
-      players: daily.players,
+      players: tn("count.players", daily.players),
     });
+    if (typeof daily.par === "number") {
+      store.dailyPar[daily.date] = daily.par;
+      text += ` · ${t("home.daily.par", { par: daily.par })}`;
+    }
+    info.textContent = text;
     const mine = games.find((g) => g.mode === "daily" && g.daily_date === daily.date);
     $("#btn-daily").textContent = mine ? t("home.daily.resume") : t("home.daily.play");
   } catch (err) {
@@ -306,11 +316,16 @@ function enterGame(game) {
   setGame(game);
   showPlay();
   table.focusFirst();
+  if (game.mode === "free") checkHinted(game);
 }
 
 function showPlay() {
   show("play");
   renderRace();
+  // Opened from an invite link: say which race we are joining until the room arrives.
+  if (store.pendingInvite && !store.race && !store.game) {
+    $("#play-title").textContent = t("race.joining", { invite: store.pendingInvite.toUpperCase() });
+  }
 }
 
 function setGame(game) {
@@ -318,7 +333,10 @@ function setGame(game) {
   store.game = game;
   store.gameAt = performance.now();
   if (game && game.mode !== "race") sessionSave({ game_id: game.game_id });
+  if (!game || !before || before.game_id !== game.game_id || before.seq !== game.seq) table.clearSuggestion();
   renderGame(before);
+  // My own row in the race panel follows my STATE at once (not the next push).
+  if (store.race && game && game.mode === "race") renderRace();
 }
 
 function renderGame(before) {
@@ -345,6 +363,9 @@ function renderGame(before) {
   table.render(game, { highlight });
   const canResign = game.status === "playing" || (game.status === "blocked" && game.mode === "free");
   $("#btn-resign").hidden = !canResign;
+  // Hints: free play only, while there is a move to make.
+  $("#btn-hint").hidden = !(game.mode === "free" && game.status === "playing");
+  $("#hint-note").hidden = !(game.mode === "free" && store.hinted.has(game.game_id));
   if (!canResign) $("#resign-confirm").hidden = true;
   renderEnd(game, before);
 }
@@ -367,6 +388,7 @@ function renderEnd(game, before) {
     undos: game.undos,
     time: formatTime(game.elapsed_ms),
   });
+  renderPar(game);
   let note = "";
   if (game.mode === "daily") note = game.status === "resigned" ? t("end.dailyResigned") : t("end.daily", { date: game.daily_date });
   else if (game.mode === "race") note = store.race && store.race.room.status === "running" ? t("end.raceWait") : "";
@@ -391,6 +413,100 @@ function renderEnd(game, before) {
     if (first) first.focus();
     announce(`${$("#end-title").textContent}. ${$("#end-summary").textContent}`);
   }
+}
+
+/** "Par 752 · your score 650 (86%)" under the summary of an ended free or daily game. */
+function renderPar(game) {
+  const el = $("#end-par");
+  const known = store.par[game.game_id];
+  if (game.mode === "race" || game.status === "playing" || !known) {
+    el.hidden = true;
+    el.textContent = "";
+    if (game.mode !== "race" && game.status !== "playing" && known === undefined) loadPar(game);
+    return;
+  }
+  // The share is the server's par_share (score / par), worked out for the score shown.
+  const share = game.score / known.par;
+  el.textContent = Number.isFinite(share)
+    ? t("end.par", { par: known.par, score: game.score, share: Math.round(share * 100) })
+    : t("end.parOnly", { par: known.par });
+  el.hidden = false;
+}
+
+const parLoading = new Set();
+
+async function loadPar(game) {
+  if (parLoading.has(game.game_id)) return;
+  parLoading.add(game.game_id);
+  let par = null;
+  try {
+    const summary = await api.game(game.game_id, store.token);
+    if (summary.hinted) store.hinted.add(game.game_id);
+    if (typeof summary.par === "number" && summary.par > 0) {
+      par = summary.par;
+    }
+  } catch (err) {
+    /* no summary: try the daily's par below */
+  }
+  if (par === null && game.mode === "daily" && game.daily_date) {
+    try {
+      let dayPar = store.dailyPar[game.daily_date];
+      if (dayPar === undefined) {
+        const daily = await api.daily(game.daily_date);
+        dayPar = daily.par;
+        if (typeof dayPar === "number") store.dailyPar[game.daily_date] = dayPar;
+      }
+      if (typeof dayPar === "number" && dayPar > 0) {
+        par = dayPar;
+      }
+    } catch (err) {
+      /* no par today */
+    }
+  }
+  store.par[game.game_id] = par === null ? null : { par };
+  const now = store.game;
+  if (now && now.game_id === game.game_id && now.status !== "playing") renderPar(now);
+}
+
+/** A resumed free game may have had hints before: its summary says so (asked once per game). */
+async function checkHinted(game) {
+  if (store.checkedHinted.has(game.game_id) || game.moves === 0) return;
+  store.checkedHinted.add(game.game_id);
+  try {
+    const summary = await api.game(game.game_id, store.token);
+    if (summary.hinted) {
+      store.hinted.add(game.game_id);
+      if (store.game && store.game.game_id === game.game_id) renderGame(store.game);
+    }
+  } catch (err) {
+    /* not known: no mark */
+  }
+}
+
+/** Ask the server for the best next move (free play) and point at it for a moment. */
+async function hint() {
+  const game = store.game;
+  if (!game || store.view !== "play" || game.mode !== "free" || game.status !== "playing") return;
+  const reply = await conn.request({ type: "hint", game_id: game.game_id });
+  if (!store.game || store.game.game_id !== game.game_id) return;
+  if (reply.type !== "hint") {
+    setMessage(errorText(reply.code));
+    return;
+  }
+  store.hinted.add(game.game_id);
+  store.checkedHinted.add(game.game_id);
+  $("#hint-note").hidden = false;
+  let text;
+  if (reply.action === "remove" && reply.pos !== null && reply.pos !== undefined) {
+    text = t("hint.remove", { card: cardName(store.game.tableau[reply.pos]) });
+  } else if (reply.action === "draw") {
+    text = t("hint.draw");
+  } else {
+    text = t("hint.none");
+  }
+  table.suggest(reply.action, reply.pos);
+  setMessage(text);
+  announce(text);
 }
 
 function tick() {
@@ -642,9 +758,19 @@ function wireSettings() {
   });
 }
 
+function renderInviteNote() {
+  const el = $("#register-invite");
+  const invite = store.pendingInvite;
+  el.hidden = !invite;
+  el.textContent = invite ? t("register.invite", { invite: invite.toUpperCase() }) : "";
+  const button = $("#register-submit");
+  if (button && !button.disabled) button.textContent = invite ? t("register.submitJoin") : t("register.submit");
+}
+
 onLocaleChange(() => {
   $("#lang-select").value = locale();
   renderWho();
+  renderInviteNote();
   timeLimitOptions();
   if (conn) conn.rehello();
   if (store.view === "home") renderHome();
@@ -670,6 +796,9 @@ function onKey(ev) {
   } else if (key === "u") {
     ev.preventDefault();
     act("undo");
+  } else if (key === "h") {
+    ev.preventDefault();
+    hint();
   }
 }
 
@@ -732,6 +861,7 @@ function boot() {
     $("#resign-no").focus();
   });
   $("#resign-yes").addEventListener("click", resign);
+  $("#btn-hint").addEventListener("click", hint);
   $("#resign-no").addEventListener("click", () => {
     $("#resign-confirm").hidden = true;
     $("#btn-resign").focus();
@@ -745,6 +875,7 @@ function boot() {
   setInterval(tick, 250);
 
   store.pendingInvite = routeFromLocation();
+  renderInviteNote();
   if (!store.token) {
     show("register");
     $("#register-name").focus();

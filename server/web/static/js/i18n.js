@@ -44,6 +44,21 @@ export function t(key, params = {}) {
   return text.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
 }
 
+/**
+ * A counted text: `key.one` / `key.other` (… as Intl.PluralRules picks for the current
+ * language), with `{n}` and the other placeholders filled in. Both tables hold every form.
+ */
+export function tn(key, n, params = {}) {
+  let form = "other";
+  try {
+    form = new Intl.PluralRules(current).select(n);
+  } catch (err) {
+    form = n === 1 ? "one" : "other";
+  }
+  const full = has(`${key}.${form}`) ? `${key}.${form}` : `${key}.other`;
+  return t(full, { ...params, n });
+}
+
 /** Whether a key exists (used for optional texts such as error codes). */
 export function has(key) {
   return key in TABLES[current] || key in en;

@@ -1,7 +1,7 @@
 // The daily leaderboard (REST): a date's ranking page by page, my row highlighted, and the
 // window "around me".
 import { api } from "./api.js";
-import { formatTime, t } from "./i18n.js";
+import { formatTime, t, tn } from "./i18n.js";
 import { $, clear, h } from "./dom.js";
 
 export function shiftDate(iso, days) {
@@ -92,7 +92,7 @@ export class Leaderboard {
     if (this.error) info.textContent = this.error;
     else if (this.info) {
       info.textContent = t("lb.info", {
-        players: this.info.players,
+        players: tn("count.players", this.info.players),
         ranked: this.info.ranked,
         rules: t(`rules.short.${this.info.rules}`),
       });

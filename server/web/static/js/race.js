@@ -1,6 +1,6 @@
 // The race panel: lobby (invite, players, start), countdown on server time, live progress bars
 // of every racer, and the results. It only shows the ROOM object and race_progress pushes.
-import { formatTime, t } from "./i18n.js";
+import { formatTime, t, tn } from "./i18n.js";
 import { clear, h } from "./dom.js";
 
 /** Server time now, from the offset measured with the ROOM object's `server_time`. */
@@ -194,7 +194,7 @@ export class RacePanel {
         const cards = prog ? prog.cards_left : 28;
         const score = prog ? prog.score : 500;
         const status = prog ? prog.status : "playing";
-        let detail = t("race.progressRow", { cards, score });
+        let detail = t("race.progressRow", { cards: tn("count.cardsLeft", cards), score });
         if (status && status !== "playing") detail += ` · ${t(`race.status.${status}`)}`;
         item.append(
           h("span", { class: "detail" }, detail),

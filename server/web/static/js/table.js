@@ -1,7 +1,7 @@
 // The table: the three peaks (28 card buttons in their overlapping layout), the stock, the
 // waste card, score/moves/time, undo and give-up. It only shows a STATE and reports clicks;
 // the server decides everything.
-import { cardName, t } from "./i18n.js";
+import { cardName, t, tn } from "./i18n.js";
 import { centreOf, isNeighbour, paintBack, paintFace, rowOf } from "./cards.js";
 
 export class Table {
@@ -81,12 +81,28 @@ export class Table {
     this.stock.classList.toggle("empty", game.stock_count === 0);
     this.stock.setAttribute(
       "aria-label",
-      game.stock_count ? t("table.stockLabel", { n: game.stock_count }) : t("table.stockEmpty"),
+      game.stock_count ? t("table.stockLabel", { cards: tn("count.cards", game.stock_count) }) : t("table.stockEmpty"),
     );
     this.stock.dataset.count = String(game.stock_count);
     this.undoButton.disabled = !game.can_undo;
     // Keep the keyboard where it was: a removed card hands focus to the nearest card.
     if (focusedPos !== null && this.buttons[focusedPos].hidden) this._focusNear(focusedPos);
+  }
+
+  /** Point at a suggested move for a moment: the card at `pos`, or the stock for a draw. */
+  suggest(action, pos, ms = 2600) {
+    this.clearSuggestion();
+    const el = action === "remove" ? this.buttons[pos] : action === "draw" ? this.stock : null;
+    if (!el || el.hidden) return;
+    el.classList.add("suggested");
+    this.suggested = el;
+    this.suggestTimer = setTimeout(() => this.clearSuggestion(), ms);
+  }
+
+  clearSuggestion() {
+    clearTimeout(this.suggestTimer);
+    if (this.suggested) this.suggested.classList.remove("suggested");
+    this.suggested = null;
   }
 
   relabel() {
