@@ -1,0 +1,190 @@
+"""Leaderboard benchmark: one daily board of N entries (COPY-filled), endpoints timed over HTTP.
+
+    python benchmarks/leaderboard.py --entries 1000000 --requests 200
+
+Creates a throw-away database on the PostgreSQL at ``TRIPEAKS_TEST_PG`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``), fills it, runs a real server on loopback
+and times: the first page, a page deep in the list (by cursor), "around me" for a player in the
+middle, and one player's rank (around with radius 0). Prints p50 / p99 / max in ms, then drops
+the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import random
+import secrets
+import statistics
+import time
+import uuid
+
+import aiohttp
+import asyncpg
+from aiohttp.test_utils import TestServer
+from sqlalchemy.engine import make_url
+
+from server.config import Settings
+from server.services.clock import FakeClock
+from server.services.leaderboards import BoardKey
+from server.storage.db import create_engine, migrate
+from server.web.app import create_app
+
+ADMIN = os.environ.get("TRIPEAKS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+DATE = dt.date(2026, 3, 14)
+NOW = dt.datetime(2026, 3, 15, 12, tzinfo=dt.UTC)
+
+
+async def fill(url: str, entries: int, seed: int) -> None:
+    rng = random.Random(seed)
+    conn = await asyncpg.connect(url)
+    try:
+        t0 = time.perf_counter()
+        await conn.copy_records_to_table(
+            "players",
+            columns=["id", "name", "token_hash", "created_at"],
+            records=((i, f"p{i}", secrets.token_bytes(32), NOW) for i in range(1, entries + 1)),
+        )
+        start = dt.datetime.combine(DATE, dt.time(), tzinfo=dt.UTC)
+
+        def game(i: int) -> tuple[object, ...]:
+            won = rng.random() < 0.6
+            moves = rng.randint(28, 60)
+            score = 500 - moves + 300 if won else rng.randint(400, 700)
+            elapsed = rng.randint(30_000, 900_000)
+            return (
+                i,
+                i,
+                "TP1-E-AAAAAAA",
+                "E",
+                "TP1",
+                "daily",
+                DATE,
+                "won" if won else "blocked",
+                score,
+                moves,
+                rng.randint(0, 5),
+                moves,
+                elapsed,
+                start,
+                start + dt.timedelta(milliseconds=elapsed),
+                0 if won else 5,
+            )
+
+        await conn.copy_records_to_table(
+            "games",
+            columns=[
+                "id",
+                "player_id",
+                "code",
+                "rules",
+                "deal_version",
+                "mode",
+                "daily_date",
+                "status",
+                "score",
+                "moves",
+                "undos",
+                "seq",
+                "elapsed_ms",
+                "created_at",
+                "finished_at",
+                "cards_left",
+            ],
+            records=(game(i) for i in range(1, entries + 1)),
+        )
+        await conn.execute(
+            "INSERT INTO daily_challenges (date, code, rules, created_at) "
+            "VALUES ($1, 'TP1-E-AAAAAAA', 'E', $2)",
+            DATE,
+            NOW,
+        )
+        await conn.execute("ANALYZE")
+        print(f"filled {entries:,} entries in {time.perf_counter() - t0:.1f} s")
+    finally:
+        await conn.close()
+
+
+async def deep_cursor(url: str, position: int) -> str:
+    conn = await asyncpg.connect(url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT score, moves, elapsed_ms, finished_at, player_id FROM games "
+            "WHERE mode = 'daily' AND daily_date = $1 AND status IN ('won', 'blocked') "
+            "ORDER BY score DESC, moves, elapsed_ms, finished_at, player_id OFFSET $2 LIMIT 1",
+            DATE,
+            position,
+        )
+    finally:
+        await conn.close()
+    assert row is not None
+    return BoardKey(*row).encode()
+
+
+async def timed(http: aiohttp.ClientSession, url: str, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        async with http.get(url) as resp:
+            assert resp.status == 200, await resp.text()
+            await resp.read()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def line(name: str, ms: list[float]) -> None:
+    ordered = sorted(ms)
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    print(f"{name:<28} p50 {statistics.median(ms):7.2f}  p99 {p99:7.2f}  max {max(ms):7.2f} ms")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    name = f"tripeaks_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(ADMIN)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(ADMIN).set(database=name).render_as_string(hide_password=False)
+    try:
+        engine = create_engine(url, pool_size=1)
+        await migrate(engine)
+        await engine.dispose()
+        await fill(url, args.entries, args.seed)
+        cursor = await deep_cursor(url, args.entries // 2)
+        settings = Settings(
+            database_url=url, daily_secret="bench-secret-0123456789", solver_workers=0
+        )
+        server = TestServer(create_app(settings, clock=FakeClock(NOW)), host="127.0.0.1")
+        await server.start_server()
+        try:
+            base = f"http://127.0.0.1:{server.port}/api/v1/daily/{DATE.isoformat()}/leaderboard"
+            middle = args.entries // 2
+            async with aiohttp.ClientSession() as http:
+                await timed(http, base, 5)  # warm up
+                line("first page (50)", await timed(http, base, args.requests))
+                line(
+                    "deep page (cursor, 50)",
+                    await timed(http, f"{base}?cursor={cursor}", args.requests),
+                )
+                line(
+                    "around me (radius 5)",
+                    await timed(http, f"{base}/around/{middle}", args.requests),
+                )
+                line(
+                    "one player's rank",
+                    await timed(http, f"{base}/around/{middle}?radius=0", args.requests),
+                )
+        finally:
+            await server.close()
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
