@@ -20,6 +20,8 @@ Environment variables (all optional):
   ``TRIPEAKS_RACE_MIN_TIME_LIMIT_S`` (30), ``TRIPEAKS_RACE_MAX_TIME_LIMIT_S`` (7200),
   ``TRIPEAKS_RACE_SWEEP_S`` (1, how often time limits are checked).
 - ``TRIPEAKS_REGISTER_PER_MINUTE``: player registrations per client address per minute (20).
+- ``TRIPEAKS_TRUST_FORWARDED_FOR``: behind a reverse proxy, take the client address from the
+  last ``X-Forwarded-For`` entry the proxy added (off by default: clients could forge it).
 - ``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``: websockets one player may hold open in one process (8).
 - ``TRIPEAKS_SOLVER_WORKERS``: solver processes (1); 0 turns the solver off (daily deals are
   then not checked for winnability, and there is no par and no hint).
@@ -68,6 +70,7 @@ class Settings(BaseSettings):
     race_sweep_s: float = Field(default=1.0, gt=0, le=60)
     solver_workers: int = Field(default=1, ge=0, le=64)
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
+    trust_forwarded_for: bool = False
     max_sockets_per_player: int = Field(default=8, ge=1, le=10_000)
 
     @field_validator("daily_rules", mode="before")

@@ -381,11 +381,8 @@ class GameService:
         """
         await self._refresh(game_id)
         live = await self._owned(player_id, game_id)
-        if not release and live.race is not None and self._clock.now() < live.race.starts_at:
-            raise InvalidInputError(
-                "the race has not started yet; the deal comes at the end of the countdown",
-                code=RACE_NOT_STARTED,
-            )
+        if not release:
+            self._check_started(live)
         return self._snapshot(live)
 
     async def unfinished(self, player_id: int, limit: int = 20) -> list[GameSnapshot]:
@@ -530,6 +527,7 @@ class GameService:
 
     async def _act_locked(self, live: _LiveGame, seq: int, action: Action) -> ActionResult:
         game = live.game
+        self._check_started(live)
         if seq != game.seq:
             if seq == game.seq - 1 and game.actions and game.actions[-1] == action:
                 return ActionResult(Outcome.ACCEPTED, self._snapshot(live))
@@ -592,6 +590,7 @@ class GameService:
         async with self._locked(player_id, game_id) as live:
             if self._closed(live):
                 raise InvalidInputError("this daily challenge is closed", code=DAILY_CLOSED)
+            self._check_started(live)
             if live.race is not None and self._clock.now() >= live.race.ends_at:
                 raise InvalidInputError("the race is over", code=RACE_OVER)
             trial = live.game.copy()
@@ -668,6 +667,19 @@ class GameService:
 
     # ----------------------------------------------------------------------------- helpers
 
+    def _check_started(self, live: _LiveGame) -> None:
+        """Refuse any request on a race game before its start, without showing its state: the
+        deal is released to every racer at the same moment.
+
+        Raises:
+            InvalidInputError: ``race_not_started``.
+        """
+        if live.race is not None and self._clock.now() < live.race.starts_at:
+            raise InvalidInputError(
+                "the race has not started yet; the deal comes at the end of the countdown",
+                code=RACE_NOT_STARTED,
+            )
+
     def _race_refusal(self, live: _LiveGame) -> str | None:
         if live.race is None:
             return None
@@ -709,8 +721,9 @@ class GameService:
 
     def _snapshot(self, live: _LiveGame) -> GameSnapshot:
         now = self._clock.now()
+        until = now if live.race is None else min(now, live.race.ends_at)  # a race's clock stops
         elapsed = (
-            live.elapsed_ms if live.elapsed_ms is not None else elapsed_ms(live.created_at, now)
+            live.elapsed_ms if live.elapsed_ms is not None else elapsed_ms(live.created_at, until)
         )
         if live.race is not None:  # revealed when the race's time is over
             code_visible = now >= live.race.ends_at

@@ -19,6 +19,7 @@ from limits.strategies import MovingWindowRateLimiter
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from server.config import Settings
 from server.protocol.server import room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.errors import (
@@ -143,8 +144,9 @@ async def healthz(request: web.Request) -> web.Response:
 async def register_player(request: web.Request) -> web.Response:
     """``POST /api/v1/players {"name"}`` → 201 ``{"id", "name", "token"}``; 429
     ``rate_limited`` past ``TRIPEAKS_REGISTER_PER_MINUTE`` registrations from one address."""
-    limit = RateLimitItemPerMinute(request.app[SETTINGS].register_per_minute)
-    if not _registrations.hit(limit, f"register:{request.remote}"):
+    settings = request.app[SETTINGS]
+    limit = RateLimitItemPerMinute(settings.register_per_minute)
+    if not _registrations.hit(limit, f"register:{_client_address(request, settings)}"):
         return error_response(
             429, "rate_limited", "too many registrations from this address; try again later"
         )
@@ -153,6 +155,16 @@ async def register_player(request: web.Request) -> web.Response:
         raise InvalidInputError("the body needs a 'name'", code="bad_name")
     player, token = await request.app[SERVICES].players.register(body["name"])
     return web.json_response({"id": player.id, "name": player.name, "token": token}, status=201)
+
+
+def _client_address(request: web.Request, settings: Settings) -> str:
+    """The client's address: the peer, or behind a trusted proxy the address it forwarded."""
+    if settings.trust_forwarded_for:
+        forwarded = request.headers.get("X-Forwarded-For", "")
+        last = forwarded.rsplit(",", 1)[-1].strip()
+        if last:
+            return last
+    return request.remote or "unknown"
 
 
 async def me(request: web.Request) -> web.Response:

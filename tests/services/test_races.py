@@ -247,8 +247,9 @@ async def test_simultaneous_final_actions_finish_the_race_once_with_distinct_ran
     for seat in started.seats:
         assert seat.game_id is not None
         games[seat.player_id] = seat.game_id
-    early = await services.games.act(players[0].id, games[players[0].id], 0, line[0])
-    assert early.code == "race_not_started"  # the countdown is not over
+    with pytest.raises(InvalidInputError) as early:  # the countdown is not over
+        await services.games.act(players[0].id, games[players[0].id], 0, line[0])
+    assert early.value.code == "race_not_started"
     clock.advance(seconds=2)
 
     async def play_all_but_last(p: PlayerInfo) -> None:
