@@ -447,3 +447,24 @@ async def test_shutdown_closes_sockets_with_1001(make_server: ServerFactory) -> 
         await server.close()
         msg = await ws.ws.receive()
         assert msg.type.name == "CLOSE" and msg.data == 1001
+
+
+async def test_a_game_whose_log_holds_an_undone_removal_reloads_after_a_restart(
+    make_server: ServerFactory,
+) -> None:
+    first = await make_server()
+    async with TestClient(first) as client:
+        info = await register(client, "Undoer")
+        ws, _ = await WsPlayer.connect(client, info["token"])
+        game = (await ws.request({"type": "new_game", "code": VECTOR}))["game"]
+        game = (await ws.act(game, "remove", 24))["game"]  # 5H on 4H
+        game = (await ws.act(game, "undo"))["game"]  # its log row records pos 24
+        game = (await ws.act(game, "draw"))["game"]
+        await ws.close()
+    await first.close()
+    second = await make_server()
+    async with TestClient(second) as client:
+        ws, _ = await WsPlayer.connect(client, info["token"])
+        resumed = (await ws.request({"type": "resume", "game_id": game["game_id"]}))["game"]
+        assert resumed | {"elapsed_ms": 0} == game | {"elapsed_ms": 0}
+        assert (await ws.act(resumed, "undo"))["type"] == "accepted"
