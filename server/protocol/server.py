@@ -184,7 +184,8 @@ def pong(request_id: int | str | None) -> JSON:
     return _with_id({"type": "pong"}, request_id)
 
 
-def _iso(when: dt.datetime | None) -> str | None:
+def iso_time(when: dt.datetime | None) -> str | None:
+    """A UTC time as ISO 8601 with a ``Z`` (``2026-03-14T12:00:00Z``), or None."""
     return None if when is None else when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
@@ -264,11 +265,11 @@ def room_state(room: RoomView, now: dt.datetime) -> JSON:
         "time_limit_s": room.time_limit_s,
         "max_players": room.max_players,
         "version": room.version,
-        "created_at": _iso(room.created_at),
-        "starts_at": _iso(room.starts_at),
-        "ends_at": _iso(room.ends_at),
-        "finished_at": _iso(room.finished_at),
-        "server_time": _iso(now),
+        "created_at": iso_time(room.created_at),
+        "starts_at": iso_time(room.starts_at),
+        "ends_at": iso_time(room.ends_at),
+        "finished_at": iso_time(room.finished_at),
+        "server_time": iso_time(now),
         "players": [
             {
                 "player_id": seat.player_id,

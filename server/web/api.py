@@ -5,7 +5,6 @@ Errors are ``{"error": {"code", "message"}}`` with a fitting HTTP status.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import re
@@ -20,7 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from server.config import Settings
-from server.protocol.server import room_state
+from server.protocol.server import iso_time, room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.errors import (
     ConflictError,
@@ -94,10 +93,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(f"{PREFIX}/daily/{{date}}/leaderboard/around/{{player_id}}", around)
     app.router.add_get(f"{PREFIX}/games/{{game_id}}", game_summary)
     app.router.add_get(f"{PREFIX}/races/{{invite}}", race_room)
-
-
-def _iso(when: dt.datetime | None) -> str | None:
-    return None if when is None else when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def _int_param(raw: str | None, name: str, default: int) -> int:
@@ -182,7 +177,7 @@ def _daily_json(info: DailyInfo) -> dict[str, Any]:
         "is_open": info.is_open,
         "players": info.players,
         "ranked": info.ranked,
-        "closes_at": _iso(info.closes_at),
+        "closes_at": iso_time(info.closes_at),
         "par": info.par,
         "line": None
         if info.line is None
@@ -211,7 +206,7 @@ def _entry_json(entry: Entry) -> dict[str, Any]:
         "undos": entry.undos,
         "elapsed_ms": entry.elapsed_ms,
         "status": entry.status,
-        "finished_at": _iso(entry.finished_at),
+        "finished_at": iso_time(entry.finished_at),
     }
 
 
@@ -263,8 +258,8 @@ def _summary_json(summary: GameSummary) -> dict[str, Any]:
         "undos": summary.undos,
         "seq": summary.seq,
         "elapsed_ms": summary.elapsed_ms,
-        "created_at": _iso(summary.created_at),
-        "finished_at": _iso(summary.finished_at),
+        "created_at": iso_time(summary.created_at),
+        "finished_at": iso_time(summary.finished_at),
         "hinted": summary.hinted,
         "par": summary.par,
         "par_share": None if not summary.par else round(summary.score / summary.par, 4),
@@ -277,7 +272,7 @@ def _summary_json(summary: GameSummary) -> dict[str, Any]:
                 "pos": a.pos,
                 "card": a.card,
                 "score_after": a.score_after,
-                "at": _iso(a.at),
+                "at": iso_time(a.at),
             }
             for a in summary.actions
         ]
