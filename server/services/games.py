@@ -534,9 +534,8 @@ class GameService:
             return ActionResult(Outcome.REJECTED, self._snapshot(live), STALE_SEQ)
         if self._closed(live):
             return ActionResult(Outcome.REJECTED, self._snapshot(live), DAILY_CLOSED)
-        refusal = self._race_refusal(live)
-        if refusal is not None:
-            return ActionResult(Outcome.REJECTED, self._snapshot(live), refusal)
+        if self._race_over(live):
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), RACE_OVER)
         trial = game.copy()
         try:
             applied = trial.apply(action)
@@ -591,7 +590,7 @@ class GameService:
             if self._closed(live):
                 raise InvalidInputError("this daily challenge is closed", code=DAILY_CLOSED)
             self._check_started(live)
-            if live.race is not None and self._clock.now() >= live.race.ends_at:
+            if self._race_over(live):
                 raise InvalidInputError("the race is over", code=RACE_OVER)
             trial = live.game.copy()
             try:
@@ -680,15 +679,9 @@ class GameService:
                 code=RACE_NOT_STARTED,
             )
 
-    def _race_refusal(self, live: _LiveGame) -> str | None:
-        if live.race is None:
-            return None
-        now = self._clock.now()
-        if now < live.race.starts_at:
-            return RACE_NOT_STARTED
-        if now >= live.race.ends_at:
-            return RACE_OVER
-        return None
+    def _race_over(self, live: _LiveGame) -> bool:
+        """Whether a race game's time is up (its race may not be marked finished yet)."""
+        return live.race is not None and self._clock.now() >= live.race.ends_at
 
     def _progress_event(
         self, live: _LiveGame, game: Game, now: dt.datetime
