@@ -264,13 +264,7 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
         raise ProtocolError("bad_json", f"message is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ProtocolError("not_an_object", "message must be a JSON object with a 'type'")
-    request_id = data.get("id")
-    if (
-        not isinstance(request_id, int | str)
-        or isinstance(request_id, bool)
-        or (isinstance(request_id, str) and len(request_id) > 64)
-    ):
-        request_id = None
+    request_id = _id_of(data)
     kind = data.get("type")
     if kind not in MESSAGE_TYPES:
         shown = kind if isinstance(kind, str) and len(kind) <= 40 else None
@@ -282,3 +276,21 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
         return _ADAPTER.validate_python(data)
     except ValidationError as exc:
         raise ProtocolError("invalid_message", f"{kind}: {_describe(exc)}", request_id) from None
+
+
+def _id_of(data: dict[str, Any]) -> int | str | None:
+    """A message's ``id`` when it is a valid one (an int, or a string of at most 64)."""
+    rid = data.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, int | str):
+        return None
+    return rid if not isinstance(rid, str) or len(rid) <= 64 else None
+
+
+def peek_request_id(raw: str | bytes) -> int | str | None:
+    """The ``id`` of a frame that will not be handled (say, rate-limited), so its error can
+    echo it; None when the frame is not a JSON object with a valid ``id``."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return _id_of(data) if isinstance(data, dict) else None

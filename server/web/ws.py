@@ -7,7 +7,6 @@ Close codes: 1001 server shutting down, 1003 binary frames, 1008 no hello in tim
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import Counter
@@ -39,6 +38,7 @@ from server.protocol.client import (
     Resign,
     Resume,
     parse_client_message,
+    peek_request_id,
 )
 from server.services import Services
 from server.services.errors import ConflictError, ServiceError
@@ -160,7 +160,7 @@ async def _serve(session: _Session) -> None:
             return
         if not _limiter.hit(session.rate, session.key):
             await session.send(
-                out.error("rate_limited", "too many messages; slow down", _request_id(msg.data))
+                out.error("rate_limited", "too many messages; slow down", peek_request_id(msg.data))
             )
             continue
         await _handle(session, msg.data)
@@ -290,15 +290,3 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         await session.send(
             out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
         )
-
-
-def _request_id(raw: str) -> int | str | None:
-    """The ``id`` of a message that will not be handled, so its error can echo it."""
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    rid = data.get("id") if isinstance(data, dict) else None
-    if isinstance(rid, bool) or not isinstance(rid, int | str):
-        return None
-    return rid if not isinstance(rid, str) or len(rid) <= 64 else None
