@@ -117,6 +117,19 @@ class Action:
         return cls(ActionKind.UNDO)
 
     @classmethod
+    def from_record(cls, kind: str, pos: int | None) -> Action:
+        """The action an :class:`AppliedAction` record stands for (SPEC §5 replay).
+
+        A record keeps the position a card moved from or back to; only a removal's position
+        is part of the action (an undone removal's record names where the card went back).
+
+        Raises:
+            InvalidActionError: ``kind`` is not ``remove``, ``draw`` or ``undo``, or a
+                removal's ``pos`` is not in ``0..27``.
+        """
+        return cls(kind, pos if kind == ActionKind.REMOVE.value else None)  # type: ignore[arg-type]
+
+    @classmethod
     def parse(cls, text: str) -> Action:
         """Read the text form produced by ``str(action)``.
 

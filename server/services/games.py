@@ -806,11 +806,7 @@ class GameService:
                 race = RaceWindow(row.race_id, window.starts_at, window.ends_at)
         code = GameCode.parse(row.code)
         mode = GameMode(row.mode)
-        # An undo row records the position it put a card back to; replay needs only its kind.
-        actions = [
-            Action(ActionKind(kind), pos if kind == ActionKind.REMOVE.value else None)
-            for kind, pos in kinds
-        ]
+        actions = [Action.from_record(kind, pos) for kind, pos in kinds]
         game = Game.replay(code.deal(), code.rules, actions, ranked=mode.ranked)
         if row.status == Status.RESIGNED.value:
             game.resign()

@@ -15,7 +15,7 @@ import aiohttp
 import asyncpg
 
 from server.bench.load import choose_action
-from server.engine import Action, ActionKind, Card, Game, GameCode
+from server.engine import Action, Card, Game, GameCode
 from tests.e2e.test_cli import _env, _free_port, _start
 
 
@@ -119,7 +119,7 @@ async def test_sigkill_under_load_loses_no_acknowledged_action(
                     last["seq"],
                 )
                 code = GameCode.parse(row["code"])
-                actions = [Action(ActionKind(k), p if k == "remove" else None) for k, p in kinds]
+                actions = [Action.from_record(k, p) for k, p in kinds]
                 replayed = Game.replay(code.deal(), code.rules, actions)
                 assert _view(replayed) == {k: last[k] for k in _view(replayed)}
         finally:

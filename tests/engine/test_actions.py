@@ -90,3 +90,13 @@ def test_applied_action_names_the_action_it_records() -> None:
     assert AppliedAction(ActionKind.REMOVE, 4, card, 499, Status.PLAYING).action == Action.remove(4)
     assert AppliedAction(ActionKind.DRAW, None, card, 499, Status.PLAYING).action == Action.draw()
     assert AppliedAction(ActionKind.UNDO, 4, card, 500, Status.PLAYING).action == Action.undo()
+
+
+def test_from_record_keeps_only_a_removals_position() -> None:
+    assert Action.from_record("remove", 5) == Action.remove(5)
+    assert Action.from_record("undo", 24) == Action.undo()  # where the card went back
+    assert Action.from_record("draw", None) == Action.draw()
+    with pytest.raises(InvalidActionError):
+        Action.from_record("fly", None)
+    with pytest.raises(InvalidActionError):
+        Action.from_record("remove", 28)
