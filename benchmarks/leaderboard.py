@@ -26,6 +26,7 @@ import asyncpg
 from aiohttp.test_utils import TestServer
 from sqlalchemy.engine import make_url
 
+from server.bench import percentile
 from server.config import Settings
 from server.services.clock import FakeClock
 from server.services.leaderboards import BoardKey
@@ -135,8 +136,7 @@ async def timed(http: aiohttp.ClientSession, url: str, n: int) -> list[float]:
 
 
 def line(name: str, ms: list[float]) -> None:
-    ordered = sorted(ms)
-    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    p99 = percentile(ms, 0.99)
     print(f"{name:<28} p50 {statistics.median(ms):7.2f}  p99 {p99:7.2f}  max {max(ms):7.2f} ms")
 
 

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from server.bench import percentile
 from server.engine.codes import CODE_SPACE, Deal, GameCode, RuleSet
 from server.engine.solver import Position, is_winnable, problem_of, solve
 from server.engine.solver_search import fewest_draws, sweep
@@ -89,11 +90,6 @@ def baseline_fewest_draws(deal: Deal, rules: RuleSet) -> int | None:
                         seen.add(key)
                         stack.append((after, ranks[pos]))
     return None
-
-
-def percentile(ordered: list[float], fraction: float) -> float:
-    rank = max(1, -(-len(ordered) * fraction // 1))
-    return ordered[int(rank) - 1]
 
 
 def summary(values: list[float]) -> dict[str, float]:

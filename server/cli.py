@@ -13,6 +13,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from server.bench import percentile
 from server.config import Settings
 from server.engine.codes import GameCode
 from server.engine.errors import EngineError
@@ -222,12 +223,6 @@ def _wilson(successes: int, trials: int, z: float = 1.959964) -> tuple[float, fl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _percentile(ordered: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    rank = max(1, -(-len(ordered) * fraction // 1))
-    return ordered[int(rank) - 1]
-
-
 @main.command()
 @click.option(
     "--deals",
@@ -298,13 +293,13 @@ def stats(count: int, rules_letter: str, seed: int, winnable_only: bool, as_json
         "ms": {
             "mean": statistics.fmean(times),
             "median": statistics.median(times),
-            "p95": _percentile(ordered, 0.95),
+            "p95": percentile(ordered, 0.95),
             "max": ordered[-1],
         },
         "cpu_ms": {
             "mean": statistics.fmean(cpu),
             "median": statistics.median(cpu),
-            "p95": _percentile(sorted(cpu), 0.95),
+            "p95": percentile(sorted(cpu), 0.95),
             "max": max(cpu),
         },
     }
@@ -324,12 +319,12 @@ def stats(count: int, rules_letter: str, seed: int, winnable_only: bool, as_json
         click.echo(f"mean par: {statistics.fmean(pars):.1f}")
     click.echo(
         f"solve time: median {statistics.median(times):.1f} ms, "
-        f"p95 {_percentile(ordered, 0.95):.1f} ms, max {ordered[-1]:.1f} ms "
+        f"p95 {percentile(ordered, 0.95):.1f} ms, max {ordered[-1]:.1f} ms "
         f"(mean {statistics.fmean(times):.1f} ms)"
     )
     click.echo(
         f"CPU time:   median {statistics.median(cpu):.1f} ms, "
-        f"p95 {_percentile(sorted(cpu), 0.95):.1f} ms, max {max(cpu):.1f} ms "
+        f"p95 {percentile(sorted(cpu), 0.95):.1f} ms, max {max(cpu):.1f} ms "
         f"(mean {statistics.fmean(cpu):.1f} ms)"
     )
 

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from server.bench import percentile
 from server.engine.cards import Card, Rank
 
 ECHO_SERVER = """
@@ -176,13 +177,6 @@ async def _echo_client(url: str, deadline: float, request: str, stats: Stats) ->
             stats.outcomes["accepted"] += 1
 
 
-def _percentile(values: list[float], share: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 def rss_kb(pid: int) -> int | None:
     """Resident memory of a process in KiB (Linux), or None if it cannot be read."""
     try:
@@ -257,8 +251,8 @@ def report(title: str, stats: Stats, seconds: float) -> float:
     print(f"{title}: {done} replies in {seconds:.1f} s = {rate:,.0f}/s")
     if lat:
         print(
-            f"  latency ms: p50 {statistics.median(lat):.2f}  p95 {_percentile(lat, 0.95):.2f}  "
-            f"p99 {_percentile(lat, 0.99):.2f}  max {max(lat):.2f}"
+            f"  latency ms: p50 {statistics.median(lat):.2f}  p95 {percentile(lat, 0.95):.2f}  "
+            f"p99 {percentile(lat, 0.99):.2f}  max {max(lat):.2f}"
         )
     if stats.outcomes:
         print(f"  outcomes: {dict(stats.outcomes)}")
