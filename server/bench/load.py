@@ -189,7 +189,8 @@ def rss_kb(pid: int) -> int | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (free when asked; bind it soon)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -221,7 +222,7 @@ async def run_players(base: str, players: int, seconds: float, mode: str) -> tup
 
 async def run_echo(players: int, seconds: float, request_bytes: int, reply_bytes: int) -> Stats:
     """The ceiling: the same clients against a bare aiohttp echo server (its own process)."""
-    port = _free_port()
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, str(port))
     try:
         for _ in range(100):

@@ -15,16 +15,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from server.bench.load import free_port
 from server.engine import GameCode
 
 TRIPEAKS = [sys.executable, "-m", "server"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -118,7 +112,7 @@ async def _play_a_little(base: str) -> None:
 async def test_serve_without_database_url_starts_an_embedded_postgres(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = _env(TRIPEAKS_PORT=str(port), TRIPEAKS_DATA_DIR=str(tmp_path / "data"))
     proc = _start(env, port, tmp_path / "server.log")
     processes.append(proc)
@@ -132,7 +126,7 @@ async def test_serve_without_database_url_starts_an_embedded_postgres(
 async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
     database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = _env(
         TRIPEAKS_PORT=str(port),
         TRIPEAKS_DATA_DIR=str(tmp_path / "data"),

@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-from server.bench.load import choose_action
+from server.bench.load import choose_action, free_port
 from server.engine import Action, Card, Game, GameCode
-from tests.e2e.test_cli import _env, _free_port, _start
+from tests.e2e.test_cli import _env, _start
 
 
 async def _play(
@@ -67,7 +67,7 @@ def _view(game: Game) -> dict[str, Any]:
 async def test_sigkill_under_load_loses_no_acknowledged_action(
     database_url: str, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = _env(
         TRIPEAKS_PORT=str(port),
         TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
