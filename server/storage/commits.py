@@ -3,10 +3,12 @@
 Each accepted action needs its log row inserted, its game row moved on (only if nobody else
 moved it first) and, for a race game, its progress event published — all committed before the
 player is told. Committing each action alone costs a transaction and a disk flush per action;
-here a single writer task takes every write queued while the previous batch committed, applies
-them with one statement each (arrays unnested server-side) and commits once. Each caller is
-answered only after that commit; a write whose game had moved on is answered with
-:class:`GameMovedOn` and changes nothing.
+here a single writer task takes every write queued while the previous batch committed and
+stores them all with one statement (arrays unnested server-side), which is its own transaction:
+one round trip and one commit per batch. The writer keeps its connection while writes keep
+coming and gives it back to the pool after a quiet moment or a failure. Each caller is answered
+only after that commit; a write whose game had moved on is answered with :class:`GameMovedOn`
+and changes nothing.
 """
 
 from __future__ import annotations
@@ -20,42 +22,48 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.storage.events import CHANNEL, MAX_PAYLOAD, EventTooLargeError
 
 log = logging.getLogger(__name__)
 
-_UPDATE_GAMES = text(
+# One statement for a whole batch: move each game row on (only if it still has the expected
+# seq and status), log the actions of the rows that moved, publish their events. Run alone (no
+# BEGIN/COMMIT around it) it is its own transaction: all of it commits, or none of it.
+_COMMIT_BATCH = text(
     """
-    UPDATE games AS g
-       SET status = v.status, score = v.score, moves = v.moves, undos = v.undos, seq = v.seq,
-           finished_at = v.finished_at, elapsed_ms = v.elapsed_ms, cards_left = v.cards_left
-      FROM unnest(
-             CAST(:game_id AS bigint[]), CAST(:expected AS integer[]), CAST(:seq AS integer[]),
-             CAST(:status AS text[]), CAST(:score AS integer[]), CAST(:moves AS integer[]),
-             CAST(:undos AS integer[]), CAST(:finished_at AS timestamptz[]),
-             CAST(:elapsed_ms AS bigint[]), CAST(:cards_left AS smallint[]),
-             CAST(:expected_status AS text[])
-           ) AS v(game_id, expected, seq, status, score, moves, undos, finished_at, elapsed_ms,
-                  cards_left, expected_status)
-     WHERE g.id = v.game_id AND g.seq = v.expected AND g.status = v.expected_status
-    RETURNING g.id
+    WITH v AS (
+        SELECT * FROM unnest(
+               CAST(:game_id AS bigint[]), CAST(:expected AS integer[]), CAST(:seq AS integer[]),
+               CAST(:status AS text[]), CAST(:score AS integer[]), CAST(:moves AS integer[]),
+               CAST(:undos AS integer[]), CAST(:finished_at AS timestamptz[]),
+               CAST(:elapsed_ms AS bigint[]), CAST(:cards_left AS smallint[]),
+               CAST(:expected_status AS text[]), CAST(:kind AS text[]), CAST(:pos AS smallint[]),
+               CAST(:card AS text[]), CAST(:score_after AS integer[]),
+               CAST(:created_at AS timestamptz[]), CAST(:event AS text[])
+             ) AS v(game_id, expected, seq, status, score, moves, undos, finished_at, elapsed_ms,
+                    cards_left, expected_status, kind, pos, card, score_after, created_at, event)
+    ), moved AS (
+        UPDATE games AS g
+           SET status = v.status, score = v.score, moves = v.moves, undos = v.undos,
+               seq = v.seq, finished_at = v.finished_at, elapsed_ms = v.elapsed_ms,
+               cards_left = v.cards_left
+          FROM v
+         WHERE g.id = v.game_id AND g.seq = v.expected AND g.status = v.expected_status
+        RETURNING g.id
+    ), logged AS (
+        INSERT INTO game_actions (game_id, seq, kind, pos, card, score_after, created_at)
+        SELECT v.game_id, v.seq, v.kind, v.pos, v.card, v.score_after, v.created_at
+          FROM v JOIN moved ON moved.id = v.game_id
+    ), published AS (
+        SELECT count(pg_notify(:channel, v.event)) AS n
+          FROM v JOIN moved ON moved.id = v.game_id
+         WHERE v.event IS NOT NULL
+    )
+    SELECT moved.id FROM moved, published
     """
 )
-
-_INSERT_ACTIONS = text(
-    """
-    INSERT INTO game_actions (game_id, seq, kind, pos, card, score_after, created_at)
-    SELECT * FROM unnest(
-             CAST(:game_id AS bigint[]), CAST(:seq AS integer[]), CAST(:kind AS text[]),
-             CAST(:pos AS smallint[]), CAST(:card AS text[]), CAST(:score_after AS integer[]),
-             CAST(:created_at AS timestamptz[])
-           )
-    """
-)
-
-_NOTIFY = text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) AS p")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,13 +105,15 @@ class GroupCommitter:
     """Batches :class:`ActionWrite`\\ s into shared transactions.
 
     Args:
-        engine: the database engine (the writer holds one connection per batch).
+        engine: the database engine (the writer holds one of its connections while busy).
         max_batch: most writes in one transaction.
+        idle_s: seconds without writes after which the writer gives its connection back.
     """
 
-    def __init__(self, engine: AsyncEngine, max_batch: int = 512) -> None:
+    def __init__(self, engine: AsyncEngine, max_batch: int = 512, idle_s: float = 1.0) -> None:
         self._engine = engine
         self._max_batch = max_batch
+        self._idle_s = idle_s
         self._queue: asyncio.Queue[tuple[ActionWrite, asyncio.Future[None]]] | None = None
         self._task: asyncio.Task[None] | None = None
         self.batches = 0
@@ -141,68 +151,106 @@ class GroupCommitter:
     async def _run(self) -> None:
         assert self._queue is not None
         queue = self._queue
-        while True:
-            batch = [await queue.get()]
-            while len(batch) < self._max_batch and not queue.empty():
-                batch.append(queue.get_nowait())
-            try:
-                stored = await self._commit([w for w, _ in batch])
-            except asyncio.CancelledError:
-                for _, future in batch:
-                    if not future.done():
-                        future.cancel()
-                raise
-            except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            self.batches += 1
-            self.writes += len(batch)
-            for write, future in batch:
-                if future.done():
-                    continue
-                if write.game_id in stored:
-                    future.set_result(None)
+        conn: AsyncConnection | None = None
+        busy = False
+        try:
+            while True:
+                if conn is None:
+                    first = await queue.get()
                 else:
-                    future.set_exception(GameMovedOn(write.game_id))
+                    try:
+                        first = await asyncio.wait_for(queue.get(), self._idle_s)
+                    except TimeoutError:  # idle: give the connection back
+                        await self._release(conn)
+                        conn = None
+                        continue
+                batch = [first]
+                while len(batch) < self._max_batch and not queue.empty():
+                    batch.append(queue.get_nowait())
+                busy = True
+                try:
+                    if conn is not None and await self._closed(conn):
+                        # The server went away while the writer held it (a database restart):
+                        # nothing of this batch was sent, so it goes to a fresh connection.
+                        await conn.invalidate()
+                        await self._release(conn)
+                        conn = None
+                    if conn is None:
+                        conn = await self._engine.connect()
+                        await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    stored = await self._commit(conn, [w for w, _ in batch])
+                    busy = False
+                except asyncio.CancelledError:
+                    for _, future in batch:
+                        if not future.done():
+                            future.cancel()
+                    raise
+                except Exception as exc:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    if conn is not None:  # take a fresh (pre-pinged) connection next time
+                        await self._release(conn)
+                        conn = None
+                    continue
+                self.batches += 1
+                self.writes += len(batch)
+                for write, future in batch:
+                    if future.done():
+                        continue
+                    if write.game_id in stored:
+                        future.set_result(None)
+                    else:
+                        future.set_exception(GameMovedOn(write.game_id))
+        finally:
+            if conn is not None:
+                if busy:  # cancelled mid-statement: the connection's state is unknown
+                    await conn.invalidate()
+                await self._release(conn)
 
-    async def _commit(self, writes: list[ActionWrite]) -> set[int]:
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                _UPDATE_GAMES,
-                {
-                    "game_id": [w.game_id for w in writes],
-                    "expected": [w.expected_seq for w in writes],
-                    "seq": [w.seq for w in writes],
-                    "status": [w.status for w in writes],
-                    "score": [w.score for w in writes],
-                    "moves": [w.moves for w in writes],
-                    "undos": [w.undos for w in writes],
-                    "finished_at": [w.finished_at for w in writes],
-                    "elapsed_ms": [w.elapsed_ms for w in writes],
-                    "cards_left": [w.cards_left for w in writes],
-                    "expected_status": [w.expected_status for w in writes],
-                },
-            )
-            stored = {row[0] for row in result}
-            kept = [w for w in writes if w.game_id in stored]
-            if kept:
-                await conn.execute(
-                    _INSERT_ACTIONS,
-                    {
-                        "game_id": [w.game_id for w in kept],
-                        "seq": [w.seq for w in kept],
-                        "kind": [w.kind for w in kept],
-                        "pos": [w.pos for w in kept],
-                        "card": [w.card for w in kept],
-                        "score_after": [w.score_after for w in kept],
-                        "created_at": [w.at for w in kept],
-                    },
-                )
-                payloads = [
-                    json.dumps(w.event, separators=(",", ":")) for w in kept if w.event is not None
-                ]
-                if payloads:
-                    await conn.execute(_NOTIFY, {"channel": CHANNEL, "payloads": payloads})
-        return stored
+    @staticmethod
+    async def _closed(conn: AsyncConnection) -> bool:
+        """Whether the driver has seen the server close the writer's connection."""
+        raw = await conn.get_raw_connection()
+        driver = raw.driver_connection
+        return driver is None or bool(driver.is_closed())
+
+    @staticmethod
+    async def _release(conn: AsyncConnection) -> None:
+        """Give the writer's connection back to the pool."""
+        try:
+            await conn.close()
+        except Exception:
+            log.warning("group commit: closing its connection failed", exc_info=True)
+
+    @staticmethod
+    async def _commit(conn: AsyncConnection, writes: list[ActionWrite]) -> set[int]:
+        """Store one batch in one statement (its own transaction); returns the ids of the
+        games whose rows moved on (the others' writes changed nothing)."""
+        result = await conn.execute(
+            _COMMIT_BATCH,
+            {
+                "game_id": [w.game_id for w in writes],
+                "expected": [w.expected_seq for w in writes],
+                "seq": [w.seq for w in writes],
+                "status": [w.status for w in writes],
+                "score": [w.score for w in writes],
+                "moves": [w.moves for w in writes],
+                "undos": [w.undos for w in writes],
+                "finished_at": [w.finished_at for w in writes],
+                "elapsed_ms": [w.elapsed_ms for w in writes],
+                "cards_left": [w.cards_left for w in writes],
+                "expected_status": [w.expected_status for w in writes],
+                "kind": [w.kind for w in writes],
+                "pos": [w.pos for w in writes],
+                "card": [w.card for w in writes],
+                "score_after": [w.score_after for w in writes],
+                "created_at": [w.at for w in writes],
+                "event": [
+                    None if w.event is None else json.dumps(w.event, separators=(",", ":"))
+                    for w in writes
+                ],
+                "channel": CHANNEL,
+            },
+        )
+        return {row[0] for row in result}

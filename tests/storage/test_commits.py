@@ -1,0 +1,222 @@
+"""Group commit: batches share one statement, each write is answered after its commit, a write
+whose game moved on changes nothing, failures and cancellation leave nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from server.storage.commits import ActionWrite, GameMovedOn, GroupCommitter
+from server.storage.db import async_url, create_engine
+from server.storage.events import CHANNEL
+from server.storage.models import Game, GameAction
+from tests.storage.test_models import T0, add_game, add_player
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url, pool_size=2)
+    yield engine
+    await engine.dispose()
+
+
+def draw(game_id: int, seq: int, **overrides: Any) -> ActionWrite:
+    """The write of a draw taking game ``game_id`` from ``seq`` to ``seq + 1``."""
+    values: dict[str, Any] = {
+        "game_id": game_id,
+        "expected_seq": seq,
+        "seq": seq + 1,
+        "kind": "draw",
+        "pos": None,
+        "card": "5h",
+        "score_after": 500 - 5 * (seq + 1),
+        "at": T0 + dt.timedelta(seconds=seq + 1),
+        "status": "playing",
+        "score": 500 - 5 * (seq + 1),
+        "moves": seq + 1,
+        "undos": 0,
+        "finished_at": None,
+        "elapsed_ms": None,
+        "cards_left": 28,
+    }
+    values.update(overrides)
+    return ActionWrite(**values)
+
+
+async def stored(engine: AsyncEngine, game_id: int) -> tuple[int, list[int]]:
+    """A game row's seq and its logged seqs."""
+    async with engine.connect() as conn:
+        seq = await conn.scalar(select(Game.seq).where(Game.id == game_id))
+        logged = (
+            await conn.scalars(
+                select(GameAction.seq).where(GameAction.game_id == game_id).order_by("seq")
+            )
+        ).all()
+    assert isinstance(seq, int)
+    return seq, list(logged)
+
+
+async def games(engine: AsyncEngine, n: int) -> list[int]:
+    player = await add_player(engine, "Committer")
+    return [await add_game(engine, player, mode="free", daily_date=None) for _ in range(n)]
+
+
+async def test_concurrent_writes_share_batches_and_all_commit(db: AsyncEngine) -> None:
+    ids = await games(db, 40)
+    committer = GroupCommitter(db)
+    try:
+        for seq in range(3):
+            await asyncio.gather(*(committer.write(draw(g, seq)) for g in ids))
+        assert committer.writes == 120
+        assert committer.batches < 120  # concurrent writes were grouped
+        for g in ids:
+            assert await stored(db, g) == (3, [1, 2, 3])
+        async with db.connect() as conn:
+            row = (await conn.execute(select(Game).where(Game.id == ids[0]))).one()
+        assert (row.score, row.moves, row.status) == (485, 3, "playing")
+    finally:
+        await committer.close()
+
+
+async def test_a_write_whose_game_moved_on_changes_nothing_and_spares_the_batch(
+    db: AsyncEngine,
+) -> None:
+    moved, fine, resigned = await games(db, 3)
+    async with db.begin() as conn:
+        await conn.execute(text("UPDATE games SET seq = 1 WHERE id = :g"), {"g": moved})
+        await conn.execute(
+            text("UPDATE games SET status = 'resigned' WHERE id = :g"), {"g": resigned}
+        )
+    committer = GroupCommitter(db)
+    try:
+        results = await asyncio.gather(
+            committer.write(draw(moved, 0)),
+            committer.write(draw(fine, 0)),
+            committer.write(draw(resigned, 0)),
+            return_exceptions=True,
+        )
+        assert isinstance(results[0], GameMovedOn)
+        assert results[1] is None
+        assert isinstance(results[2], GameMovedOn)  # expected status 'playing' no longer holds
+        assert await stored(db, moved) == (1, [])
+        assert await stored(db, fine) == (1, [1])
+        assert await stored(db, resigned) == (0, [])
+    finally:
+        await committer.close()
+
+
+async def test_events_are_published_for_stored_writes_only(
+    db: AsyncEngine, database_url: str
+) -> None:
+    moved, fine = await games(db, 2)
+    async with db.begin() as conn:
+        await conn.execute(text("UPDATE games SET seq = 5 WHERE id = :g"), {"g": moved})
+    dsn = async_url(database_url).set(drivername="postgresql").render_as_string(False)
+    listener = await asyncpg.connect(dsn)
+    heard: list[dict[str, Any]] = []
+    await listener.add_listener(CHANNEL, lambda *args: heard.append(json.loads(args[3])))
+    committer = GroupCommitter(db)
+    try:
+        await asyncio.gather(
+            committer.write(draw(moved, 0, event={"kind": "race_progress", "game_id": moved})),
+            committer.write(draw(fine, 0, event={"kind": "race_progress", "game_id": fine})),
+            committer.write(draw(fine, 1)),  # no event; moves on only after the first
+            return_exceptions=True,
+        )
+        for _ in range(50):
+            if heard:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        assert heard == [{"kind": "race_progress", "game_id": fine}]
+    finally:
+        await committer.close()
+        await listener.close()
+
+
+async def test_a_failed_batch_stores_nothing_and_the_writer_goes_on(db: AsyncEngine) -> None:
+    a, b = await games(db, 2)
+    committer = GroupCommitter(db)
+    try:
+        # The second write breaks a column check (negative score): the whole batch fails.
+        results = await asyncio.gather(
+            committer.write(draw(a, 0)),
+            committer.write(draw(b, 0, score=-1)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, DBAPIError) for r in results), results
+        assert await stored(db, a) == (0, [])
+        assert await stored(db, b) == (0, [])
+        await committer.write(draw(a, 0))  # the writer is still there
+        assert await stored(db, a) == (1, [1])
+    finally:
+        await committer.close()
+
+
+async def test_the_writer_gives_its_connection_back_when_idle(db: AsyncEngine) -> None:
+    (g,) = await games(db, 1)
+    committer = GroupCommitter(db, idle_s=0.05)
+    try:
+        await committer.write(draw(g, 0))
+        assert db.pool.checkedout() == 1  # type: ignore[attr-defined]
+        for _ in range(100):
+            if db.pool.checkedout() == 0:  # type: ignore[attr-defined]
+                break
+            await asyncio.sleep(0.01)
+        assert db.pool.checkedout() == 0  # type: ignore[attr-defined]
+        await committer.write(draw(g, 1))
+        assert await stored(db, g) == (2, [1, 2])
+    finally:
+        await committer.close()
+
+
+async def _count_sessions(engine: AsyncEngine, database: str | None, where: str) -> int:
+    async with engine.connect() as conn:
+        n = await conn.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = :d "
+                f"AND pid <> pg_backend_pid() AND {where}"
+            ),
+            {"d": database},
+        )
+    assert isinstance(n, int)
+    return n
+
+
+async def test_closing_mid_statement_leaves_no_connection_or_transaction(
+    db: AsyncEngine, database_url: str
+) -> None:
+    (g,) = await games(db, 1)
+    name = async_url(database_url).database
+    committer = GroupCommitter(db)
+    async with db.begin() as blocker:
+        # Hold the game row's lock so that the writer's statement waits inside the database.
+        await blocker.execute(text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": g})
+        pending = asyncio.ensure_future(committer.write(draw(g, 0)))
+        for _ in range(300):
+            if await _count_sessions(db, name, "wait_event_type = 'Lock'"):
+                break
+            await asyncio.sleep(0.01)
+        assert await _count_sessions(db, name, "wait_event_type = 'Lock'") == 1
+        await committer.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pending
+        assert pending.cancelled()
+    assert db.pool.checkedout() == 0  # type: ignore[attr-defined]
+    for _ in range(300):
+        if await _count_sessions(db, name, "state <> 'idle'") == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert await _count_sessions(db, name, "state <> 'idle'") == 0
+    # The statement either never ran or ran whole: the row agrees with its log.
+    assert await stored(db, g) in ((0, []), (1, [1]))
