@@ -114,7 +114,7 @@ async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
         ws=ws,
         outbox=Outbox(ws, settings.ws_send_queue, transport=request.transport),
         rate=RateLimitItemPerSecond(settings.ws_rate_per_second),
-        flood=RateLimitItemPerSecond(settings.ws_rate_per_second * 3),
+        flood=RateLimitItemPerSecond(settings.ws_rate_per_second * 2),
         per_player=request.app[PLAYER_SOCKETS],
         max_per_player=settings.max_sockets_per_player,
     )
@@ -153,12 +153,14 @@ async def _serve(session: _Session) -> None:
             return
         if msg.type is not WSMsgType.TEXT:
             continue
-        if not _limiter.hit(session.flood, session.key):
-            await session.send(out.error("flood", "too many messages; closing"))
-            await session.outbox.wait_sent(timeout=1.0)
-            await session.outbox.shut(WSCloseCode.POLICY_VIOLATION, b"flood")
-            return
         if not _limiter.hit(session.rate, session.key):
+            # Over the rate the message is dropped; a sender that keeps going regardless (twice
+            # the rate dropped in a second, so three times the rate sent) is a flood.
+            if not _limiter.hit(session.flood, session.key):
+                await session.send(out.error("flood", "too many messages; closing"))
+                await session.outbox.wait_sent(timeout=1.0)
+                await session.outbox.shut(WSCloseCode.POLICY_VIOLATION, b"flood")
+                return
             await session.send(
                 out.error("rate_limited", "too many messages; slow down", peek_request_id(msg.data))
             )
