@@ -80,6 +80,7 @@ class Stats:
     request_bytes: list[int] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     games: int = 0
+    server_cpu_s: float | None = None
 
     def merge(self, other: Stats) -> None:
         self.latencies_ms += other.latencies_ms
@@ -115,21 +116,51 @@ def choose_action(state: dict[str, Any], rng: random.Random, undo_share: float) 
     return {"action": "undo"}
 
 
+@dataclass
+class _Start:
+    """The moment every simulated player is connected: play (and the clock) starts then."""
+
+    waiting: int
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+    deadline: float = 0.0
+    seconds: float = 0.0
+    pid: int | None = None
+    cpu_at_go: float | None = None
+
+    def ready(self) -> None:
+        """One player is connected (or gave up); the last one starts the clock."""
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.deadline = time.monotonic() + self.seconds
+            self.cpu_at_go = cpu_s(self.pid) if self.pid else None
+            self.go.set()
+
+
 async def _player(
-    http: aiohttp.ClientSession, base: str, deadline: float, mode: str, seed: int, stats: Stats
+    http: aiohttp.ClientSession, base: str, start: _Start, mode: str, seed: int, stats: Stats
 ) -> None:
     rng = random.Random(seed)
     name = f"load{secrets.token_hex(5)}"
-    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-        if resp.status != 201:
-            stats.errors[f"register_{resp.status}"] += 1
-            return
-        token = (await resp.json())["token"]
-    async with http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", max_msg_size=1 << 20) as ws:
+    ws: aiohttp.ClientWebSocketResponse | None = None
+    try:
+        async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+            if resp.status != 201:
+                stats.errors[f"register_{resp.status}"] += 1
+                return
+            token = (await resp.json())["token"]
+        ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", max_msg_size=1 << 20)
         await ws.send_json({"type": "hello", "token": token})
         await ws.receive_json()
+    except BaseException:
+        if ws is not None:
+            await ws.close()
+        raise
+    finally:
+        start.ready()
+    async with ws:
+        await start.go.wait()
         state: dict[str, Any] | None = None
-        while time.monotonic() < deadline:
+        while time.monotonic() < start.deadline:
             if state is None or state["status"] != "playing":
                 kind = "join_daily" if mode == "daily" and stats.games == 0 else "new_game"
                 await ws.send_json({"type": kind})
@@ -189,6 +220,16 @@ def rss_kb(pid: int) -> int | None:
     return None
 
 
+def cpu_s(pid: int) -> float | None:
+    """CPU time (user + system) a process has used so far, in seconds (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (free when asked; bind it soon)."""
     with socket.socket() as s:
@@ -197,26 +238,34 @@ def free_port() -> int:
         return port
 
 
-async def run_players(base: str, players: int, seconds: float, mode: str) -> tuple[Stats, float]:
+async def run_players(
+    base: str, players: int, seconds: float, mode: str, pid: int | None = None
+) -> tuple[Stats, float]:
     """Run ``players`` simulated players for ``seconds``; returns their stats and the time
-    actually spent playing (s)."""
+    actually spent playing (s).
+
+    Every player registers and connects first; the clock starts when the last one is
+    connected, so the figures are those of steady play, not of the ramp-up. With the server's
+    ``pid``, the CPU time it used while they played is recorded too."""
     stats = Stats()
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=30)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        started = time.monotonic()
-        deadline = started + seconds
+        start = _Start(waiting=players, seconds=seconds, pid=pid)
         per_player = [Stats() for _ in range(players)]
         results = await asyncio.gather(
-            *(_player(http, base, deadline, mode, seed, s) for seed, s in enumerate(per_player)),
+            *(_player(http, base, start, mode, seed, s) for seed, s in enumerate(per_player)),
             return_exceptions=True,
         )
-        spent = time.monotonic() - started
+        spent = time.monotonic() - (start.deadline - seconds)
+        cpu_at_end = cpu_s(pid) if pid else None
     for result in results:
         if isinstance(result, BaseException):
             stats.errors[type(result).__name__] += 1
     for s in per_player:
         stats.merge(s)
+    if start.cpu_at_go is not None and cpu_at_end is not None:
+        stats.server_cpu_s = cpu_at_end - start.cpu_at_go
     return stats, spent
 
 
@@ -233,11 +282,15 @@ async def run_echo(players: int, seconds: float, request_bytes: int, reply_bytes
         stats = Stats()
         deadline = time.monotonic() + seconds
         per_client = [Stats() for _ in range(players)]
+        cpu_at_go = cpu_s(proc.pid)
         await asyncio.gather(
             *(_echo_client(f"ws://127.0.0.1:{port}/ws", deadline, request, s) for s in per_client)
         )
+        cpu_at_end = cpu_s(proc.pid)
         for s in per_client:
             stats.merge(s)
+        if cpu_at_go is not None and cpu_at_end is not None:
+            stats.server_cpu_s = cpu_at_end - cpu_at_go
         return stats
     finally:
         proc.terminate()
@@ -257,7 +310,14 @@ def report(title: str, stats: Stats, seconds: float) -> float:
         )
     if stats.outcomes:
         print(f"  outcomes: {dict(stats.outcomes)}")
+    if stats.games:
+        print(f"  games started: {stats.games} ({done / stats.games:.1f} replies each)")
     print(f"  errors: {dict(stats.errors) or 0}")
+    if stats.server_cpu_s is not None and done:
+        print(
+            f"  server CPU: {stats.server_cpu_s / seconds:.0%} of one core, "
+            f"{stats.server_cpu_s / done * 1e6:,.0f} us per reply"
+        )
     return rate
 
 
@@ -301,7 +361,7 @@ async def main_async(
         await idle_connections(base, idle, pid)
         return
     before = rss_kb(pid) if pid else None
-    stats, spent = await run_players(base, players, seconds, mode)
+    stats, spent = await run_players(base, players, seconds, mode, pid)
     after = rss_kb(pid) if pid else None
     rate = report(f"tripeaks ({players} players, mode {mode})", stats, spent)
     if before is not None and after is not None:
