@@ -51,14 +51,14 @@ _COMMIT_BATCH = text(
                cards_left = v.cards_left
           FROM v
          WHERE g.id = v.game_id AND g.seq = v.expected AND g.status = v.expected_status
-        RETURNING g.id
+        RETURNING g.id, g.seq
     ), logged AS (
         INSERT INTO game_actions (game_id, seq, kind, pos, card, score_after, created_at)
         SELECT v.game_id, v.seq, v.kind, v.pos, v.card, v.score_after, v.created_at
-          FROM v JOIN moved ON moved.id = v.game_id
+          FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
     ), published AS (
         SELECT count(pg_notify(:channel, v.event)) AS n
-          FROM v JOIN moved ON moved.id = v.game_id
+          FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
          WHERE v.event IS NOT NULL
     )
     SELECT moved.id FROM moved, published
@@ -147,15 +147,22 @@ class GroupCommitter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        while self._queue is not None and not self._queue.empty():
+            _, future = self._queue.get_nowait()
+            if not future.done():
+                future.cancel()
 
     async def _run(self) -> None:
         assert self._queue is not None
         queue = self._queue
         conn: AsyncConnection | None = None
         busy = False
+        carried: tuple[ActionWrite, asyncio.Future[None]] | None = None
         try:
             while True:
-                if conn is None:
+                if carried is not None:
+                    first, carried = carried, None
+                elif conn is None:
                     first = await queue.get()
                 else:
                     try:
@@ -165,8 +172,16 @@ class GroupCommitter:
                         conn = None
                         continue
                 batch = [first]
+                games = {first[0].game_id}
                 while len(batch) < self._max_batch and not queue.empty():
-                    batch.append(queue.get_nowait())
+                    item = queue.get_nowait()
+                    if item[0].game_id in games:
+                        # A second write of one game waits for the next batch: within one
+                        # statement it would see the row as it was before the first.
+                        carried = item
+                        break
+                    games.add(item[0].game_id)
+                    batch.append(item)
                 busy = True
                 try:
                     if conn is not None and await self._closed(conn):
@@ -181,7 +196,7 @@ class GroupCommitter:
                     stored = await self._commit(conn, [w for w, _ in batch])
                     busy = False
                 except asyncio.CancelledError:
-                    for _, future in batch:
+                    for _, future in [*batch, *([carried] if carried else [])]:
                         if not future.done():
                             future.cancel()
                     raise

@@ -220,3 +220,37 @@ async def test_closing_mid_statement_leaves_no_connection_or_transaction(
     assert await _count_sessions(db, name, "state <> 'idle'") == 0
     # The statement either never ran or ran whole: the row agrees with its log.
     assert await stored(db, g) in ((0, []), (1, [1]))
+
+
+async def test_two_writes_of_one_game_go_in_successive_batches(db: AsyncEngine) -> None:
+    g, other = await games(db, 2)
+    committer = GroupCommitter(db)
+    try:
+        # Queued together: the second write of g must see the row the first one left.
+        await asyncio.gather(
+            committer.write(draw(g, 0)),
+            committer.write(draw(other, 0)),
+            committer.write(draw(g, 1)),
+            committer.write(draw(g, 2)),
+        )
+        assert committer.batches == 3
+        assert await stored(db, g) == (3, [1, 2, 3])
+        assert await stored(db, other) == (1, [1])
+    finally:
+        await committer.close()
+
+
+async def test_closing_cancels_writes_still_queued(db: AsyncEngine) -> None:
+    (g,) = await games(db, 1)
+    committer = GroupCommitter(db)
+    async with db.begin() as blocker:
+        await blocker.execute(text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": g})
+        first = asyncio.ensure_future(committer.write(draw(g, 0)))
+        await asyncio.sleep(0.2)  # the writer waits on the row lock with the first write
+        queued = asyncio.ensure_future(committer.write(draw(g, 1)))
+        await asyncio.sleep(0)
+        await committer.close()
+        for task in (first, queued):
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 5)
+            assert task.cancelled()
