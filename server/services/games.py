@@ -8,14 +8,15 @@ game are applied in order; across processes the ``games.seq`` check of each writ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -520,14 +521,17 @@ class GameService:
             NotFoundError, ForbiddenError: unknown or someone else's game.
             UnavailableError: the database failed; nothing was applied.
         """
+        # Once the game is locked, the action runs to its end even if the caller is cancelled
+        # (a client vanishing), and the lock is released only then: the next request on the
+        # game waits for the commit's outcome instead of racing it.
         async with self._locked(player_id, game_id) as live:
             if seq == live.game.seq:
-                return await asyncio.shield(self._act_locked(live, seq, action))
+                return await _to_completion(self._act_locked(live, seq, action))
         # A mismatch is answered from the stored state, which another process may have moved
         # on since this copy was read.
         await self._refresh(game_id)
         async with self._locked(player_id, game_id) as live:
-            return await asyncio.shield(self._act_locked(live, seq, action))
+            return await _to_completion(self._act_locked(live, seq, action))
 
     async def _act_locked(self, live: _LiveGame, seq: int, action: Action) -> ActionResult:
         game = live.game
@@ -878,6 +882,21 @@ class GameService:
 
 class _Conflict(Exception):
     """Another writer changed the game first."""
+
+
+async def _to_completion(work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work`` in a task of its own that a cancellation of the caller does not stop; a
+    cancelled caller is cancelled only once ``work`` is over (its result then goes unused)."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: nobody waits for it any more
+        raise
 
 
 def _db_failure(exc: BaseException) -> str:

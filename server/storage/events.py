@@ -101,7 +101,11 @@ class Listener:
 
     async def _connect(self) -> asyncpg.Connection:
         conn = await asyncpg.connect(self._dsn, server_settings={"application_name": "tripeaks"})
-        await conn.add_listener(CHANNEL, self._receive)
+        try:
+            await conn.add_listener(CHANNEL, self._receive)
+        except BaseException:
+            conn.terminate()
+            raise
         return conn
 
     def _receive(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
@@ -145,6 +149,6 @@ class Listener:
             await asyncio.sleep(delay)
             try:
                 return await self._connect()
-            except (OSError, asyncpg.PostgresError) as exc:
+            except Exception as exc:  # a server going down or coming up fails in many ways
                 delay = min(5.0, delay * 2)
                 log.warning("event listener: reconnect failed (%s)", exc.__class__.__name__)
