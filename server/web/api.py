@@ -85,6 +85,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 def add_routes(app: web.Application) -> None:
     """Register every REST route."""
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_post(f"{PREFIX}/players", register_player)
     app.router.add_get(f"{PREFIX}/players/me", me)
     app.router.add_get(f"{PREFIX}/daily", daily_today)
@@ -125,15 +126,30 @@ async def _bearer(request: web.Request, *, required: bool) -> PlayerInfo | None:
     return await request.app[SERVICES].players.authenticate(token.strip())
 
 
-async def healthz(request: web.Request) -> web.Response:
-    """``GET /healthz`` → 200 ``{"status": "ok"}`` when the database answers, else 503."""
+async def _database_answers(request: web.Request) -> bool:
     try:
         async with request.app[SERVICES].db.connect() as conn:
             await conn.execute(text("SELECT 1"))
     except Exception as exc:
         log.warning("health check: database unreachable: %s", exc.__class__.__name__)
-        return web.json_response({"status": "unavailable", "database": "unreachable"}, status=503)
-    return web.json_response({"status": "ok", "database": "ok"})
+        return False
+    return True
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """``GET /healthz`` (liveness) → 200 ``{"status": "ok", "database": "ok" | "unreachable"}``
+    while the process serves requests: a database outage is no reason to restart the server
+    (play resumes by itself when the database is back)."""
+    database = "ok" if await _database_answers(request) else "unreachable"
+    return web.json_response({"status": "ok", "database": database})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """``GET /readyz`` (readiness) → 200 ``{"status": "ok", "database": "ok"}`` when the
+    database answers, else 503 ``{"status": "unavailable", "database": "unreachable"}``."""
+    if await _database_answers(request):
+        return web.json_response({"status": "ok", "database": "ok"})
+    return web.json_response({"status": "unavailable", "database": "unreachable"}, status=503)
 
 
 async def register_player(request: web.Request) -> web.Response:

@@ -163,8 +163,10 @@ def _same_position(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(a[k] == b[k] for k in keys)
 
 
-async def _health(http: aiohttp.ClientSession, base: str) -> tuple[int, dict[str, Any]]:
-    async with http.get(f"{base}/healthz", timeout=aiohttp.ClientTimeout(total=10)) as resp:
+async def _health(
+    http: aiohttp.ClientSession, base: str, path: str = "/readyz"
+) -> tuple[int, dict[str, Any]]:
+    async with http.get(f"{base}{path}", timeout=aiohttp.ClientTimeout(total=10)) as resp:
         body: dict[str, Any] = await resp.json()
         return resp.status, body
 
@@ -293,6 +295,11 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
             )
             status, body = await _health(http, base)
             assert (status, body["database"]) == (503, "unreachable")
+            # Not ready, but alive: an orchestrator must not restart it for the outage.
+            assert await _health(http, base, "/healthz") == (
+                200,
+                {"status": "ok", "database": "unreachable"},
+            )
             assert proc.poll() is None, "the server died with its database"
 
             world.phase = Phase.STARTING

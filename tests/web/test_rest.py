@@ -269,11 +269,11 @@ async def test_owner_of_an_open_daily_does_not_get_its_code_over_rest(
     await ws.close()
 
 
-async def test_healthz_is_ok(client: Client) -> None:
-    resp = await client.get("/healthz")
-    assert resp.status == 200
-    body = await resp.json()
-    assert body["status"] == "ok"
+async def test_healthz_and_readyz_are_ok(client: Client) -> None:
+    for path in ("/healthz", "/readyz"):
+        resp = await client.get(path)
+        assert resp.status == 200
+        assert await resp.json() == {"status": "ok", "database": "ok"}
 
 
 @pytest.mark.parametrize(
@@ -335,14 +335,18 @@ async def test_database_outage_gives_503_json_and_the_api_recovers(
                     method, path, json={"name": "Bob"}, headers=bearer(alice)
                 )
                 await error(resp, 503, "unavailable")
+            ready = await client.get("/readyz")
+            assert ready.status == 503
+            assert await ready.json() == {"status": "unavailable", "database": "unreachable"}
+            # Alive all the same: a database outage is no reason to restart the server.
             health = await client.get("/healthz")
-            assert health.status == 503
-            assert (await health.json())["status"] != "ok"
+            assert health.status == 200
+            assert await health.json() == {"status": "ok", "database": "unreachable"}
         finally:
             await run(f'ALTER DATABASE "{name}_away" RENAME TO "{name}"')
     finally:
         await admin.dispose()
-    assert (await client.get("/healthz")).status == 200
+    assert (await client.get("/readyz")).status == 200
     me = await client.get("/api/v1/players/me", headers=bearer(alice))
     assert me.status == 200
     assert (await me.json())["id"] == alice["id"]
