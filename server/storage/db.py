@@ -49,6 +49,10 @@ def async_url(url: str) -> URL:
     return parsed.set(drivername="postgresql+asyncpg")
 
 
+#: Seconds to wait for a new database connection before the request fails.
+CONNECT_TIMEOUT_S = 5.0
+
+
 def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     """Create the async SQLAlchemy engine (asyncpg) with a bounded, pre-pinged pool.
 
@@ -62,7 +66,12 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_timeout=10,
-        connect_args={"server_settings": {"application_name": "tripeaks", "timezone": "UTC"}},
+        # A database host that stops answering fails a request within seconds, not asyncpg's
+        # default of a minute.
+        connect_args={
+            "timeout": CONNECT_TIMEOUT_S,
+            "server_settings": {"application_name": "tripeaks", "timezone": "UTC"},
+        },
     )
 
 
