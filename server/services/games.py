@@ -595,49 +595,51 @@ class GameService:
             UnavailableError: the database failed; nothing changed.
         """
         async with self._locked(player_id, game_id) as live:
-            if self._closed(live):
-                raise InvalidInputError("this daily challenge is closed", code=DAILY_CLOSED)
-            self._check_started(live)
-            if self._race_over(live):
-                raise InvalidInputError("the race is over", code=RACE_OVER)
-            trial = live.game.copy()
-            try:
-                trial.resign()
-            except IllegalActionError as exc:
-                raise InvalidInputError("the game is already over", code=exc.code.value) from None
-            now = self._clock.now()
-            finished_at, elapsed = self._ending(live, trial.status, now)
-            try:
-                async with self._sessions() as session:
-                    moved = await session.execute(
-                        update(GameRow)
-                        .where(
-                            GameRow.id == live.id,
-                            GameRow.seq == trial.seq,
-                            GameRow.status == live.game.status.value,
-                        )
-                        .values(
-                            status=trial.status.value, finished_at=finished_at, elapsed_ms=elapsed
-                        )
-                    )
-                    if moved.rowcount != 1:  # type: ignore[attr-defined]
-                        raise _Conflict
-                    event = self._progress_event(live, trial, now)
-                    if event is not None:
-                        await publish(session, event)
-                    await session.commit()
-            except _Conflict:
-                self._forget(live.id)
-                raise InvalidInputError(
-                    "the game moved on; resume it and try again", code=STALE_SEQ
-                ) from None
-            except (SQLAlchemyError, OSError) as exc:
-                self._forget(live.id)
-                raise UnavailableError(_db_failure(exc), code="unavailable") from exc
-            live.game = trial
-            live.finished_at, live.elapsed_ms = finished_at, elapsed
+            await _to_completion(self._resign_locked(live))
         await self._notify_race_ended(live)
         return self._snapshot(live)
+
+    async def _resign_locked(self, live: _LiveGame) -> None:
+        """Resign a locked game: once begun, it runs to its end (see :meth:`act`)."""
+        if self._closed(live):
+            raise InvalidInputError("this daily challenge is closed", code=DAILY_CLOSED)
+        self._check_started(live)
+        if self._race_over(live):
+            raise InvalidInputError("the race is over", code=RACE_OVER)
+        trial = live.game.copy()
+        try:
+            trial.resign()
+        except IllegalActionError as exc:
+            raise InvalidInputError("the game is already over", code=exc.code.value) from None
+        now = self._clock.now()
+        finished_at, elapsed = self._ending(live, trial.status, now)
+        try:
+            async with self._sessions() as session:
+                moved = await session.execute(
+                    update(GameRow)
+                    .where(
+                        GameRow.id == live.id,
+                        GameRow.seq == trial.seq,
+                        GameRow.status == live.game.status.value,
+                    )
+                    .values(status=trial.status.value, finished_at=finished_at, elapsed_ms=elapsed)
+                )
+                if moved.rowcount != 1:  # type: ignore[attr-defined]
+                    raise _Conflict
+                event = self._progress_event(live, trial, now)
+                if event is not None:
+                    await publish(session, event)
+                await session.commit()
+        except _Conflict:
+            self._forget(live.id)
+            raise InvalidInputError(
+                "the game moved on; resume it and try again", code=STALE_SEQ
+            ) from None
+        except (SQLAlchemyError, OSError) as exc:
+            self._forget(live.id)
+            raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+        live.game = trial
+        live.finished_at, live.elapsed_ms = finished_at, elapsed
 
     async def hint(self, player_id: int, game_id: int) -> Action | None:
         """The best next action from the game's current position (free play only); the game
