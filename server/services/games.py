@@ -42,6 +42,10 @@ from server.storage.models import GameAction, Player, Race
 
 _INSERT_GAME = insert(GameRow).returning(GameRow.id)
 
+#: Tries of a resignation whose game row keeps moving on under it (the player acting on
+#: another process at the same moment) before it is answered with ``stale_seq``.
+RESIGN_ATTEMPTS = 3
+
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
@@ -526,14 +530,23 @@ class GameService:
         # game waits for the commit's outcome instead of racing it.
         async with self._locked(player_id, game_id) as live:
             if seq == live.game.seq:
-                return await _to_completion(self._act_locked(live, seq, action))
-        # A mismatch is answered from the stored state, which another process may have moved
-        # on since this copy was read.
+                result = await _to_completion(self._act_locked(live, seq, action, last_try=False))
+                if result is not None:
+                    return result
+        # A mismatch, or a copy found behind its stored row when writing, is answered from the
+        # stored state, which another process may have moved on since this copy was read (an
+        # exact repeat of the action that moved it is then acknowledged, as on any process).
         await self._refresh(game_id)
         async with self._locked(player_id, game_id) as live:
-            return await _to_completion(self._act_locked(live, seq, action))
+            result = await _to_completion(self._act_locked(live, seq, action, last_try=True))
+            assert result is not None
+            return result
 
-    async def _act_locked(self, live: _LiveGame, seq: int, action: Action) -> ActionResult:
+    async def _act_locked(
+        self, live: _LiveGame, seq: int, action: Action, *, last_try: bool
+    ) -> ActionResult | None:
+        """Apply ``action`` to a locked game; None when the write found the stored row moved on
+        and this is not the ``last_try`` (the caller reloads and tries again)."""
         game = live.game
         self._check_started(live)
         if seq != game.seq:
@@ -575,6 +588,8 @@ class GameService:
         except (IntegrityError, GameMovedOn):
             # Another writer (another process) applied an action first: reload and resync.
             self._forget(live.id)
+            if not last_try:
+                return None
             fresh = await self._load(live.id)
             return ActionResult(Outcome.REJECTED, self._snapshot(fresh), STALE_SEQ)
         except (SQLAlchemyError, OSError) as exc:
@@ -594,8 +609,19 @@ class GameService:
                 for a daily whose date is over.
             UnavailableError: the database failed; nothing changed.
         """
-        async with self._locked(player_id, game_id) as live:
-            await _to_completion(self._resign_locked(live))
+        # The cached copy may be behind its stored row (another process served the player
+        # since); a row that moves on while resigning is reloaded and the resignation retried.
+        await self._refresh(game_id)
+        for attempt in range(RESIGN_ATTEMPTS):
+            try:
+                async with self._locked(player_id, game_id) as live:
+                    await _to_completion(self._resign_locked(live))
+                break
+            except _Conflict:
+                if attempt == RESIGN_ATTEMPTS - 1:
+                    raise InvalidInputError(
+                        "the game moved on; resume it and try again", code=STALE_SEQ
+                    ) from None
         await self._notify_race_ended(live)
         return self._snapshot(live)
 
@@ -631,10 +657,8 @@ class GameService:
                     await publish(session, event)
                 await session.commit()
         except _Conflict:
-            self._forget(live.id)
-            raise InvalidInputError(
-                "the game moved on; resume it and try again", code=STALE_SEQ
-            ) from None
+            self._forget(live.id)  # reloaded from the stored row by the next attempt
+            raise
         except (SQLAlchemyError, OSError) as exc:
             self._forget(live.id)
             raise UnavailableError(_db_failure(exc), code="unavailable") from exc

@@ -12,7 +12,6 @@ never started is ``closed``.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import secrets
@@ -32,7 +31,7 @@ from server.services.errors import (
     NotFoundError,
     UnavailableError,
 )
-from server.services.games import GameService
+from server.services.games import STALE_SEQ, GameService
 from server.services.players import PlayerInfo
 from server.storage.events import publish
 from server.storage.models import Game as GameRow
@@ -332,8 +331,12 @@ class RaceService:
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from exc
         if resign_game is not None:
-            with contextlib.suppress(InvalidInputError):  # already over, or the race ended
+            try:
                 await self._games.resign(player.id, resign_game)
+            except InvalidInputError as exc:
+                if exc.code == STALE_SEQ:  # the game kept moving on: the player must know
+                    raise
+                # otherwise the game is already over, or the race ended: nothing to resign
         return await self.room(invite)
 
     async def start(self, player: PlayerInfo, raw_invite: str) -> Room:
