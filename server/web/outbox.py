@@ -101,6 +101,12 @@ class Outbox:
         if self._closing is not None:
             await asyncio.shield(self._closing)
 
+    def stop_reading(self) -> None:
+        """Read nothing more from the peer (a flood): what it keeps sending waits in its own
+        socket buffers, costing the server nothing, until the connection is closed."""
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+
     async def shut(self, code: int, message: bytes) -> None:
         """Close the websocket with ``code``; if that takes longer than the grace time (a peer
         that does not read leaves the close frame stuck behind what it has not read), abort

@@ -157,6 +157,7 @@ async def _serve(session: _Session) -> None:
             # Over the rate the message is dropped; a sender that keeps going regardless (twice
             # the rate dropped in a second, so three times the rate sent) is a flood.
             if not _limiter.hit(session.flood, session.key):
+                session.outbox.stop_reading()
                 await session.send(out.error("flood", "too many messages; closing"))
                 await session.outbox.wait_sent(timeout=1.0)
                 await session.outbox.shut(WSCloseCode.POLICY_VIOLATION, b"flood")

@@ -404,8 +404,19 @@ async def test_oversized_frames_close_with_1009_and_others_are_unaffected(
 
 
 async def test_a_flood_is_rate_limited_then_closed_with_1008(
-    make_server: ServerFactory,
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from server.web.outbox import Outbox
+
+    reading_at_close: list[bool] = []
+    shut = Outbox.shut
+
+    async def observed_shut(self: Outbox, code: int, message: bytes) -> None:
+        transport = self._transport
+        reading_at_close.append(transport is not None and transport.is_reading())
+        await shut(self, code, message)
+
+    monkeypatch.setattr(Outbox, "shut", observed_shut)
     server = await make_server(ws_rate_per_second=5)
     async with TestClient(server) as client:
         info = await register(client, "Flooder")
@@ -422,6 +433,9 @@ async def test_a_flood_is_rate_limited_then_closed_with_1008(
             codes.append(msg.json().get("code"))
         assert "rate_limited" in codes and codes[-1] == "flood"
         assert msg.type.name == "CLOSE" and msg.data == 1008
+        # The server stopped reading the flooder before closing: what it keeps sending costs
+        # the server nothing while the close goes out.
+        assert reading_at_close == [False]
 
 
 async def test_hello_timeout_closes_with_1008(
