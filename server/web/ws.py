@@ -97,7 +97,7 @@ class _Session:
                 await self.outbox.overflow()
 
 
-async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
+async def websocket_handler(request: web.Request) -> web.StreamResponse:
     """``GET /ws``: the play connection. The first message must be ``hello``."""
     settings = request.app[SETTINGS]
     ws = web.WebSocketResponse(
@@ -106,7 +106,12 @@ async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
         heartbeat=settings.ws_heartbeat_s,
         writer_limit=WRITER_LIMIT,
     )
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ConnectionResetError:
+        # The client left during the upgrade: nothing to serve, and nothing the server did
+        # wrong (aiohttp finishes this response quietly on the closed connection).
+        return web.Response(status=400, text="the connection closed during the upgrade")
     request.app[SOCKETS].add(ws)
     session = _Session(
         services=request.app[SERVICES],
