@@ -99,6 +99,12 @@ class Game(Base):
         CheckConstraint("status IN ('playing', 'won', 'blocked', 'resigned')", name="status"),
         CheckConstraint("(mode = 'daily') = (daily_date IS NOT NULL)", name="daily_date"),
         CheckConstraint("score >= 0 AND moves >= 0 AND undos >= 0 AND seq >= 0", name="counters"),
+        # A ranked result has its place in the board order (and in ``leaderboard_counts``).
+        CheckConstraint(
+            "status NOT IN ('won', 'blocked') "
+            "OR (finished_at IS NOT NULL AND elapsed_ms IS NOT NULL AND elapsed_ms >= 0)",
+            name="result",
+        ),
         # One ranked attempt per player per daily date.
         Index(
             "uq_games_daily_player",
@@ -107,11 +113,12 @@ class Game(Base):
             unique=True,
             postgresql_where=text("mode = 'daily'"),
         ),
-        # The daily leaderboard in SPEC §4 order, for keyset pages and rank counts.
+        # The daily leaderboard in SPEC §4 order, for keyset pages: ascending on ``-score`` so
+        # that a position is one row comparison, i.e. one index range.
         Index(
             "ix_games_daily_board",
             "daily_date",
-            text("score DESC"),
+            text("(-score)"),
             "moves",
             "elapsed_ms",
             "finished_at",
@@ -119,6 +126,28 @@ class Game(Base):
             postgresql_where=text("mode = 'daily' AND status IN ('won', 'blocked')"),
         ),
     )
+
+
+class LeaderboardCount(Base):
+    """Ranked daily entries counted by key prefix, for ranks without counting the board.
+
+    Kept by statement-level triggers on ``games`` (migration 0004), so every writer keeps it
+    right. One row per date and ``level``: 0 counts entries per ``score`` (``moves`` and
+    ``elapsed_s`` are 0), 1 per ``score`` and ``moves`` (``elapsed_s`` is 0), 2 per ``score``,
+    ``moves`` and whole elapsed second (``elapsed_ms / 1000``). A row whose entries have all
+    gone stays with ``entries = 0``.
+    """
+
+    __tablename__ = "leaderboard_counts"
+
+    daily_date: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    level: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    score: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    moves: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    elapsed_s: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    entries: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+    __table_args__ = (CheckConstraint("level IN (0, 1, 2)", name="level"),)
 
 
 class GameAction(Base):
@@ -220,6 +249,7 @@ __all__ = [
     "DailyChallenge",
     "Game",
     "GameAction",
+    "LeaderboardCount",
     "Player",
     "Race",
     "RacePlayer",

@@ -32,6 +32,7 @@ TABLES = {
     "daily_challenges",
     "races",
     "race_players",
+    "leaderboard_counts",
     "alembic_version",
 }
 

@@ -93,7 +93,7 @@ async def test_one_daily_attempt_per_player_per_date(db: AsyncEngine) -> None:
     alice = await add_player(db, "Alice")
     await add_game(db, alice)
     with pytest.raises(IntegrityError, match="uq_games_daily_player"):
-        await add_game(db, alice, status="won")
+        await add_game(db, alice, status="won", finished_at=T0, elapsed_ms=1000)
     # another date, and free games, are not limited
     await add_game(db, alice, daily_date=dt.date(2026, 3, 13))
     await add_game(db, alice, mode="free", daily_date=None)
@@ -125,6 +125,10 @@ async def test_action_sequence_numbers_are_unique_per_game(db: AsyncEngine) -> N
         ({"moves": -1}, "ck_games_counters"),
         ({"undos": -1}, "ck_games_counters"),
         ({"seq": -1}, "ck_games_counters"),
+        # A ranked result needs its place in the board order.
+        ({"status": "won", "elapsed_ms": 1000}, "ck_games_result"),
+        ({"status": "blocked", "finished_at": T0}, "ck_games_result"),
+        ({"status": "won", "finished_at": T0, "elapsed_ms": -1}, "ck_games_result"),
     ],
 )
 async def test_game_check_constraints(
