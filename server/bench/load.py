@@ -322,23 +322,28 @@ def report(title: str, stats: Stats, seconds: float) -> float:
 
 
 async def idle_connections(base: str, count: int, pid: int | None) -> None:
-    """Open ``count`` authenticated idle websockets and report the server's memory per one."""
+    """Open ``count`` idle websockets, each authenticated as a player of its own (as real
+    players are), and report the server's memory per connection."""
     before = rss_kb(pid) if pid else None
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        async with http.post(f"{base}/api/v1/players", json={"name": f"idle{os.getpid()}"}) as r:
-            token = (await r.json())["token"]
+
+        async def connect() -> aiohttp.ClientWebSocketResponse:
+            name = f"idle{secrets.token_hex(5)}"
+            async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+                if resp.status != 201:
+                    raise RuntimeError(f"registration failed: {resp.status} {await resp.text()}")
+                token = (await resp.json())["token"]
+            ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", heartbeat=None)
+            await ws.send_json({"type": "hello", "token": token})
+            reply = await ws.receive_json()
+            if reply.get("type") != "welcome":
+                raise RuntimeError(f"hello refused: {reply}")
+            return ws
+
         sockets = []
-        ws_url = f"{base.replace('http', 'ws', 1)}/ws"
         for start in range(0, count, 200):
-            batch = await asyncio.gather(
-                *(http.ws_connect(ws_url, heartbeat=None) for _ in range(min(200, count - start)))
-            )
-            for ws in batch:
-                await ws.send_json({"type": "hello", "token": token})
-            for ws in batch:
-                await ws.receive_json()
-            sockets.extend(batch)
+            sockets += await asyncio.gather(*(connect() for _ in range(min(200, count - start))))
         await asyncio.sleep(2)
         after = rss_kb(pid) if pid else None
         print(f"idle connections open: {len(sockets)}")
