@@ -24,12 +24,11 @@ from sqlalchemy.engine import make_url
 
 from server.bench.load import choose_action
 from server.config import Settings
-from server.engine import Action, Game, GameCode
 from server.services.analysis import Analyzer
 from server.services.clock import FakeClock
 from server.web.app import create_app
 from server.web.keys import SERVICES
-from tests.e2e.test_durability import _view
+from tests.e2e.logs import agrees, checked_games
 from tests.helpers import WsPlayer, register
 
 VANISHING_PLAYERS = 6
@@ -298,30 +297,11 @@ async def _settled_and_consistent(
             await asyncio.sleep(0.05)
         assert state == (0, 0, 0), f"(handlers left, connections out, idle in transaction) {state}"
 
-        rows = await admin.fetch(
-            "SELECT id, code, mode, seq, status, score, moves, undos FROM games ORDER BY id"
-        )
-        for row in rows:
-            log = await admin.fetch(
-                "SELECT seq, kind, pos FROM game_actions WHERE game_id = $1 ORDER BY seq",
-                row["id"],
-            )
-            assert [r["seq"] for r in log] == list(range(1, row["seq"] + 1)), row["id"]
-            code = GameCode.parse(row["code"])
-            replayed = Game.replay(
-                code.deal(),
-                code.rules,
-                [Action.from_record(r["kind"], r["pos"]) for r in log],
-                ranked=row["mode"] != "free",
-            )
-            if row["status"] == "resigned":  # a resignation is not an action of the log
-                replayed.resign()
-            stored = {k: row[k] for k in ("status", "score", "moves", "undos")}
-            assert {k: _view(replayed)[k] for k in stored} == stored, row["id"]
-            if row["id"] in acked:
-                last = acked[row["id"]]
-                assert row["seq"] == last["seq"], (row["id"], row["seq"], last["seq"])
-                assert _view(replayed) == {k: last[k] for k in _view(replayed)}
+        for stored in await checked_games(admin):
+            last = acked.get(stored.row["id"])
+            if last is not None:
+                assert stored.row["seq"] == last["seq"], (stored.row["id"], last["seq"])
+                assert agrees(stored.replayed, last)
     finally:
         await admin.close()
 

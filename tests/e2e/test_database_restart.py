@@ -20,10 +20,9 @@ import aiohttp
 import asyncpg
 
 from server.bench.load import choose_action, free_port
-from server.engine import Action, Game, GameCode
 from tests.e2e.conftest import PrivatePostgres
+from tests.e2e.logs import agrees, checked_games
 from tests.e2e.test_cli import _env, _start
-from tests.e2e.test_durability import _view
 from tests.helpers import WsPlayer
 
 PLAYERS = 6
@@ -356,36 +355,18 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
     conn = await asyncpg.connect(private_postgres.url)
     try:
         acked = {gid: s for p in players for gid, s in p.acked.items()}
-        rows = await conn.fetch(
-            "SELECT id, code, mode, seq, status, score, moves, undos FROM games ORDER BY id"
-        )
-        assert set(acked) <= {r["id"] for r in rows}
-        for row in rows:
-            log_rows = await conn.fetch(
-                "SELECT seq, kind, pos FROM game_actions WHERE game_id = $1 ORDER BY seq", row["id"]
-            )
-            # No gap, no duplicate, and the row agrees with its log ...
-            assert [r["seq"] for r in log_rows] == list(range(1, row["seq"] + 1)), row["id"]
-            code = GameCode.parse(row["code"])
-            replayed = Game.replay(
-                code.deal(),
-                code.rules,
-                [Action.from_record(r["kind"], r["pos"]) for r in log_rows],
-                ranked=row["mode"] != "free",
-            )
-            stored = {k: row[k] for k in ("status", "score", "moves", "undos")}
-            assert {k: _view(replayed)[k] for k in stored} == stored, row["id"]
-            # ... and each player's game is where its last reply left it ...
-            if row["id"] in acked:
-                last = acked[row["id"]]
-                assert row["seq"] == last["seq"], (row["id"], row["seq"], last["seq"])
-                assert _view(replayed) == {k: last[k] for k in _view(replayed)}
+        games = await checked_games(conn)  # no gap, no duplicate, each row agrees with its log
+        assert set(acked) <= {g.row["id"] for g in games}
+        for stored in games:
+            # ... each player's game is where its last reply left it ...
+            last = acked.get(stored.row["id"])
+            if last is not None:
+                assert stored.row["seq"] == last["seq"], (stored.row["id"], last["seq"])
+                assert agrees(stored.replayed, last)
             # ... after resuming, once the database was back, from a state that was stored.
             for resumed in (p.resumed for p in players if p.resumed is not None):
-                if resumed["game_id"] == row["id"]:
-                    prefix = [Action.from_record(r["kind"], r["pos"]) for r in log_rows]
-                    then = Game.replay(code.deal(), code.rules, prefix[: resumed["seq"]])
-                    assert _view(then) == {k: resumed[k] for k in _view(then)}
+                if resumed["game_id"] == stored.row["id"]:
+                    assert agrees(stored.replay_to(resumed["seq"]), resumed)
         lingering = await conn.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'"
         )
