@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 from aiohttp import WSCloseCode, web
@@ -108,21 +107,43 @@ def _database(run_migrations: bool, shared: Analyzer | None):  # type: ignore[no
             sweeper = asyncio.create_task(_sweep(services, settings.race_sweep_s))
             yield
         finally:
+            # Each step is bounded: one that hangs (a dead peer, a stuck connection) is logged
+            # and passed over, so that the process still exits promptly.
             if sweeper is not None:
                 sweeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
+                await _bounded("the race sweeper", sweeper)
             if listener is not None:
-                await listener.stop()
+                await _bounded("the event listener", listener.stop())
             if HUB in app:
-                await app[HUB].close()
+                await _bounded("the race hub", app[HUB].close())
             if SERVICES in app:
-                await app[SERVICES].close()
+                await _bounded("the group committer", app[SERVICES].close())
             if analyzer is not None and shared is None:
                 analyzer.close()
-            await engine.dispose()
+            await _bounded("the database pool", engine.dispose())
 
     return ctx
+
+
+#: Seconds each clean-up step may take at shutdown before it is given up.
+CLEANUP_STEP_S = 2.0
+
+
+async def _bounded(what: str, step: Awaitable[object]) -> None:
+    """Await one clean-up step for at most :data:`CLEANUP_STEP_S`; log it if it fails or
+    hangs (the shutdown goes on either way)."""
+    try:
+        async with asyncio.timeout(CLEANUP_STEP_S):
+            await step
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the shutdown itself is being cancelled
+        # otherwise the step was a task cancelled on purpose (the sweeper)
+    except TimeoutError:
+        log.error("shutdown: %s did not stop within %.0f s; going on", what, CLEANUP_STEP_S)
+    except Exception:
+        log.exception("shutdown: stopping %s failed; going on", what)
 
 
 async def _sweep(services: Services, every_s: float) -> None:

@@ -1,0 +1,37 @@
+"""Shutdown clean-up steps are bounded: one that hangs is logged and passed over."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from server.web import app as app_module
+
+
+async def test_a_hanging_clean_up_step_is_given_up_and_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(app_module, "CLEANUP_STEP_S", 0.05)
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    with caplog.at_level(logging.ERROR, logger=app_module.log.name):
+        await asyncio.wait_for(app_module._bounded("a stuck step", never), 5)
+    assert "a stuck step did not stop" in caplog.text
+
+
+async def test_a_failing_step_is_logged_and_a_cancelled_task_is_awaited_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def fails() -> None:
+        raise RuntimeError("boom")
+
+    task = asyncio.create_task(asyncio.sleep(3600))
+    await asyncio.sleep(0)
+    task.cancel()
+    with caplog.at_level(logging.ERROR, logger=app_module.log.name):
+        await app_module._bounded("a failing step", fails())
+        await app_module._bounded("a cancelled task", task)
+    assert "stopping a failing step failed" in caplog.text
+    assert "a cancelled task" not in caplog.text
+    assert task.cancelled()
