@@ -179,8 +179,8 @@ async def main() -> None:
                 # its statements (tens of ms, once), which is not what players wait for.
                 for _, url in endpoints:
                     await timed(http, url, 5)
-                for name, url in endpoints:
-                    line(name, await timed(http, url, args.requests))
+                for endpoint, url in endpoints:
+                    line(endpoint, await timed(http, url, args.requests))
         finally:
             await server.close()
     finally:
