@@ -127,6 +127,8 @@ def start_embedded_postgres(data_dir: Path) -> str:
     Returns:
         A ``postgresql://`` URL using the server's unix socket.
     """
+    # pgserver logs every initdb/pg_ctl command with its output at INFO: keep its warnings only.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pgserver
