@@ -16,7 +16,7 @@ from server.engine.codes import CODE_SPACE, GameCode, RuleSet
 from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
 from server.services.errors import InvalidInputError, NotFoundError, UnavailableError
-from server.storage.models import DailyChallenge, Game
+from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
 
 MAX_CANDIDATES = 64
 _WORD = 1 << 64
@@ -176,13 +176,19 @@ class DailyService:
         """
         day = self.today() if date is None else date
         code = await self.challenge(day)
+        # Both from counters the database keeps (never a count of the date's games): the
+        # players, and the ranked entries summed over the date's scores.
         async with self._sessions() as session:
             row = (
                 await session.execute(
                     select(
-                        func.count(),
-                        func.count().filter(Game.status.in_(("won", "blocked"))),
-                    ).where(Game.mode == "daily", Game.daily_date == day)
+                        select(DailyPlayers.players)
+                        .where(DailyPlayers.daily_date == day)
+                        .scalar_subquery(),
+                        select(func.sum(LeaderboardCount.entries))
+                        .where(LeaderboardCount.daily_date == day, LeaderboardCount.level == 0)
+                        .scalar_subquery(),
+                    )
                 )
             ).one()
         open_ = self.is_open(day)
@@ -197,8 +203,8 @@ class DailyService:
             rules=code.rules,
             code=None if open_ else code,
             is_open=open_,
-            players=int(row[0]),
-            ranked=int(row[1]),
+            players=int(row[0] or 0),
+            ranked=int(row[1] or 0),
             closes_at=closes,
             par=par,
             line=line,

@@ -150,6 +150,16 @@ class LeaderboardCount(Base):
     __table_args__ = (CheckConstraint("level IN (0, 1, 2)", name="level"),)
 
 
+class DailyPlayers(Base):
+    """How many daily games were started for a date (any status), kept by statement-level
+    triggers on ``games`` (migration 0005) so that it is never a count of the date's games."""
+
+    __tablename__ = "daily_players"
+
+    daily_date: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    players: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
 class GameAction(Base):
     """One accepted action of a game (the stored undo history), unique per game and seq."""
 

@@ -33,6 +33,7 @@ TABLES = {
     "races",
     "race_players",
     "leaderboard_counts",
+    "daily_players",
     "alembic_version",
 }
 
