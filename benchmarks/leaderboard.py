@@ -5,8 +5,8 @@
 Creates a throw-away database on the PostgreSQL at ``TRIPEAKS_TEST_PG`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``), fills it, runs a real server on loopback
 and times: the first page, a page deep in the list (by cursor), "around me" for a player in the
-middle, and one player's rank (around with radius 0). Prints p50 / p99 / max in ms, then drops
-the database.
+middle, one player's rank (around with radius 0), and the date's daily info (its players and
+ranked counts). Prints p50 / p99 / max in ms, then drops the database.
 """
 
 from __future__ import annotations
@@ -173,6 +173,7 @@ async def main() -> None:
                 ("deep page (cursor, 50)", f"{base}?cursor={cursor}"),
                 ("around me (radius 5)", f"{base}/around/{middle}"),
                 ("one player's rank", f"{base}/around/{middle}?radius=0"),
+                ("daily info (players, ranked)", base.removesuffix("/leaderboard")),
             ]
             async with aiohttp.ClientSession() as http:
                 # Warm every endpoint first: its first call in a process builds and prepares
