@@ -101,6 +101,16 @@ class GameMovedOn(Exception):
     """The game row was changed by another writer first; this write changed nothing."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A queued write: its event encoded once (checked for size when queued), and the future
+    its caller awaits."""
+
+    write: ActionWrite
+    event: str | None
+    future: asyncio.Future[None]
+
+
 class GroupCommitter:
     """Batches :class:`ActionWrite`\\ s into shared transactions.
 
@@ -114,7 +124,7 @@ class GroupCommitter:
         self._engine = engine
         self._max_batch = max_batch
         self._idle_s = idle_s
-        self._queue: asyncio.Queue[tuple[ActionWrite, asyncio.Future[None]]] | None = None
+        self._queue: asyncio.Queue[_Pending] | None = None
         self._task: asyncio.Task[None] | None = None
         self.batches = 0
         self.writes = 0
@@ -128,16 +138,17 @@ class GroupCommitter:
             sqlalchemy.exc.SQLAlchemyError, OSError: the batch's transaction failed; nothing
                 of it was stored.
         """
+        event = None
         if write.event is not None:
-            payload = json.dumps(write.event, separators=(",", ":"))
-            if len(payload.encode()) > MAX_PAYLOAD:
-                raise EventTooLargeError(f"event of {len(payload)} bytes")
+            event = json.dumps(write.event, separators=(",", ":"))
+            if len(event.encode()) > MAX_PAYLOAD:
+                raise EventTooLargeError(f"event of {len(event)} bytes")
         if self._task is None or self._task.done():
             self._queue = asyncio.Queue()
             self._task = asyncio.create_task(self._run(), name="group-commit")
         assert self._queue is not None
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((write, future))
+        self._queue.put_nowait(_Pending(write, event, future))
         await future
 
     async def close(self) -> None:
@@ -148,16 +159,13 @@ class GroupCommitter:
                 await self._task
             self._task = None
         while self._queue is not None and not self._queue.empty():
-            _, future = self._queue.get_nowait()
-            if not future.done():
-                future.cancel()
+            self._queue.get_nowait().future.cancel()
 
     async def _run(self) -> None:
         assert self._queue is not None
         queue = self._queue
         conn: AsyncConnection | None = None
-        busy = False
-        carried: tuple[ActionWrite, asyncio.Future[None]] | None = None
+        carried: _Pending | None = None
         try:
             while True:
                 if carried is not None:
@@ -171,18 +179,7 @@ class GroupCommitter:
                         await self._release(conn)
                         conn = None
                         continue
-                batch = [first]
-                games = {first[0].game_id}
-                while len(batch) < self._max_batch and not queue.empty():
-                    item = queue.get_nowait()
-                    if item[0].game_id in games:
-                        # A second write of one game waits for the next batch: within one
-                        # statement it would see the row as it was before the first.
-                        carried = item
-                        break
-                    games.add(item[0].game_id)
-                    batch.append(item)
-                busy = True
+                batch, carried = self._batch(first, queue)
                 try:
                     if conn is not None and await self._closed(conn):
                         # The server went away while the writer held it (a database restart):
@@ -193,35 +190,49 @@ class GroupCommitter:
                     if conn is None:
                         conn = await self._engine.connect()
                         await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    stored = await self._commit(conn, [w for w, _ in batch])
-                    busy = False
+                    stored = await self._commit(conn, batch)
                 except asyncio.CancelledError:
-                    for _, future in [*batch, *([carried] if carried else [])]:
-                        if not future.done():
-                            future.cancel()
+                    if conn is not None:  # cancelled mid-statement: its state is unknown
+                        await conn.invalidate()
+                    for pending in [*batch, *([carried] if carried else [])]:
+                        pending.future.cancel()
                     raise
                 except Exception as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
+                    for pending in batch:
+                        if not pending.future.done():
+                            pending.future.set_exception(exc)
                     if conn is not None:  # take a fresh (pre-pinged) connection next time
                         await self._release(conn)
                         conn = None
                     continue
                 self.batches += 1
                 self.writes += len(batch)
-                for write, future in batch:
-                    if future.done():
+                for pending in batch:
+                    if pending.future.done():
                         continue
-                    if write.game_id in stored:
-                        future.set_result(None)
+                    if pending.write.game_id in stored:
+                        pending.future.set_result(None)
                     else:
-                        future.set_exception(GameMovedOn(write.game_id))
+                        pending.future.set_exception(GameMovedOn(pending.write.game_id))
         finally:
             if conn is not None:
-                if busy:  # cancelled mid-statement: the connection's state is unknown
-                    await conn.invalidate()
                 await self._release(conn)
+
+    def _batch(
+        self, first: _Pending, queue: asyncio.Queue[_Pending]
+    ) -> tuple[list[_Pending], _Pending | None]:
+        """``first`` and the writes queued after it, up to the batch size; returns them and the
+        write that must wait for the next batch, if any: a second write of one game (within one
+        statement it would see the row as it was before the first)."""
+        batch = [first]
+        games = {first.write.game_id}
+        while len(batch) < self._max_batch and not queue.empty():
+            pending = queue.get_nowait()
+            if pending.write.game_id in games:
+                return batch, pending
+            games.add(pending.write.game_id)
+            batch.append(pending)
+        return batch, None
 
     @staticmethod
     async def _closed(conn: AsyncConnection) -> bool:
@@ -239,9 +250,10 @@ class GroupCommitter:
             log.warning("group commit: closing its connection failed", exc_info=True)
 
     @staticmethod
-    async def _commit(conn: AsyncConnection, writes: list[ActionWrite]) -> set[int]:
+    async def _commit(conn: AsyncConnection, batch: list[_Pending]) -> set[int]:
         """Store one batch in one statement (its own transaction); returns the ids of the
         games whose rows moved on (the others' writes changed nothing)."""
+        writes = [pending.write for pending in batch]
         result = await conn.execute(
             _COMMIT_BATCH,
             {
@@ -261,10 +273,7 @@ class GroupCommitter:
                 "card": [w.card for w in writes],
                 "score_after": [w.score_after for w in writes],
                 "created_at": [w.at for w in writes],
-                "event": [
-                    None if w.event is None else json.dumps(w.event, separators=(",", ":"))
-                    for w in writes
-                ],
+                "event": [pending.event for pending in batch],
                 "channel": CHANNEL,
             },
         )
