@@ -96,6 +96,12 @@ class _Session:
             if self.outbox.pending > self.outbox.limit // 2:
                 await self.outbox.overflow()
 
+    async def refuse(self, error: out.JSON, reason: bytes) -> None:
+        """Send ``error`` (given a second to go out), then close with 1008 and ``reason``."""
+        await self.send(error)
+        await self.outbox.wait_sent(timeout=1.0)
+        await self.outbox.shut(WSCloseCode.POLICY_VIOLATION, reason)
+
 
 async def websocket_handler(request: web.Request) -> web.StreamResponse:
     """``GET /ws``: the play connection. The first message must be ``hello``."""
@@ -147,9 +153,9 @@ async def _serve(session: _Session) -> None:
         try:
             msg = await ws.receive(timeout=timeout)
         except TimeoutError:
-            await session.send(out.error("hello_timeout", "send 'hello' with a token first"))
-            await session.outbox.wait_sent(timeout=1.0)
-            await session.outbox.shut(WSCloseCode.POLICY_VIOLATION, b"no hello")
+            await session.refuse(
+                out.error("hello_timeout", "send 'hello' with a token first"), b"no hello"
+            )
             return
         if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
             return
@@ -163,9 +169,7 @@ async def _serve(session: _Session) -> None:
             # the rate dropped in a second, so three times the rate sent) is a flood.
             if not _limiter.hit(session.flood, session.key):
                 session.outbox.stop_reading()
-                await session.send(out.error("flood", "too many messages; closing"))
-                await session.outbox.wait_sent(timeout=1.0)
-                await session.outbox.shut(WSCloseCode.POLICY_VIOLATION, b"flood")
+                await session.refuse(out.error("flood", "too many messages; closing"), b"flood")
                 return
             await session.send(
                 out.error("rate_limited", "too many messages; slow down", peek_request_id(msg.data))
