@@ -136,25 +136,44 @@ class _Start:
             self.go.set()
 
 
+class _Refused(Exception):
+    """The server refused a simulated player (registration or hello); the message says why."""
+
+
+async def _connect_player(
+    http: aiohttp.ClientSession, base: str, prefix: str
+) -> aiohttp.ClientWebSocketResponse:
+    """Register a new player, open a websocket and say hello; returns the open socket.
+
+    Raises:
+        _Refused: ``register_<status>`` or the hello's error code.
+    """
+    name = f"{prefix}{secrets.token_hex(5)}"
+    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+        if resp.status != 201:
+            raise _Refused(f"register_{resp.status}")
+        token = (await resp.json())["token"]
+    ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", max_msg_size=1 << 20)
+    try:
+        await ws.send_json({"type": "hello", "token": token})
+        reply = await ws.receive_json()
+        if reply.get("type") != "welcome":
+            raise _Refused(reply.get("code", "hello_refused"))
+    except BaseException:
+        await ws.close()
+        raise
+    return ws
+
+
 async def _player(
     http: aiohttp.ClientSession, base: str, start: _Start, mode: str, seed: int, stats: Stats
 ) -> None:
     rng = random.Random(seed)
-    name = f"load{secrets.token_hex(5)}"
-    ws: aiohttp.ClientWebSocketResponse | None = None
     try:
-        async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-            if resp.status != 201:
-                stats.errors[f"register_{resp.status}"] += 1
-                return
-            token = (await resp.json())["token"]
-        ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", max_msg_size=1 << 20)
-        await ws.send_json({"type": "hello", "token": token})
-        await ws.receive_json()
-    except BaseException:
-        if ws is not None:
-            await ws.close()
-        raise
+        ws = await _connect_player(http, base, "load")
+    except _Refused as refused:
+        stats.errors[str(refused)] += 1
+        return
     finally:
         start.ready()
     async with ws:
@@ -230,6 +249,13 @@ def cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_since(pid: int, before: float | None) -> float | None:
+    """CPU seconds a process has used since it had used ``before`` (from :func:`cpu_s`), or
+    None when either reading is missing."""
+    now = cpu_s(pid)
+    return None if before is None or now is None else now - before
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (free when asked; bind it soon)."""
     with socket.socket() as s:
@@ -258,14 +284,13 @@ async def run_players(
             return_exceptions=True,
         )
         spent = time.monotonic() - (start.deadline - seconds)
-        cpu_at_end = cpu_s(pid) if pid else None
+        if pid:
+            stats.server_cpu_s = cpu_since(pid, start.cpu_at_go)
     for result in results:
         if isinstance(result, BaseException):
             stats.errors[type(result).__name__] += 1
     for s in per_player:
         stats.merge(s)
-    if start.cpu_at_go is not None and cpu_at_end is not None:
-        stats.server_cpu_s = cpu_at_end - start.cpu_at_go
     return stats, spent
 
 
@@ -286,11 +311,9 @@ async def run_echo(players: int, seconds: float, request_bytes: int, reply_bytes
         await asyncio.gather(
             *(_echo_client(f"ws://127.0.0.1:{port}/ws", deadline, request, s) for s in per_client)
         )
-        cpu_at_end = cpu_s(proc.pid)
+        stats.server_cpu_s = cpu_since(proc.pid, cpu_at_go)
         for s in per_client:
             stats.merge(s)
-        if cpu_at_go is not None and cpu_at_end is not None:
-            stats.server_cpu_s = cpu_at_end - cpu_at_go
         return stats
     finally:
         proc.terminate()
@@ -327,23 +350,11 @@ async def idle_connections(base: str, count: int, pid: int | None) -> None:
     before = rss_kb(pid) if pid else None
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-
-        async def connect() -> aiohttp.ClientWebSocketResponse:
-            name = f"idle{secrets.token_hex(5)}"
-            async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-                if resp.status != 201:
-                    raise RuntimeError(f"registration failed: {resp.status} {await resp.text()}")
-                token = (await resp.json())["token"]
-            ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", heartbeat=None)
-            await ws.send_json({"type": "hello", "token": token})
-            reply = await ws.receive_json()
-            if reply.get("type") != "welcome":
-                raise RuntimeError(f"hello refused: {reply}")
-            return ws
-
         sockets = []
         for start in range(0, count, 200):
-            sockets += await asyncio.gather(*(connect() for _ in range(min(200, count - start))))
+            sockets += await asyncio.gather(
+                *(_connect_player(http, base, "idle") for _ in range(min(200, count - start)))
+            )
         await asyncio.sleep(2)
         after = rss_kb(pid) if pid else None
         print(f"idle connections open: {len(sockets)}")
