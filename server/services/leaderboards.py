@@ -192,11 +192,6 @@ def _on_board(game: Any) -> ColumnElement[bool]:
     )
 
 
-def _row_position() -> ColumnElement[Any]:
-    """A row's position in the total order: the columns of the board index, in its order."""
-    return tuple_(-Game.score, Game.moves, Game.elapsed_ms, Game.finished_at, Game.player_id)
-
-
 def _counted(level: int, *where: ColumnElement[bool]) -> ScalarSelect[Any]:
     """The sum of the ``leaderboard_counts`` entries of the date at ``level`` matching
     ``where``."""
@@ -284,7 +279,7 @@ _FIRST_PAGE = _ENTRIES.order_by(*_ORDER).limit(_LIMIT)
 #: better than it, and its ties up to it).
 _NEXT_PAGE = (
     _ENTRIES.add_columns(*_rank_counts(_CURSOR, up_to=True))
-    .where(_row_position() > _CURSOR.position())
+    .where(_SELF.position() > _CURSOR.position())
     .order_by(*_ORDER)
     .limit(_LIMIT)
 )
@@ -299,8 +294,8 @@ def _around() -> CompoundSelect[Any]:
     at_own = tuple_(-own.c.score, own.c.moves, own.c.elapsed_ms, own.c.finished_at, own.c.player_id)
     # LATERAL, so that the player's row drives the index scans (a plan scanning the board
     # from one end and filtering on the player's position would read half of it).
-    nearer = _ENTRIES.where(_row_position() < at_own).order_by(*_REVERSE).limit(_LIMIT)
-    farther = _ENTRIES.where(_row_position() > at_own).order_by(*_ORDER).limit(_LIMIT)
+    nearer = _ENTRIES.where(_SELF.position() < at_own).order_by(*_REVERSE).limit(_LIMIT)
+    farther = _ENTRIES.where(_SELF.position() > at_own).order_by(*_ORDER).limit(_LIMIT)
     above, below = nearer.lateral("above"), farther.lateral("below")
 
     def columns(source: Any) -> list[Any]:
@@ -402,12 +397,7 @@ class LeaderboardService:
             # when it ties with the cursor's score, moves and elapsed time.
             first = rows[0]
             position = int(first.better) + int(first.ties)
-            tied = (first.score, first.moves, first.elapsed_ms) == (
-                key.score,
-                key.moves,
-                key.elapsed_ms,
-            )
-            rank = int(first.better) + 1 if tied else position + 1
+            rank = int(first.better) + 1 if _tie(first, key) else position + 1
             entries = _entries(rows, position=position, rank=rank)
         return Page(entries, entries[-1].key.encode() if more else None)
 
