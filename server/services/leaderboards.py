@@ -142,7 +142,8 @@ class _Key:
     player_id: ColumnElement[Any]
 
     def position(self) -> ColumnElement[Any]:
-        """This key as a row value comparable with :func:`_row_position`."""
+        """This key as a row value in the order of the board index's columns, comparable with
+        another key's (a cursor's with a row's own, :data:`_SELF`)."""
         return tuple_(-self.score, self.moves, self.elapsed_ms, self.finished_at, self.player_id)
 
 
