@@ -20,12 +20,7 @@ export class Leaderboard {
     this.ctx = ctx;
     this.today = null;
     this.date = null;
-    this.entries = [];
-    this.cursor = null;
-    this.info = null;
-    this.aroundEntries = null;
-    this.aroundError = null;
-    this.error = null;
+    this._clear();
     this.loading = 0;
     this.dateInput = $("#lb-date", root);
     $("#lb-prev", root).addEventListener("click", () => this.open(shiftDate(this.date, -1)));
@@ -35,6 +30,16 @@ export class Leaderboard {
       if (this.dateInput.value) this.open(this.dateInput.value);
     });
     $("#lb-more", root).addEventListener("click", () => this._more());
+  }
+
+  /** Forget the board shown: its entries, cursor, facts, window around me and errors. */
+  _clear() {
+    this.entries = [];
+    this.cursor = null;
+    this.info = null;
+    this.aroundEntries = null;
+    this.aroundError = null;
+    this.error = null;
   }
 
   /** Show a date's board (today's, from the server's clock, when none is given). */
@@ -49,12 +54,7 @@ export class Leaderboard {
       }
     }
     this.date = date && date <= this.today ? date : this.today;
-    this.entries = [];
-    this.cursor = null;
-    this.info = null;
-    this.aroundEntries = null;
-    this.aroundError = null;
-    this.error = null;
+    this._clear();
     this.render();
     const me = this.ctx.me();
     const [info, page, around] = await Promise.allSettled([
