@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestClient
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, register
 
+Client = TestClient[Any, Any]
 VECTOR = "TP1-E-AAAAAAA"
 
 
@@ -62,6 +63,63 @@ async def test_a_stale_request_is_answered_with_the_stored_state_of_another_proc
         reply = await a.act(after_draw, "remove", 24)
         assert (reply["type"], reply["code"]) == ("rejected", "stale_seq")
         assert reply["game"] == moved | {"elapsed_ms": reply["game"]["elapsed_ms"]}
+
+
+async def _stored(database_url: str, game_id: int) -> tuple[str, int]:
+    """A game row's status and seq."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        row = await conn.fetchrow("SELECT status, seq FROM games WHERE id = $1", game_id)
+    finally:
+        await conn.close()
+    return row["status"], row["seq"]
+
+
+async def _game_on_both(c1: Client, c2: Client) -> tuple[WsPlayer, WsPlayer, dict[str, Any]]:
+    """A free game started on process one, then cached by process two (its hello lists the
+    game, its resume reads it): the player's sockets on each and the game's STATE."""
+    info = await register(c1, "Twice")
+    a, _ = await WsPlayer.connect(c1, info["token"])
+    game = (await a.request({"type": "new_game"}))["game"]
+    b, welcome = await WsPlayer.connect(c2, info["token"])
+    assert [g["game_id"] for g in welcome["games"]] == [game["game_id"]]
+    resumed = await b.request({"type": "resume", "game_id": game["game_id"]})
+    assert resumed["game"]["seq"] == 0
+    return a, b, game
+
+
+async def test_a_repeated_action_on_a_process_behind_is_acknowledged(
+    make_server: ServerFactory,
+) -> None:
+    one, two = await make_server(), await make_server()
+    async with TestClient(one) as c1, TestClient(two) as c2:
+        a, b, game = await _game_on_both(c1, c2)
+        first = await a.act(game, "draw")
+        assert first["type"] == "accepted" and first["game"]["seq"] == 1
+        # The client did not see that ack and sends the same message again on process two.
+        again = await b.act(game, "draw")
+        assert again["type"] == "accepted", again
+        assert again["game"] == {**first["game"], "elapsed_ms": again["game"]["elapsed_ms"]}
+        # A different action at the old seq is stale, answered with the stored state.
+        other = await b.act(game, "undo")
+        assert (other["type"], other["code"], other["game"]["seq"]) == ("rejected", "stale_seq", 1)
+
+
+async def test_a_resignation_on_a_process_behind_resigns_the_stored_game(
+    make_server: ServerFactory, database_url: str
+) -> None:
+    one, two = await make_server(), await make_server()
+    async with TestClient(one) as c1, TestClient(two) as c2:
+        a, b, game = await _game_on_both(c1, c2)
+        state = (await a.act(game, "draw"))["game"]
+        state = (await a.act(state, "draw"))["game"]
+        resigned = await b.request({"type": "resign", "game_id": game["game_id"]})
+        assert resigned["type"] == "game", resigned
+        assert (resigned["game"]["status"], resigned["game"]["seq"]) == ("resigned", 2)
+        assert resigned["game"]["moves"] == state["moves"]
+        assert await _stored(database_url, game["game_id"]) == ("resigned", 2)
+        late = await a.act(state, "draw")
+        assert late["type"] == "rejected" and late["game"]["status"] == "resigned", late
 
 
 async def test_a_lone_surrogate_in_an_id_is_escaped_not_fatal(

@@ -19,6 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
+import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -879,6 +880,37 @@ async def test_bad_race_requests_in_a_real_room_get_clear_errors(
         assert (reply["type"], reply["code"]) == ("error", "not_your_game")
         assert (await host.act(games[host], "draw"))["type"] == "accepted"
         assert (await ann.act(games[ann], "draw"))["type"] == "accepted"
+
+
+async def test_a_racer_leaving_on_a_process_behind_has_their_game_resigned(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    server_a = await make_server(**RACE_SETTINGS)
+    server_b = await make_server(**RACE_SETTINGS)
+    async with TestClient(server_a) as on_a, TestClient(server_b) as on_b:
+        host = await _player(on_a, "Host")
+        info = await register(on_a, "Racer")
+        racer, _ = await WsPlayer.connect(on_a, info["token"])
+        invite = await _open_room(host, racer)
+        game = (await _start(host, invite, [host, racer], clock))[racer]
+        # The racer's second socket, on B, caches the game at seq 0.
+        racer_b, _ = await WsPlayer.connect(on_b, info["token"])
+        resumed = await racer_b.request({"type": "resume", "game_id": game["game_id"]})
+        assert resumed["game"]["seq"] == 0
+        moved = await racer.act(game, "draw")
+        assert moved["type"] == "accepted"
+        left = await racer_b.request({"type": "race_leave", "invite": invite})
+        assert left["type"] == "race_left", left
+        conn = await asyncpg.connect(database_url)
+        try:
+            row = await conn.fetchrow(
+                "SELECT status, seq FROM games WHERE id = $1", game["game_id"]
+            )
+        finally:
+            await conn.close()
+        assert (row["status"], row["seq"]) == ("resigned", 1)
+        after = await racer.act(moved["game"], "draw")
+        assert after["type"] == "rejected" and after["game"]["status"] == "resigned", after
 
 
 async def test_a_racer_moving_between_server_processes_always_gets_their_current_game(
