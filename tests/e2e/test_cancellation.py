@@ -5,12 +5,7 @@ half-written game; players who stay are not disturbed."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
-import os
 import random
-import socket
-import struct
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,7 +24,7 @@ from server.services.clock import FakeClock
 from server.web.app import create_app
 from server.web.keys import SERVICES
 from tests.e2e.logs import agrees, checked_games
-from tests.helpers import WsPlayer, register
+from tests.helpers import RawWs, WsPlayer, register
 
 VANISHING_PLAYERS = 6
 STEADY_PLAYERS = 3
@@ -40,72 +35,6 @@ CLIENTS_PER_PLAYER = 2
 BOUND_S = 10.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class RawClient:
-    """A websocket client over a bare TCP stream, so that it can disappear without a closing
-    handshake (or be left open while the server cancels its handler)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        self.port: int = writer.get_extra_info("sockname")[1]
-
-    @classmethod
-    async def connect(cls, port: int) -> RawClient:
-        """Open ``/ws`` on 127.0.0.1:``port`` (the upgrade done, nothing sent yet)."""
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            key = base64.b64encode(os.urandom(16)).decode()
-            writer.write(
-                (
-                    f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                    "Sec-WebSocket-Version: 13\r\n\r\n"
-                ).encode()
-            )
-            head = await reader.readuntil(b"\r\n\r\n")
-            assert head.startswith(b"HTTP/1.1 101"), head
-        except BaseException:
-            writer.transport.abort()
-            raise
-        return cls(reader, writer)
-
-    async def send(self, message: dict[str, Any]) -> None:
-        """Send one short JSON message as a masked text frame."""
-        payload = json.dumps(message).encode()
-        assert len(payload) < 126
-        mask = os.urandom(4)
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        self._writer.write(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
-        await self._writer.drain()
-
-    async def receive(self) -> dict[str, Any]:
-        """The next text message (server frames are unmasked and unfragmented)."""
-        while True:
-            first, second = await self._reader.readexactly(2)
-            size = second & 0x7F
-            if size == 126:
-                size = int.from_bytes(await self._reader.readexactly(2), "big")
-            elif size == 127:
-                size = int.from_bytes(await self._reader.readexactly(8), "big")
-            data = await self._reader.readexactly(size)
-            if first & 0x0F == 0x1:
-                message: dict[str, Any] = json.loads(data)
-                return message
-            if first & 0x0F == 0x8:
-                raise ConnectionResetError("closed by the server")
-
-    def vanish(self) -> None:
-        """Drop the connection at once: a reset, no closing handshake."""
-        sock = self._writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self._writer.transport.abort()
-
-    def close(self) -> None:
-        """Close the TCP connection (no websocket closing handshake)."""
-        self._writer.close()
 
 
 class Handlers:
@@ -161,14 +90,14 @@ async def _vanisher(
     """Say hello, send a few requests and disappear: by a reset (``reset``), by having this
     task cancelled from outside (``cancel_client``: the socket is then closed without a
     websocket close), or by the server cancelling its handler meanwhile (``cancel_handler``)."""
-    client = await RawClient.connect(port)
+    client = await RawWs.connect("127.0.0.1", port)
     try:
         await client.send({"type": "hello", "token": token, "id": "h"})
         if how == "reset" and rng.random() < 0.2:  # gone during the hello itself
             await asyncio.sleep(rng.random() * 0.005)
             seen["reset_in_hello"] += 1
             return
-        welcome = await asyncio.wait_for(client.receive(), BOUND_S)
+        welcome = await asyncio.wait_for(client.recv(), BOUND_S)
         if welcome.get("type") != "welcome":
             seen[f"no_welcome_{welcome.get('code')}"] += 1
             return
@@ -178,18 +107,18 @@ async def _vanisher(
             await client.send(request)
             seen[f"sent_{request['type']}"] += 1
         if how == "cancel_client":
-            await asyncio.wait_for(client.receive(), BOUND_S)  # cancelled before long, if not here
+            await asyncio.wait_for(client.recv(), BOUND_S)  # cancelled before long, if not here
             return
         await asyncio.sleep(rng.random() * 0.02)
         if how == "cancel_handler":
-            handlers.cancel(client.port)
+            handlers.cancel(client.local_port)
         seen[how] += 1
     except asyncio.CancelledError:
         seen["cancel_client"] += 1
         raise
     finally:
         if how == "reset":
-            client.vanish()
+            client.abort()
         else:
             client.close()
 
@@ -384,9 +313,9 @@ async def test_an_action_whose_handler_is_cancelled_keeps_its_game_until_stored(
                 token = info["token"]
         owner_game = games["Owner"]
         assert owner_game["stock_count"] > 0
-        vanishing = await RawClient.connect(port)
+        vanishing = await RawWs.connect("127.0.0.1", port)
         await vanishing.send({"type": "hello", "token": token, "id": "h"})
-        assert (await asyncio.wait_for(vanishing.receive(), BOUND_S))["type"] == "welcome"
+        assert (await asyncio.wait_for(vanishing.recv(), BOUND_S))["type"] == "welcome"
 
         admin = await asyncpg.connect(database_url)
         acked: dict[int, dict[str, Any]] = {}
@@ -411,7 +340,7 @@ async def test_an_action_whose_handler_is_cancelled_keeps_its_game_until_stored(
                 }
             )
             await asyncio.sleep(0.2)
-            handlers.cancel(vanishing.port)
+            handlers.cancel(vanishing.local_port)
             await asyncio.sleep(0.1)
             # The same draw again from the owner's other socket, and a bystander's action.
             again = asyncio.create_task(sockets["Owner"].act(owner_game, "draw"))

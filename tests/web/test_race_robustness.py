@@ -9,12 +9,8 @@ test advances the fake clock past ``starts_at`` once the deal has arrived.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
-import os
 import socket
-import struct
 import time
 from collections import deque
 from typing import Any
@@ -28,7 +24,7 @@ from server.services.clock import FakeClock
 from server.web.keys import HUB, SOCKETS
 from server.web.ws import WRITER_LIMIT
 from tests.conftest import ServerFactory
-from tests.helpers import TIMEOUT, WsPlayer, blocking_line, find_winning_line, register
+from tests.helpers import TIMEOUT, RawWs, WsPlayer, blocking_line, find_winning_line, register
 
 Client = TestClient[Any, Any]
 CODE = GameCode.parse("TP1-E-AAAAAAB")
@@ -78,119 +74,9 @@ def _no_cards(message: Any) -> None:
             _no_cards(value)
 
 
-class RawWs:
-    """A websocket client on a bare socket with a small receive buffer, which reads only when
-    told to: a receiver that stalls (or vanishes) for real, TCP window and all."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self._buf = b""
-
-    @classmethod
-    async def connect(cls, server: TestServer, rcvbuf: int = 4096) -> RawWs:
-        loop = asyncio.get_running_loop()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connect: the window
-        sock.setblocking(False)
-        await loop.sock_connect(sock, (server.host, server.port))
-        key = base64.b64encode(os.urandom(16)).decode()
-        await loop.sock_sendall(
-            sock,
-            (
-                f"GET /ws HTTP/1.1\r\nHost: {server.host}:{server.port}\r\n"
-                "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-            ).encode(),
-        )
-        raw = cls(sock)
-        head = await raw._read_until(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 101"), head
-        return raw
-
-    async def _fill(self) -> None:
-        loop = asyncio.get_running_loop()
-        chunk = await asyncio.wait_for(loop.sock_recv(self.sock, 65536), TIMEOUT)
-        if not chunk:
-            raise ConnectionResetError("the server closed the connection")
-        self._buf += chunk
-
-    async def _read_until(self, marker: bytes) -> bytes:
-        while marker not in self._buf:
-            await self._fill()
-        head, _, self._buf = self._buf.partition(marker)
-        return head
-
-    async def _read(self, n: int) -> bytes:
-        while len(self._buf) < n:
-            await self._fill()
-        data, self._buf = self._buf[:n], self._buf[n:]
-        return data
-
-    async def send(self, message: dict[str, Any]) -> None:
-        payload = json.dumps(message).encode()
-        mask = os.urandom(4)
-        if len(payload) < 126:
-            header = struct.pack("!BB", 0x81, 0x80 | len(payload))
-        else:
-            header = struct.pack("!BBH", 0x81, 0x80 | 126, len(payload))
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        await asyncio.get_running_loop().sock_sendall(self.sock, header + mask + masked)
-
-    async def frame(self) -> tuple[int, bytes]:
-        """The next frame: (opcode, payload)."""
-        first, second = await self._read(2)
-        length = second & 0x7F
-        if length == 126:
-            (length,) = struct.unpack("!H", await self._read(2))
-        elif length == 127:
-            (length,) = struct.unpack("!Q", await self._read(8))
-        return first & 0x0F, await self._read(length)
-
-    async def recv(self) -> dict[str, Any]:
-        """The next text message (a close frame raises, naming its code)."""
-        while True:
-            opcode, payload = await self.frame()
-            if opcode == 0x1:
-                data: dict[str, Any] = json.loads(payload)
-                return data
-            if opcode == 0x8:
-                code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else None
-                raise ConnectionAbortedError(code)
-
-    async def request(self, message: dict[str, Any], rid: str) -> dict[str, Any]:
-        await self.send({**message, "id": rid})
-        while True:
-            reply = await self.recv()
-            if reply.get("id") == rid:
-                return reply
-
-    async def close_frame(self) -> int | None:
-        """Read on until the server's close frame and answer it; its close code."""
-        while True:
-            try:
-                await self.recv()
-            except ConnectionAbortedError as closed:
-                code: int | None = closed.args[0]
-                await self.send_close(code or 1000)
-                return code
-
-    async def send_close(self, code: int) -> None:
-        mask = os.urandom(4)
-        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(struct.pack("!H", code)))
-        await asyncio.get_running_loop().sock_sendall(self.sock, b"\x88\x82" + mask + payload)
-
-    def abort(self) -> None:
-        """Vanish: reset the connection (RST), no close handshake."""
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.sock.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 async def _raw_player(client: Client, server: TestServer, name: str) -> tuple[RawWs, int]:
     info = await register(client, name)
-    raw = await RawWs.connect(server)
+    raw = await RawWs.connect(server.host, server.port, rcvbuf=4096)
     welcome = await raw.request({"type": "hello", "token": info["token"]}, "hello")
     assert welcome["type"] == "welcome", welcome
     return raw, int(info["id"])
