@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.storage.db import alembic_config, create_engine, migrate
 from server.storage.models import Game, Player
+from tests.storage.test_models import game_values
 
 DATE = dt.date(2026, 3, 14)
 T0 = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
@@ -51,26 +52,13 @@ async def add_players(engine: AsyncEngine, count: int) -> list[int]:
 
 def game(player_id: int, **overrides: Any) -> dict[str, Any]:
     """A daily game of ``DATE``; an ended status gets a finish time and an elapsed time."""
-    values: dict[str, Any] = {
-        "player_id": player_id,
-        "code": "TP1-E-AAAAAAA",
-        "rules": "E",
-        "deal_version": "TP1",
-        "mode": "daily",
-        "daily_date": DATE,
-        "status": "playing",
-        "score": 500,
-        "moves": 0,
-        "undos": 0,
-        "seq": 0,
-        "created_at": T0,
-        "race_id": None,
-    }
     ended = overrides.get("status", "playing") != "playing"
-    values["finished_at"] = T0 + dt.timedelta(minutes=5) if ended else None
-    values["elapsed_ms"] = 300_000 if ended else None
-    values.update(overrides)
-    return values
+    finish = {
+        "race_id": None,
+        "finished_at": T0 + dt.timedelta(minutes=5) if ended else None,
+        "elapsed_ms": 300_000 if ended else None,
+    }
+    return game_values(player_id, **(finish | overrides))
 
 
 async def add_games(engine: AsyncEngine, games: list[dict[str, Any]]) -> list[int]:
