@@ -1,4 +1,4 @@
-"""Pure TriPeaks rules: cards, layout, TP1 deals and game codes, game state and scoring.
+"""Pure TriPeaks rules: cards, layout, TP1 and TP2 deals and game codes, game state and scoring.
 
 No I/O, no clock, standard library only. See ``/work/shared/SPEC.md`` §1–3 for the rules this
 package implements; every public name below is importable from ``server.engine`` directly.
@@ -14,10 +14,13 @@ from server.engine.cards import FULL_DECK, Card, Rank, Suit
 from server.engine.codes import (
     CODE_SPACE,
     DEAL_ALGORITHM,
+    TP2_CODE_SPACE,
     Deal,
+    DealVersion,
     GameCode,
     RuleSet,
     deal_tp1,
+    deal_tp2,
 )
 from server.engine.errors import (
     EngineError,
@@ -58,12 +61,14 @@ __all__ = [
     "POSITION_COUNT",
     "ROWS",
     "START_SCORE",
+    "TP2_CODE_SPACE",
     "UNDO_DEPTH",
     "Action",
     "ActionKind",
     "AppliedAction",
     "Card",
     "Deal",
+    "DealVersion",
     "EngineError",
     "Game",
     "GameCode",
@@ -83,6 +88,7 @@ __all__ = [
     "Suit",
     "blocked_notice",
     "deal_tp1",
+    "deal_tp2",
     "is_neighbour",
     "next_score",
     "rejection_message",

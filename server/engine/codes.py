@@ -1,11 +1,21 @@
-"""Rule sets, game codes and the ``TP1`` deal algorithm (SPEC §3).
+"""Rule sets, game codes and the ``TP1`` and ``TP2`` deal algorithms (SPEC §3).
+
+``TP1`` codes (7 letters, 26⁷ ≈ 2³³ deals) are for free play and codes players share: the 11
+cards visible at the start identify one by brute force in minutes. ``TP2`` codes (28 letters,
+26²⁸ ≈ 2¹³¹·⁶ deals) are for deals that must stay secret (the daily, races on a random deal):
+their space cannot be searched. Both shuffle and deal the same way; only the random words differ.
 
 >>> code = GameCode.parse(" tp1-n-aaaaaab ")
->>> str(code), code.rules, code.number
-('TP1-E-AAAAAAB', <RuleSet.EASY: 'E'>, 1)
+>>> str(code), code.rules, code.number, code.version
+('TP1-E-AAAAAAB', <RuleSet.EASY: 'E'>, 1, <DealVersion.TP1: 'TP1'>)
 >>> deal = GameCode.parse("TP1-E-AAAAAAA").deal()
 >>> str(deal.tableau[0]), str(deal.waste), str(deal.stock[0])
 ('3H', '4H', 'KH')
+>>> sealed = GameCode.parse("tp2-e-aaaaaaaaaaaaaaaaaaaaaaaaaaab")
+>>> str(sealed), sealed.number
+('TP2-E-AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAB', 1)
+>>> str(GameCode.parse("TP2-E-AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAA").deal().waste)
+'QD'
 """
 
 from __future__ import annotations
@@ -31,22 +41,64 @@ __all__ = [
     "CODE_SPACE",
     "DEAL_ALGORITHM",
     "STOCK_SIZE",
+    "TP2_CODE_LENGTH",
+    "TP2_CODE_SPACE",
+    "TP2_GROUP",
     "Deal",
+    "DealVersion",
     "GameCode",
     "RuleSet",
     "deal_tp1",
+    "deal_tp2",
+    "deal_words",
     "tp1_shuffle",
     "tp1_words",
 ]
 
-DEAL_ALGORITHM: Final = "TP1"
-"""The deal algorithm version every code and stored game names (SPEC §3)."""
 
-CODE_LENGTH: Final = 7
-"""Letters in a game code's number part."""
+class DealVersion(StrEnum):
+    """A deal algorithm: the first part of a code, stored with every game (SPEC §3).
 
-CODE_SPACE: Final = 26**CODE_LENGTH
-"""Number of distinct deals a code can name: ``0 <= number < CODE_SPACE``."""
+    ``TP1``: 7 letters, a number below 26⁷ hashed as 8 bytes; ``TP2``: 28 letters, a number
+    below 26²⁸ hashed as 17 bytes (sealed deals). The value is the code's prefix.
+    """
+
+    TP1 = "TP1"
+    TP2 = "TP2"
+
+    @property
+    def letters(self) -> int:
+        """Letters in a code's number part: 7 (TP1) or 28 (TP2)."""
+        return 7 if self is DealVersion.TP1 else 28
+
+    @property
+    def space(self) -> int:
+        """Distinct deals the version can name: ``0 <= number < space`` (26 ** letters)."""
+        return int(26**self.letters)
+
+    @property
+    def number_bytes(self) -> int:
+        """Bytes of the number in each hashed block: 8 (TP1) or 17 (TP2)."""
+        return 8 if self is DealVersion.TP1 else 17
+
+
+DEAL_ALGORITHM: Final = DealVersion.TP1
+"""The deal algorithm of free play and of codes players type (SPEC §3); secret deals use TP2."""
+
+CODE_LENGTH: Final = DealVersion.TP1.letters
+"""Letters in a TP1 code's number part."""
+
+CODE_SPACE: Final = DealVersion.TP1.space
+"""Number of distinct deals a TP1 code can name: ``0 <= number < CODE_SPACE``."""
+
+TP2_CODE_LENGTH: Final = DealVersion.TP2.letters
+"""Letters in a TP2 code's number part (shown as four groups of :data:`TP2_GROUP`)."""
+
+TP2_CODE_SPACE: Final = DealVersion.TP2.space
+"""Number of distinct deals a TP2 code can name (26²⁸ ≈ 2¹³¹·⁶)."""
+
+TP2_GROUP: Final = 7
+"""Letters per group when a TP2 code is shown (``TP2-E-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB``)."""
 
 STOCK_SIZE: Final = 23
 """Cards in the stock at the start (SPEC §2 "Start")."""
@@ -147,19 +199,22 @@ class Deal:
         return (*self.tableau, self.waste, *self.stock)
 
 
-def tp1_words(number: int) -> Iterator[int]:
-    """The endless stream of 64-bit random words for deal ``number`` (SPEC §3 "Random words").
+def deal_words(version: DealVersion, number: int) -> Iterator[int]:
+    """The endless stream of 64-bit random words for deal ``number`` of ``version`` (SPEC §3
+    "Random words").
 
-    Block ``k`` is ``SHA-256(b"TP1" + number as 8 bytes big-endian + k as 4 bytes big-endian)``;
-    each block yields its four 64-bit big-endian words in order.
+    Block ``k`` is ``SHA-256(version + number big-endian + k as 4 bytes big-endian)``, the number
+    taking 8 bytes under ``TP1`` and 17 under ``TP2``; each block yields its four 64-bit
+    big-endian words in order.
 
     Args:
-        number: the code's number, ``0 <= number < CODE_SPACE``.
+        version: the deal algorithm.
+        number: the code's number, ``0 <= number < version.space``.
 
     Returns:
         An iterator of ints in ``0 .. 2**64 - 1``.
     """
-    prefix = DEAL_ALGORITHM.encode("ascii") + number.to_bytes(8, "big")
+    prefix = version.value.encode("ascii") + number.to_bytes(version.number_bytes, "big")
     block = 0
     while True:
         digest = hashlib.sha256(prefix + block.to_bytes(4, "big")).digest()
@@ -168,8 +223,14 @@ def tp1_words(number: int) -> Iterator[int]:
         block += 1
 
 
+def tp1_words(number: int) -> Iterator[int]:
+    """The random words of TP1 deal ``number`` (see :func:`deal_words`)."""
+    return deal_words(DealVersion.TP1, number)
+
+
 def tp1_shuffle(words: Iterable[int]) -> tuple[Card, ...]:
-    """Shuffle the ordered deck with Fisher–Yates and rejection sampling (SPEC §3 "Shuffle").
+    """Shuffle the ordered deck with Fisher–Yates and rejection sampling (SPEC §3 "Shuffle");
+    TP2 shuffles the same way.
 
     For ``i`` from 51 down to 1: ``bound = i + 1``, ``limit = 2**64 - 2**64 % bound``; take the next
     word, skipping words ``>= limit``; swap ``deck[i]`` with ``deck[word % bound]``.
@@ -211,14 +272,32 @@ def deal_tp1(number: int) -> Deal:
     Raises:
         InvalidGameCodeError: ``number`` is out of range.
     """
-    _check_number(number)
-    return Deal.from_deck(tp1_shuffle(tp1_words(number)))
+    _check_number(number, DealVersion.TP1)
+    return Deal.from_deck(tp1_shuffle(deal_words(DealVersion.TP1, number)))
 
 
-def _check_number(number: object) -> None:
-    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < CODE_SPACE:
+def deal_tp2(number: int) -> Deal:
+    """Deal game ``number`` with the ``TP2`` algorithm (SPEC §3 "TP2"): TP1's shuffle and deal
+    over TP2's random words.
+
+    Args:
+        number: ``0 <= number < TP2_CODE_SPACE`` (the base-26 value of the code's 28 letters).
+
+    Returns:
+        The :class:`Deal`.
+
+    Raises:
+        InvalidGameCodeError: ``number`` is out of range.
+    """
+    _check_number(number, DealVersion.TP2)
+    return Deal.from_deck(tp1_shuffle(deal_words(DealVersion.TP2, number)))
+
+
+def _check_number(number: object, version: DealVersion) -> None:
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < version.space:
         raise InvalidGameCodeError(
-            f"invalid game number {shown(number)}: expected an int in 0..{CODE_SPACE - 1}"
+            f"invalid {version.value} game number {shown(number)}: "
+            f"expected an int in 0..26**{version.letters} - 1"
         )
 
 
@@ -229,17 +308,51 @@ def _letters_to_number(letters: str) -> int:
     return number
 
 
-def _is_code_letters(text: str) -> bool:
-    return len(text) == CODE_LENGTH and all(letter in _LETTERS for letter in text)
+def _is_code_letters(text: str, count: int) -> bool:
+    return len(text) == count and all(letter in _LETTERS for letter in text)
+
+
+_FORMS: Final = {
+    DealVersion.TP1: "TP1-<E|C>-<7 letters A-Z>, e.g. TP1-E-HELLOAB",
+    DealVersion.TP2: "TP2-<E|C>-<28 letters A-Z, in four groups of 7 or one>, "
+    "e.g. TP2-E-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB",
+}
+
+
+def _code_problem(parts: list[str]) -> str | None:
+    """What is wrong with an upper-cased code split at its hyphens, or None."""
+    versions = {version.value: version for version in DealVersion}
+    version = versions.get(parts[0]) if len(parts) >= 3 else DealVersion.TP1
+    if version is None:
+        return f"unknown deal algorithm {shown(parts[0])}, expected TP1 or TP2"
+    groups = parts[2:]
+    group_counts = (1,) if version is DealVersion.TP1 else (1, TP2_CODE_LENGTH // TP2_GROUP)
+    if len(groups) not in group_counts:
+        return f"expected the form {_FORMS[version]}"
+    if parts[1] not in ("E", "C", "N"):
+        return f"unknown rule set {shown(parts[1])}, expected E, C or N"
+    if len(groups) == 1:
+        if not _is_code_letters(groups[0], version.letters):
+            count = version.letters
+            return f"the deal part {shown(groups[0])} must be exactly {count} letters A-Z"
+        return None
+    for index, group in enumerate(groups, start=1):
+        if not _is_code_letters(group, TP2_GROUP):
+            return f"group {index} of the deal part, {shown(group)}, must be exactly 7 letters A-Z"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class GameCode:
-    """A game code ``TP1-<R>-<7 letters>``: a rule set and a deal number (SPEC §3).
+    """A game code: a rule set, a deal number and the deal algorithm (SPEC §3).
+
+    ``TP1-<R>-<7 letters>`` or ``TP2-<R>-<28 letters>`` (shown as four groups of 7).
 
     Attributes:
         rules: the :class:`RuleSet`.
-        number: ``0 <= number < CODE_SPACE``; the same number deals the same cards under any rules.
+        number: ``0 <= number < version.space``; the same number deals the same cards under any
+            rules.
+        version: the :class:`DealVersion` (``TP1`` unless given).
 
     Raises:
         InvalidGameCodeError: on construction, when ``number`` is out of range or ``rules`` is not
@@ -248,19 +361,25 @@ class GameCode:
 
     rules: RuleSet
     number: int
+    version: DealVersion = DealVersion.TP1
 
     def __post_init__(self) -> None:
         if not isinstance(self.rules, RuleSet):
             raise InvalidGameCodeError(f"invalid rule set {shown(self.rules)}: expected a RuleSet")
-        _check_number(self.number)
+        if not isinstance(self.version, DealVersion):
+            raise InvalidGameCodeError(
+                f"invalid deal algorithm {shown(self.version)}: expected a DealVersion"
+            )
+        _check_number(self.number, self.version)
 
     @classmethod
     def parse(cls, text: str) -> GameCode:
-        """Read a game code (SPEC §3 "Grammar").
+        """Read a game code (SPEC §3 "Grammar", "TP2").
 
         Args:
-            text: e.g. ``"TP1-E-HELLOAB"``; case-insensitive, surrounding whitespace stripped;
-                the legacy rule letter ``N`` is read as ``E``.
+            text: e.g. ``"TP1-E-HELLOAB"`` or ``"TP2-C-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB"`` (a TP2
+                code's hyphens between its groups may be left out); case-insensitive,
+                surrounding whitespace stripped; the legacy rule letter ``N`` is read as ``E``.
 
         Returns:
             The :class:`GameCode`.
@@ -271,71 +390,89 @@ class GameCode:
         if not isinstance(text, str):
             raise InvalidGameCodeError(f"invalid game code {shown(text)}: not a string")
         parts = text.strip().upper().split("-")
-        problem: str | None = None
         if not text.isascii():  # "ı".upper() is "I": only the letters A-Z themselves count
-            problem = "only ASCII may appear: the deal part must be exactly 7 letters A-Z"
-        elif len(parts) != 3:
-            problem = "expected the form TP1-<E|C>-<7 letters A-Z>, e.g. TP1-E-HELLOAB"
-        elif parts[0] != DEAL_ALGORITHM:
-            problem = f"unknown deal algorithm {shown(parts[0])}, expected {DEAL_ALGORITHM}"
-        elif parts[1] not in ("E", "C", "N"):
-            problem = f"unknown rule set {shown(parts[1])}, expected E, C or N"
-        elif not _is_code_letters(parts[2]):
-            problem = f"the deal part {shown(parts[2])} must be exactly 7 letters A-Z"
+            problem: str | None = (
+                "only ASCII may appear: the deal part is 7 letters A-Z (TP1) or 28 (TP2)"
+            )
+        else:
+            problem = _code_problem(parts)
         if problem is not None:
             raise InvalidGameCodeError(f"invalid game code {shown(text)}: {problem}")
-        return cls(RuleSet.parse(parts[1]), _letters_to_number(parts[2]))
+        version = DealVersion(parts[0])
+        return cls(RuleSet.parse(parts[1]), _letters_to_number("".join(parts[2:])), version)
 
     @classmethod
-    def from_letters(cls, letters: str, rules: RuleSet = RuleSet.EASY) -> GameCode:
-        """Build a code from its 7 letters.
+    def from_letters(
+        cls, letters: str, rules: RuleSet = RuleSet.EASY, version: DealVersion = DealVersion.TP1
+    ) -> GameCode:
+        """Build a code from its letters.
 
         Args:
-            letters: 7 letters A–Z (case-insensitive), the base-26 number, most significant first.
+            letters: ``version.letters`` letters A–Z (case-insensitive), the base-26 number,
+                most significant first.
             rules: the rule set.
+            version: the deal algorithm (TP1 unless given).
 
         Returns:
             The :class:`GameCode`.
 
         Raises:
-            InvalidGameCodeError: ``letters`` is not 7 letters A–Z.
+            InvalidGameCodeError: ``letters`` is not the right number of letters A–Z.
         """
         upper = letters.upper() if isinstance(letters, str) else ""
-        if not _is_code_letters(upper):
+        if not _is_code_letters(upper, version.letters):
             raise InvalidGameCodeError(
-                f"invalid game code letters {shown(letters)}: expected exactly 7 letters A-Z"
+                f"invalid game code letters {shown(letters)}: "
+                f"expected exactly {version.letters} letters A-Z"
             )
-        return cls(rules, _letters_to_number(upper))
+        return cls(rules, _letters_to_number(upper), version)
 
     @classmethod
-    def random(cls, rules: RuleSet = RuleSet.EASY) -> GameCode:
+    def random(
+        cls, rules: RuleSet = RuleSet.EASY, version: DealVersion = DealVersion.TP1
+    ) -> GameCode:
         """A code with a uniformly random number from a cryptographic source (SPEC §3).
 
         Args:
             rules: the rule set.
+            version: ``TP1`` (free play) or ``TP2`` (a deal that must stay secret).
 
         Returns:
             A new :class:`GameCode`.
         """
-        return cls(rules, secrets.randbelow(CODE_SPACE))
+        return cls(rules, secrets.randbelow(version.space), version)
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the code is a ``TP2`` code, whose deal cannot be recovered from its cards."""
+        return self.version is DealVersion.TP2
 
     @property
     def letters(self) -> str:
-        """The 7 upper-case letters naming :attr:`number` in base 26 (A = 0), e.g. ``"AAAAAAB"``."""
+        """The upper-case letters naming :attr:`number` in base 26 (A = 0), without group
+        hyphens: 7 for TP1 (``"AAAAAAB"``), 28 for TP2."""
         digits = []
         number = self.number
-        for _ in range(CODE_LENGTH):
+        for _ in range(self.version.letters):
             number, digit = divmod(number, 26)
             digits.append(_LETTERS[digit])
         return "".join(reversed(digits))
 
     def deal(self) -> Deal:
-        """The cards of this code, by ``TP1`` (depends on :attr:`number` only).
+        """The cards of this code, by its deal algorithm (depends on :attr:`number` and
+        :attr:`version` only, never on the rules).
 
         Returns:
             The :class:`Deal`.
         """
+        if self.version is DealVersion.TP2:
+            return deal_tp2(self.number)
         return deal_tp1(self.number)
 
     def __str__(self) -> str:
-        return f"{DEAL_ALGORITHM}-{self.rules.value}-{self.letters}"
+        letters = self.letters
+        if self.version is DealVersion.TP2:
+            letters = "-".join(
+                letters[i : i + TP2_GROUP] for i in range(0, len(letters), TP2_GROUP)
+            )
+        return f"{self.version.value}-{self.rules.value}-{letters}"
