@@ -161,7 +161,9 @@ async def main() -> None:
         await fill(url, args.entries, args.seed)
         cursor = await deep_cursor(url, args.entries // 2)
         settings = Settings(
-            database_url=url, daily_secret="bench-secret-0123456789", solver_workers=0
+            database_url=url,
+            daily_secret="bench-secret-0123456789abcdefghijklmnop",
+            solver_workers=0,
         )
         server = TestServer(create_app(settings, clock=FakeClock(NOW)), host="127.0.0.1")
         await server.start_server()

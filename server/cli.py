@@ -74,12 +74,18 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
     """Run the server (migrates the database first)."""
     from aiohttp import web
 
+    from server.config import SecretError, load_or_create_daily_secret
     from server.web.app import create_app
 
     settings = _settings(host=host, port=port, data_dir=data_dir)
     _configure_logging(settings.log_level)
+    embedded = not settings.database_url
+    try:  # before the embedded database is started
+        load_or_create_daily_secret(settings, generate=embedded)
+    except SecretError as exc:
+        raise click.UsageError(f"invalid configuration: {exc}") from None
     settings = _with_database(settings)
-    app = create_app(settings)
+    app = create_app(settings, embedded_database=embedded)
     try:
         web.run_app(
             app,

@@ -7,8 +7,10 @@ Environment variables (all optional):
 - ``TRIPEAKS_DATA_DIR``: the data folder (default ``./.tripeaks``): the embedded database and the
   generated daily secret live there.
 - ``TRIPEAKS_HOST`` / ``TRIPEAKS_PORT``: where to listen (default ``127.0.0.1:8080``).
-- ``TRIPEAKS_DAILY_SECRET``: the secret the daily deals are derived from. When absent, one is
-  generated on first start and kept in ``<data dir>/daily_secret``.
+- ``TRIPEAKS_DAILY_SECRET``: the secret the daily deals are derived from: at least 32 bytes,
+  not a known placeholder. Required with an external database (every process of a service must
+  share it); with the embedded one, when absent, one is generated on first start and kept in
+  ``<data dir>/daily_secret``.
 - ``TRIPEAKS_DAILY_RULES``: ``E`` (Easy, default) or ``C`` (Classic).
 - ``TRIPEAKS_LOG_LEVEL``: ``DEBUG``, ``INFO`` (default), ``WARNING``, ``ERROR``.
 - ``TRIPEAKS_DB_POOL_SIZE``: connections per server process (default 10).
@@ -53,7 +55,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".tripeaks")
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
-    daily_secret: str | None = Field(default=None, min_length=16)
+    daily_secret: str | None = None
     daily_rules: Literal["E", "C"] = "E"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_pool_size: int = Field(default=10, ge=1, le=200)
@@ -84,27 +86,99 @@ class Settings(BaseSettings):
         return value.upper() if isinstance(value, str) else value
 
 
-def load_or_create_daily_secret(settings: Settings) -> bytes:
+#: Shortest daily secret accepted, in bytes (UTF-8): 256 bits of a random hex or base64 value.
+SECRET_MIN_BYTES = 32
+
+#: Values published in this repository or its docs, or commonly pasted from examples: anyone
+#: could compute a deployment's dailies from them.
+KNOWN_PLACEHOLDER_SECRETS = frozenset(
+    {
+        "change-me-to-a-long-random-secret",
+        "changeme",
+        "change-me",
+        "change_me",
+        "secret",
+        "password",
+        "docs-secret-0123456789",
+        "test-daily-secret-0123456789",
+        "your-secret-here",
+        "your-daily-secret",
+    }
+)
+
+#: How to make a good secret, quoted by every refusal.
+HOW_TO_MAKE_A_SECRET = (
+    "make one with: python3 -c 'import secrets; print(secrets.token_hex(32))' "
+    "(or: openssl rand -hex 32)"
+)
+
+
+class SecretError(ValueError):
+    """The daily secret is missing, too short or a known placeholder; the message names the
+    variable (or file) and says how to make a good one."""
+
+
+def check_daily_secret(secret: bytes, source: str) -> bytes:
+    """Refuse a daily secret anyone could know or guess.
+
+    Args:
+        secret: the secret's bytes.
+        source: where it came from, for the message (``TRIPEAKS_DAILY_SECRET`` or a file).
+
+    Returns:
+        ``secret`` unchanged.
+
+    Raises:
+        SecretError: shorter than :data:`SECRET_MIN_BYTES`, a known placeholder (any case, or
+            one with the word "change" in it), or fewer than 8 distinct characters.
+    """
+    text = secret.decode("utf-8", "replace").strip().lower()
+    if len(secret) < SECRET_MIN_BYTES:
+        problem = f"is {len(secret)} bytes long; at least {SECRET_MIN_BYTES} are needed"
+    elif text in KNOWN_PLACEHOLDER_SECRETS or "change-me" in text or "changeme" in text:
+        problem = "is a published placeholder: anyone could compute this server's daily deals"
+    elif len(set(secret)) < 8:
+        problem = "has fewer than 8 distinct characters: it can be guessed"
+    else:
+        return secret
+    raise SecretError(f"{source} {problem}; {HOW_TO_MAKE_A_SECRET}")
+
+
+def load_or_create_daily_secret(settings: Settings, *, generate: bool = True) -> bytes:
     """The daily secret: from the settings, else from ``<data dir>/daily_secret`` (created with a
-    fresh 256-bit random value, readable by the owner only, the first time).
+    fresh 256-bit random value, readable by the owner only, the first time, when ``generate``).
+
+    Args:
+        settings: the server settings.
+        generate: whether the secret may come from the data folder, generated there the first
+            time (the embedded database: one process, one folder). With an external database
+            every process must be given the same secret in ``TRIPEAKS_DAILY_SECRET``.
 
     Returns:
         The secret as bytes.
 
     Raises:
+        SecretError: no secret and ``generate`` is false, or the secret is too short or a known
+            placeholder (see :func:`check_daily_secret`).
         OSError: the data folder cannot be written.
     """
     if settings.daily_secret:
-        return settings.daily_secret.encode()
+        return check_daily_secret(settings.daily_secret.encode(), "TRIPEAKS_DAILY_SECRET")
+    if not generate:
+        raise SecretError(
+            "TRIPEAKS_DAILY_SECRET is not set: with an external database (DATABASE_URL) every "
+            "server process must be given the same secret, at least "
+            f"{SECRET_MIN_BYTES} bytes; {HOW_TO_MAKE_A_SECRET}"
+        )
     path = settings.data_dir / "daily_secret"
     if path.exists():
-        return path.read_text().strip().encode()
+        return check_daily_secret(path.read_text().strip().encode(), str(path))
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     value = secrets.token_hex(32)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process created it first
-        return path.read_text().strip().encode()
+        return check_daily_secret(path.read_text().strip().encode(), str(path))
     with os.fdopen(fd, "w") as handle:
         handle.write(value + "\n")
     return value.encode()

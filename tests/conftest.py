@@ -92,7 +92,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
     return Settings(
         database_url=database_url,
         data_dir=tmp_path / "data",
-        daily_secret="test-daily-secret-0123456789",
+        daily_secret="test-daily-secret-0123456789abcdefgh",
         ws_rate_per_second=1000,
         register_per_minute=100_000,
     )

@@ -33,6 +33,7 @@ def create_app(
     clock: Clock | None = None,
     run_migrations: bool = True,
     analyzer: Analyzer | None = None,
+    embedded_database: bool = False,
 ) -> web.Application:
     """Build the application.
 
@@ -44,6 +45,8 @@ def create_app(
             lock, so concurrent starts are safe).
         analyzer: a solver pool to share (the caller closes it); by default the app starts
             its own with ``settings.solver_workers`` processes (none when 0).
+        embedded_database: the database is the embedded one of ``settings.data_dir``: the
+            daily secret may then be generated into that folder. Otherwise it must be given.
 
     Returns:
         The application; its database engine opens on startup and closes on cleanup, and every
@@ -51,15 +54,18 @@ def create_app(
 
     Raises:
         ValueError: no database URL in the settings.
+        SecretError: (a ValueError) the daily secret is missing, too short or a known
+            placeholder; the message names the variable and how to make one.
     """
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url")
+    daily_secret = load_or_create_daily_secret(settings, generate=embedded_database)
     app = web.Application(middlewares=[api.error_middleware], client_max_size=64 * 1024)
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()
     app[PLAYER_SOCKETS] = Counter()
-    app.cleanup_ctx.append(_database(run_migrations, analyzer))
+    app.cleanup_ctx.append(_database(run_migrations, analyzer, daily_secret))
     app.on_shutdown.append(_close_sockets)
     app.on_response_prepare.append(_cache_headers)
     api.add_routes(app)
@@ -72,7 +78,9 @@ def create_app(
     return app
 
 
-def _database(run_migrations: bool, shared: Analyzer | None):  # type: ignore[no-untyped-def]
+def _database(  # type: ignore[no-untyped-def]
+    run_migrations: bool, shared: Analyzer | None, daily_secret: bytes
+):
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         settings = app[SETTINGS]
         assert settings.database_url
@@ -88,7 +96,7 @@ def _database(run_migrations: bool, shared: Analyzer | None):  # type: ignore[no
             services = Services.build(
                 engine,
                 app[CLOCK],
-                daily_secret=load_or_create_daily_secret(settings),
+                daily_secret=daily_secret,
                 daily_rules=RuleSet(settings.daily_rules),
                 race_limits=RaceLimits(
                     max_players=settings.race_max_players,

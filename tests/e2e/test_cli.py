@@ -131,7 +131,7 @@ async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
         TRIPEAKS_PORT=str(port),
         TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
         DATABASE_URL=database_url,
-        TRIPEAKS_DAILY_SECRET="cli-secret-0123456789abc",
+        TRIPEAKS_DAILY_SECRET="cli-secret-0123456789abcdefghijklm",
     )
     proc = _start(env, port, tmp_path / "server.log")
     processes.append(proc)
@@ -149,3 +149,58 @@ async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
             assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
     assert proc.wait(timeout=10) == 0
     assert time.monotonic() - started < 10
+
+
+def test_deal_and_solve_take_tp2_codes_with_or_without_group_hyphens() -> None:
+    out = subprocess.run(
+        [*TRIPEAKS, "deal", "tp2-e-aaaaaaaaaaaaaaaaaaaaaaaaaaaa", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    data = json.loads(out)
+    assert data["code"] == "TP2-E-AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAA"
+    assert data["tableau"][:3] == ["AC", "JD", "6D"] and data["waste"] == "QD"
+    solved = subprocess.run(
+        [*TRIPEAKS, "solve", "TP2-E-AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAA", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(solved)["code"] == "TP2-E-AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAA"
+    bad = subprocess.run(
+        [*TRIPEAKS, "deal", "TP2-E-AAAAAAA-AAAAAAA"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2
+    assert "TP2-E-AAAAAAA-AAAAAAA" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("secret", "complaint"),
+    [
+        (None, "TRIPEAKS_DAILY_SECRET is not set"),
+        ("short-secret-0123456789", "23 bytes long; at least 32"),
+        ("change-me-to-a-long-random-secret", "placeholder"),
+        ("CHANGE-ME-TO-A-LONG-RANDOM-SECRET", "placeholder"),
+        ("ab" * 20, "distinct"),
+    ],
+)
+def test_serve_refuses_an_external_database_without_a_good_daily_secret(
+    tmp_path: Path, secret: str | None, complaint: str
+) -> None:
+    extra = {} if secret is None else {"TRIPEAKS_DAILY_SECRET": secret}
+    env = _env(
+        TRIPEAKS_PORT=str(free_port()),
+        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
+        # Never reached: the secret is checked before anything else starts.
+        DATABASE_URL="postgresql://nobody@127.0.0.1:9/none",
+        **extra,
+    )
+    result = subprocess.run(
+        [*TRIPEAKS, "serve"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert complaint in result.stderr
+    assert "TRIPEAKS_DAILY_SECRET" in result.stderr
+    assert "secrets.token_hex(32)" in result.stderr
+    assert not (tmp_path / "data" / "daily_secret").exists()
