@@ -228,6 +228,8 @@ class RoomView(Protocol):
     @property
     def code(self) -> GameCode | None: ...
     @property
+    def host_deal(self) -> bool: ...
+    @property
     def time_limit_s(self) -> int: ...
     @property
     def max_players(self) -> int: ...
@@ -251,7 +253,8 @@ def room_state(room: RoomView, now: dt.datetime) -> JSON:
     """The ROOM object: a race room as anyone with its invite sees it (never a card).
 
     Shape: ``{race_id, invite, link, host_id, status, rules, code (null until finished),
-    time_limit_s, max_players, version, created_at, starts_at, ends_at, finished_at,
+    host_deal (true when the host chose the code and may know the cards), time_limit_s,
+    max_players, version, created_at, starts_at, ends_at, finished_at,
     server_time, players: [{player_id, name, seat, host, progress}], results}``.
     """
     return {
@@ -262,6 +265,7 @@ def room_state(room: RoomView, now: dt.datetime) -> JSON:
         "status": room.status,
         "rules": room.rules.value,
         "code": None if room.code is None else str(room.code),
+        "host_deal": room.host_deal,
         "time_limit_s": room.time_limit_s,
         "max_players": room.max_players,
         "version": room.version,

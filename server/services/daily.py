@@ -12,24 +12,27 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from server.engine.codes import CODE_SPACE, GameCode, RuleSet
+from server.engine.codes import TP2_CODE_SPACE, DealVersion, GameCode, RuleSet
 from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
 from server.services.errors import InvalidInputError, NotFoundError, UnavailableError
 from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
 
 MAX_CANDIDATES = 64
-_WORD = 1 << 64
-_LIMIT = _WORD - (_WORD % CODE_SPACE)
+_DIGEST_SPACE = 1 << 256
+_LIMIT = _DIGEST_SPACE - (_DIGEST_SPACE % TP2_CODE_SPACE)
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def derive_daily_code(secret: bytes, date: dt.date, rules: RuleSet, candidate: int = 0) -> GameCode:
-    """The game code of a date's daily deal, derived from the server secret.
+    """The TP2 game code of a date's daily candidate, derived from the server secret (SPEC §3
+    "TP2", §4 "Daily challenge").
 
-    ``HMAC-SHA256(secret, "TP1-daily:" + ISO date + ":" + candidate)`` is read as 64-bit
-    big-endian words; the first word below the largest multiple of 26⁷ gives the number
-    (uniform, no modulo bias). Without the secret nobody can compute it in advance.
+    ``HMAC-SHA256(secret, "TP2-daily:" + ISO date + ":" + candidate + ":" + counter)`` for
+    ``counter = 0, 1, …`` is read as a 256-bit big-endian number; the first one below the
+    largest multiple of 26²⁸ gives the number modulo 26²⁸ (uniform, no modulo bias; a second
+    try happens with probability below 2⁻¹²⁴). Without the secret nobody can compute it in
+    advance, and the 26²⁸ deals cannot be searched from the cards on the table.
 
     Args:
         secret: the server's daily secret (bytes).
@@ -38,16 +41,14 @@ def derive_daily_code(secret: bytes, date: dt.date, rules: RuleSet, candidate: i
         candidate: which candidate of the date (0 first).
 
     Returns:
-        The daily's game code.
+        The daily's TP2 game code.
     """
     counter = 0
     while True:
-        msg = f"TP1-daily:{date.isoformat()}:{candidate}:{counter}".encode()
-        digest = hmac.new(secret, msg, hashlib.sha256).digest()
-        for i in range(0, 32, 8):
-            word = int.from_bytes(digest[i : i + 8], "big")
-            if word < _LIMIT:
-                return GameCode(rules, word % CODE_SPACE)
+        msg = f"TP2-daily:{date.isoformat()}:{candidate}:{counter}".encode()
+        value = int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest(), "big")
+        if value < _LIMIT:
+            return GameCode(rules, value % TP2_CODE_SPACE, DealVersion.TP2)
         counter += 1
 
 

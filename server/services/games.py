@@ -22,7 +22,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from server.engine.codes import DEAL_ALGORITHM, GameCode, RuleSet
+from server.engine.codes import GameCode, RuleSet
 from server.engine.errors import IllegalActionError
 from server.engine.game import Action, ActionKind, AppliedAction, Game, GameView, Status
 from server.services.analysis import Analyzer
@@ -312,7 +312,7 @@ class GameService:
                             "player_id": player_id,
                             "code": str(code),
                             "rules": code.rules.value,
-                            "deal_version": DEAL_ALGORITHM,
+                            "deal_version": code.version.value,
                             "mode": mode.value,
                             "daily_date": daily_date,
                             "status": game.status.value,
@@ -357,7 +357,7 @@ class GameService:
                             "player_id": player_id,
                             "code": str(code),
                             "rules": code.rules.value,
-                            "deal_version": DEAL_ALGORITHM,
+                            "deal_version": code.version.value,
                             "mode": GameMode.RACE.value,
                             "race_id": race_id,
                             "status": fresh.status.value,

@@ -22,7 +22,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from server.engine.codes import GameCode, RuleSet
+from server.engine.codes import DealVersion, GameCode, RuleSet
 from server.services.clock import Clock, elapsed_ms
 from server.services.errors import (
     ConflictError,
@@ -83,7 +83,11 @@ class Seat:
 @dataclass(frozen=True, slots=True)
 class Room:
     """A race room as anyone with its invite may see it (never a card; the code only once
-    the race is finished)."""
+    the race is finished).
+
+    ``host_deal``: the host chose the deal's code (and may know its cards); otherwise it is a
+    random TP2 deal nobody knows before the race ends.
+    """
 
     id: int
     invite: str
@@ -91,6 +95,7 @@ class Room:
     status: str
     rules: RuleSet
     code: GameCode | None
+    host_deal: bool
     time_limit_s: int
     max_players: int
     version: int
@@ -190,7 +195,9 @@ class RaceService:
 
         Args:
             player: the host.
-            code: the deal (a random one under ``rules`` when None).
+            code: the host's deal, marked as such to everyone (the host may know its cards);
+                when None, a fresh random TP2 deal under ``rules``, secret until the race is
+                over (SPEC §3 "TP2").
             rules: the rule set of a random deal.
             time_limit_s: the race's time limit (default :attr:`RaceLimits.default_time_limit_s`).
 
@@ -205,7 +212,7 @@ class RaceService:
                 f"{self.limits.max_time_limit_s}",
                 code="bad_time_limit",
             )
-        deal = code if code is not None else GameCode.random(rules)
+        deal = code if code is not None else GameCode.random(rules, DealVersion.TP2)
         now = self._clock.now()
         for _ in range(8):
             try:
@@ -217,6 +224,7 @@ class RaceService:
                         code=str(deal),
                         rules=deal.rules.value,
                         status="lobby",
+                        host_deal=code is not None,
                         time_limit_s=limit,
                         max_players=self.limits.max_players,
                         version=1,
@@ -602,6 +610,7 @@ class RaceService:
             status=race.status,
             rules=RuleSet(race.rules),
             code=GameCode.parse(race.code) if race.status == "finished" else None,
+            host_deal=race.host_deal,
             time_limit_s=race.time_limit_s,
             max_players=race.max_players,
             version=race.version,

@@ -41,6 +41,9 @@ NAMING_CONVENTION = {
 GAME_MODES = ("free", "daily", "race")
 GAME_STATUSES = ("playing", "won", "blocked", "resigned")
 ACTION_KINDS = ("remove", "draw", "undo")
+DEAL_VERSIONS = ("TP1", "TP2")
+#: Longest stored game code: a TP2 code, ``TP2-E-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB``, is 37.
+CODE_MAX = 40
 
 
 class Base(DeclarativeBase):
@@ -73,7 +76,7 @@ class Game(Base):
     player_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("players.id", ondelete="CASCADE"), nullable=False, index=True
     )
-    code: Mapped[str] = mapped_column(String(13), nullable=False)
+    code: Mapped[str] = mapped_column(String(CODE_MAX), nullable=False)
     rules: Mapped[str] = mapped_column(String(1), nullable=False)
     deal_version: Mapped[str] = mapped_column(String(8), nullable=False)
     mode: Mapped[str] = mapped_column(String(8), nullable=False)
@@ -95,6 +98,11 @@ class Game(Base):
     __table_args__ = (
         CheckConstraint("(mode = 'race') = (race_id IS NOT NULL)", name="race_id"),
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
+        # The deal algorithm is stored with every game and names its code's (SPEC §3).
+        CheckConstraint(
+            "deal_version IN ('TP1', 'TP2') AND left(code, 3) = deal_version",
+            name="deal_version",
+        ),
         CheckConstraint("mode IN ('free', 'daily', 'race')", name="mode"),
         CheckConstraint("status IN ('playing', 'won', 'blocked', 'resigned')", name="status"),
         CheckConstraint("(mode = 'daily') = (daily_date IS NOT NULL)", name="daily_date"),
@@ -185,6 +193,8 @@ class GameAction(Base):
 class Race(Base):
     """A race room: players with the same deal at the same server time (SPEC §4 "Races").
 
+    ``host_deal``: the host chose the code (they may know its cards); otherwise the deal is a
+    random TP2 deal, secret until the race is over.
     ``status``: ``lobby`` (joining), ``running`` (from ``starts_at``, the end of the countdown,
     until every racer is done or ``ends_at``), ``finished`` (``results`` stored) or ``closed``
     (abandoned before its start). ``version`` grows with every change of the room.
@@ -197,9 +207,10 @@ class Race(Base):
     host_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("players.id", ondelete="CASCADE"), nullable=False
     )
-    code: Mapped[str] = mapped_column(String(13), nullable=False)
+    code: Mapped[str] = mapped_column(String(CODE_MAX), nullable=False)
     rules: Mapped[str] = mapped_column(String(1), nullable=False)
     status: Mapped[str] = mapped_column(String(10), nullable=False)
+    host_deal: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
     time_limit_s: Mapped[int] = mapped_column(Integer, nullable=False)
     max_players: Mapped[int] = mapped_column(SmallInteger, nullable=False)
     version: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -242,7 +253,7 @@ class DailyChallenge(Base):
     __tablename__ = "daily_challenges"
 
     date: Mapped[dt.date] = mapped_column(Date, primary_key=True)
-    code: Mapped[str] = mapped_column(String(13), nullable=False)
+    code: Mapped[str] = mapped_column(String(CODE_MAX), nullable=False)
     rules: Mapped[str] = mapped_column(String(1), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
@@ -253,6 +264,8 @@ class DailyChallenge(Base):
 
 __all__ = [
     "ACTION_KINDS",
+    "CODE_MAX",
+    "DEAL_VERSIONS",
     "GAME_MODES",
     "GAME_STATUSES",
     "Base",

@@ -266,7 +266,7 @@ def _summary_json(summary: GameSummary) -> dict[str, Any]:
         "mode": summary.mode.value,
         "rules": summary.code.rules.value,
         "code": str(summary.code) if summary.revealed else None,
-        "deal_version": "TP1",
+        "deal_version": summary.code.version.value,
         "daily_date": None if summary.daily_date is None else summary.daily_date.isoformat(),
         "status": summary.status.value,
         "score": summary.score,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
+import hmac
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from server.config import Settings
-from server.engine import GameCode, RuleSet
+from server.engine import DealVersion, GameCode, RuleSet
 from server.engine.solver import solve
 from server.services.clock import FakeClock
 from server.services.daily import derive_daily_code
@@ -22,7 +24,8 @@ from tests.helpers import WsPlayer, daily_code, register
 
 Client = TestClient[Any, Any]
 TODAY = dt.date(2026, 3, 14)
-OTHER_SECRET = "a-completely-different-secret-42"
+OTHER_SECRET = "a-completely-different-secret-42-xyz"
+GOLDEN_DAILY = "TP2-E-JUARKOZ-NKAMKHZ-EGGOVVK-QOORJDP"
 
 
 async def _get(client: Client, path: str) -> dict[str, Any]:
@@ -241,7 +244,8 @@ async def test_past_date_publishes_its_code(client: Client, clock: FakeClock) ->
     _past_midnight(clock)
     body = await _get(client, f"/api/v1/daily/{today['date']}")
     assert body["is_open"] is False
-    assert body["code"] is not None and body["code"].startswith("TP1-E-")
+    assert body["code"] is not None and body["code"].startswith("TP2-E-")
+    assert GameCode.parse(body["code"]).version is DealVersion.TP2
     assert body["closes_at"] == "2026-03-15T00:00:00Z"
     assert (await _get(client, f"/api/v1/daily/{today['date']}"))["code"] == body["code"]
 
@@ -273,7 +277,7 @@ async def test_daily_rules_setting_c_gives_classic(
         assert game["rules"] == "C"
         _past_midnight(clock)
         code = (await _get(client, "/api/v1/daily/2026-03-14"))["code"]
-        assert code.startswith("TP1-C-")
+        assert code.startswith("TP2-C-")
         assert GameCode.parse(code) == daily_code(
             (settings.daily_secret or "").encode(), TODAY, RuleSet.CLASSIC
         )
@@ -289,6 +293,15 @@ def test_tripeaks_daily_rules_env_is_read_case_insensitively(
     assert Settings(database_url="postgresql://x@h/db", data_dir=tmp_path).daily_rules == "E"
 
 
+def test_derived_code_is_a_tp2_code_pinned_by_a_golden_value() -> None:
+    code = derive_daily_code(b"k" * 32, dt.date(2026, 12, 1), RuleSet.EASY, candidate=3)
+    assert code.version is DealVersion.TP2
+    # HMAC-SHA256(key, "TP2-daily:2026-12-01:3:0") as a 256-bit number, modulo 26**28.
+    digest = hmac.new(b"k" * 32, b"TP2-daily:2026-12-01:3:0", hashlib.sha256).digest()
+    assert code.number == int.from_bytes(digest, "big") % 26**28
+    assert str(code) == GOLDEN_DAILY
+
+
 def test_derived_code_depends_on_secret_and_date() -> None:
     a = derive_daily_code(b"s" * 16, TODAY, RuleSet.EASY)
     assert a == derive_daily_code(b"s" * 16, TODAY, RuleSet.EASY)
@@ -297,3 +310,4 @@ def test_derived_code_depends_on_secret_and_date() -> None:
     classic = derive_daily_code(b"s" * 16, TODAY, RuleSet.CLASSIC)
     assert classic.rules is RuleSet.CLASSIC
     assert str(classic)[6:] == str(a)[6:]  # same number, other rule letter
+    assert a.version is DealVersion.TP2 and a.number >= 26**7
