@@ -12,6 +12,10 @@ Environment variables (all optional):
   share it); with the embedded one, when absent, one is generated on first start and kept in
   ``<data dir>/daily_secret``.
 - ``TRIPEAKS_DAILY_RULES``: ``E`` (Easy, default) or ``C`` (Classic).
+- ``TRIPEAKS_DAILY_PREPARE_AHEAD_S``: how long before midnight UTC the next date's deal is chosen
+  and solved (3600); ``TRIPEAKS_DAILY_PREPARE_EVERY_S``: how often each process checks that
+  today's and (within that lead) tomorrow's deals are stored (60; 0 turns it off: a date's deal
+  is then chosen by its first player).
 - ``TRIPEAKS_LOG_LEVEL``: ``DEBUG``, ``INFO`` (default), ``WARNING``, ``ERROR``.
 - ``TRIPEAKS_DB_POOL_SIZE``: connections per server process (default 10).
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
@@ -57,6 +61,8 @@ class Settings(BaseSettings):
     port: int = Field(default=8080, ge=0, le=65535)
     daily_secret: str | None = None
     daily_rules: Literal["E", "C"] = "E"
+    daily_prepare_ahead_s: int = Field(default=3600, ge=0, le=86_400)
+    daily_prepare_every_s: float = Field(default=60.0, ge=0, le=86_400)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_pool_size: int = Field(default=10, ge=1, le=200)
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)

@@ -93,6 +93,8 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         database_url=database_url,
         data_dir=tmp_path / "data",
         daily_secret="test-daily-secret-0123456789abcdefgh",
+        # Dates get their deal from their first player, unless a test turns preparing on.
+        daily_prepare_every_s=0,
         ws_rate_per_second=1000,
         register_per_minute=100_000,
     )

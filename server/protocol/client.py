@@ -68,7 +68,7 @@ class NewGame(_Message):
     """Start a free-play game, of the given game code or a random deal."""
 
     type: Literal["new_game"]
-    code: Annotated[StrictStr, Field(max_length=40)] | None = None
+    code: Annotated[StrictStr, Field(max_length=64)] | None = None
     rules: Literal["E", "C", "e", "c"] | None = None
 
     def rule_set(self) -> RuleSet:
@@ -147,7 +147,7 @@ class RaceCreate(_Message):
     """Open a race room (a random deal unless ``code`` is given); the sender hosts it."""
 
     type: Literal["race_create"]
-    code: Annotated[StrictStr, Field(max_length=40)] | None = None
+    code: Annotated[StrictStr, Field(max_length=64)] | None = None
     rules: Literal["E", "C", "e", "c"] | None = None
     time_limit_s: Annotated[StrictInt, Field(ge=1, le=86_400)] | None = None
 

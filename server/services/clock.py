@@ -1,13 +1,26 @@
-"""Clocks: the services take one, so tests can control time. All times are aware UTC datetimes."""
+"""Clocks: the services take one, so tests can control time. All times are aware UTC datetimes.
+
+A process's clock times games (elapsed ms, race windows). The daily boundary has one authority
+for every process instead: the database's clock, read in the statement that commits an action
+(see :mod:`server.services.daily`). A *simulated* clock (tests, simulations) stands in for the
+database's clock there too, so that a test can move the date.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 
 class Clock(Protocol):
-    """A source of the current time."""
+    """A source of the current time.
+
+    Attributes:
+        simulated: True for a clock that is not the real time (then it also decides the daily
+            boundary in place of the database's clock).
+    """
+
+    simulated: ClassVar[bool]
 
     def now(self) -> dt.datetime:
         """The current time, timezone-aware, in UTC."""
@@ -15,15 +28,25 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real clock."""
+    """The real clock, optionally off by a fixed amount (a process whose clock is wrong).
+
+    Args:
+        offset: added to the system time; zero for a correct clock.
+    """
+
+    simulated: ClassVar[bool] = False
+
+    def __init__(self, offset: dt.timedelta = dt.timedelta(0)) -> None:
+        self._offset = offset
 
     def now(self) -> dt.datetime:
         """The current time, timezone-aware, in UTC."""
-        return dt.datetime.now(dt.UTC)
+        return dt.datetime.now(dt.UTC) + self._offset
 
 
 class FakeClock:
-    """A clock that only moves when told to (for tests and simulations).
+    """A clock that only moves when told to (for tests and simulations); it decides the daily
+    boundary too (``simulated``).
 
     Args:
         start: the initial time; must be timezone-aware.
@@ -36,6 +59,8 @@ class FakeClock:
         if start.tzinfo is None:
             raise ValueError("FakeClock needs a timezone-aware start time")
         self._now = start.astimezone(dt.UTC)
+
+    simulated: ClassVar[bool] = True
 
     def now(self) -> dt.datetime:
         """The current fake time (UTC)."""

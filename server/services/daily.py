@@ -5,11 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import logging
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, Date, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from server.engine.codes import TP2_CODE_SPACE, DealVersion, GameCode, RuleSet
@@ -17,6 +19,8 @@ from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
 from server.services.errors import InvalidInputError, NotFoundError, UnavailableError
 from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
+
+log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 64
 _DIGEST_SPACE = 1 << 256
@@ -73,17 +77,38 @@ class DailyInfo:
     line: list[LineStep] | None = None
 
 
+def today_sql(pinned: dt.date | None) -> ColumnElement[dt.date]:
+    """SQL for the daily boundary's current UTC date: the database's clock at the statement
+    (the one authority for every process), or ``pinned`` when a simulated clock decides."""
+    database = cast(func.timezone("UTC", func.statement_timestamp()), Date)
+    if pinned is None:
+        return database
+    return func.coalesce(cast(literal(pinned), Date), database)
+
+
+_DATABASE_TODAY = select(today_sql(None).label("today"))
+
+
 class DailyService:
     """Chooses, stores and reveals daily deals.
 
-    The first server process to need a date's deal stores it in ``daily_challenges``; every
-    process reads it from there, so all agree even if their secrets differ.
+    The first server process to need a date's deal (or to prepare it ahead, see
+    :meth:`prepare_ahead`) stores it in ``daily_challenges``; every process reads it from there,
+    so all agree even if their secrets differ, and rotating the secret never changes a date that
+    already has its deal.
+
+    Which date it is, for the daily, is the database's clock's to say (see
+    :mod:`server.services.clock`): a date is open while the database's UTC date has not passed
+    it, and an action on a daily game is stored only while that holds in the committing
+    statement. Processes whose clocks differ therefore agree on when a date closes. With a
+    simulated clock (tests) that clock stands in for the database's.
 
     Args:
         sessions: database session factory.
         clock: the UTC clock.
         secret: the server's daily secret.
         rules: the rule set of new daily deals.
+        analyzer: the solver (winnable deals, par), or None.
     """
 
     def __init__(
@@ -99,14 +124,60 @@ class DailyService:
         self._secret = secret
         self._rules = rules
         self._analyzer = analyzer
+        self._confirmed_today: dt.date | None = None
 
-    def today(self) -> dt.date:
-        """The current UTC date."""
-        return self._clock.now().astimezone(dt.UTC).date()
+    def pinned_today(self) -> dt.date | None:
+        """The UTC date a simulated clock says it is (it decides the boundary), else None: the
+        database's clock decides."""
+        if self._clock.simulated:
+            return self._clock.now().astimezone(dt.UTC).date()
+        return None
 
-    def is_open(self, date: dt.date) -> bool:
-        """Whether a date's daily may still be played (it is today, UTC)."""
-        return date >= self.today()
+    async def today(self) -> dt.date:
+        """The current UTC date by the database's clock (one short query), or by a simulated
+        clock.
+
+        Raises:
+            UnavailableError: the database did not answer.
+        """
+        pinned = self.pinned_today()
+        if pinned is not None:
+            return pinned
+        try:
+            async with self._sessions() as session:
+                today: dt.date = (await session.execute(_DATABASE_TODAY)).scalar_one()
+        except (SQLAlchemyError, OSError) as exc:
+            raise UnavailableError(
+                "the game database is unavailable; try again shortly", code="unavailable"
+            ) from exc
+        self._confirm(today)
+        return today
+
+    async def is_open(self, date: dt.date) -> bool:
+        """Whether a date's daily may still be played: the database's UTC date has not passed
+        it.
+
+        Raises:
+            UnavailableError: the database did not answer.
+        """
+        return date >= await self.today()
+
+    def known_closed(self, date: dt.date) -> bool:
+        """Whether this process has seen the database's clock past ``date`` (no query: for
+        deciding, on every state sent, whether a daily's code may be shown). It may lag the
+        database by a moment, never run ahead of it: a code is never shown early."""
+        pinned = self.pinned_today()
+        if pinned is not None:
+            return date < pinned
+        return self._confirmed_today is not None and date < self._confirmed_today
+
+    def note_closed(self, date: dt.date) -> None:
+        """Record that the database refused an action on ``date``'s daily: it has closed."""
+        self._confirm(date + dt.timedelta(days=1))
+
+    def _confirm(self, today: dt.date) -> None:
+        if self._confirmed_today is None or today > self._confirmed_today:
+            self._confirmed_today = today
 
     async def choose_code(self, date: dt.date) -> GameCode:
         """The code this server deals for ``date``: the first of the date's candidates (in a
@@ -134,7 +205,7 @@ class DailyService:
             NotFoundError: ``no_daily`` for a past date that had no daily (nobody asked for it
                 that day); past dates are never created afterwards.
         """
-        today = self.today()
+        today = await self.today()
         if date > today:
             raise InvalidInputError(f"{date.isoformat()} is in the future", code="bad_date")
         stored = await self._stored(date)
@@ -144,6 +215,11 @@ class DailyService:
             raise NotFoundError(
                 f"there was no daily challenge on {date.isoformat()}", code="no_daily"
             )
+        return await self._store(date)
+
+    async def _store(self, date: dt.date) -> GameCode:
+        """Choose ``date``'s deal and store it, unless a deal is stored first (by this or
+        another process); returns the stored one."""
         chosen = await self.choose_code(date)
         async with self._sessions() as session:
             await session.execute(
@@ -161,6 +237,35 @@ class DailyService:
         assert stored is not None
         return stored
 
+    async def prepare_ahead(self, lead: dt.timedelta) -> list[dt.date]:
+        """Make sure today's deal is stored, and tomorrow's too once the day has less than
+        ``lead`` left, each chosen (and solved) now, so that the first player of a date never
+        waits for the search. Tomorrow's deal stays secret like any open date's: nothing reads a
+        future date's row.
+
+        Args:
+            lead: how long before midnight (UTC, by this process's clock) tomorrow is prepared.
+
+        Returns:
+            The dates whose deal this call stored or found stored (today, maybe tomorrow).
+
+        Raises:
+            UnavailableError: the database failed, or no winnable candidate was found.
+        """
+        today = await self.today()
+        dates = [today]
+        midnight = dt.datetime.combine(today + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+        if self._clock.now() >= midnight - lead:
+            dates.append(today + dt.timedelta(days=1))
+        for date in dates:
+            code = await self._stored(date)
+            if code is None:
+                code = await self._store(date)
+                log.info("daily deal of %s chosen and stored ahead", date.isoformat())
+            if self._analyzer is not None:
+                await self._analyzer.analyse(code)  # par ready in this process's cache
+        return dates
+
     async def _stored(self, date: dt.date) -> GameCode | None:
         async with self._sessions() as session:
             code = await session.scalar(
@@ -175,7 +280,8 @@ class DailyService:
             InvalidInputError: ``bad_date`` for a date in the future.
             NotFoundError: ``no_daily`` for a past date without a daily.
         """
-        day = self.today() if date is None else date
+        today = await self.today()
+        day = today if date is None else date
         code = await self.challenge(day)
         # Both from counters the database keeps (never a count of the date's games): the
         # players, and the ranked entries summed over the date's scores.
@@ -192,7 +298,7 @@ class DailyService:
                     )
                 )
             ).one()
-        open_ = self.is_open(day)
+        open_ = day >= today
         closes = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
         par, line = None, None
         if self._analyzer is not None:

@@ -27,7 +27,7 @@ from server.engine.errors import IllegalActionError
 from server.engine.game import Action, ActionKind, AppliedAction, Game, GameView, Status
 from server.services.analysis import Analyzer
 from server.services.clock import Clock, elapsed_ms
-from server.services.daily import DailyService
+from server.services.daily import DailyService, today_sql
 from server.services.errors import (
     ForbiddenError,
     InvalidInputError,
@@ -35,7 +35,7 @@ from server.services.errors import (
     ServiceError,
     UnavailableError,
 )
-from server.storage.commits import ActionWrite, GameMovedOn, GroupCommitter
+from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, GroupCommitter
 from server.storage.events import publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
@@ -272,7 +272,7 @@ class GameService:
         Raises:
             UnavailableError: the database failed.
         """
-        today = self._daily.today()
+        today = await self._daily.today()
         code = await self._guard(self._daily.challenge(today))
         existing = await self._daily_game_id(player_id, today)
         if existing is None:
@@ -396,7 +396,7 @@ class GameService:
 
     async def unfinished(self, player_id: int, limit: int = 20) -> list[GameSnapshot]:
         """The player's games that can still be played, newest first (at most ``limit``)."""
-        today = self._daily.today()
+        today = await self._daily.today()
         now = self._clock.now()
         async with self._sessions() as session:
             rows = (
@@ -453,7 +453,7 @@ class GameService:
             if mode is GameMode.DAILY:
                 assert game_row.daily_date is not None
                 # A daily's code reveals every hidden card: never before its date is over.
-                code_revealed = public = not self._daily.is_open(game_row.daily_date)
+                code_revealed = public = not await self._daily.is_open(game_row.daily_date)
             elif mode is GameMode.RACE:
                 # Nor a race's before the race is over (others may still be playing it).
                 race_status = await self._guard(
@@ -582,9 +582,14 @@ class GameService:
             cards_left=trial.cards_left,
             expected_status=game.status.value,
             event=self._progress_event(live, trial, now),
+            pinned_today=None if live.daily_date is None else self._daily.pinned_today(),
         )
         try:
             await self._committer.write(write)
+        except DailyClosed:
+            assert live.daily_date is not None
+            self._daily.note_closed(live.daily_date)
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), DAILY_CLOSED)
         except (IntegrityError, GameMovedOn):
             # Another writer (another process) applied an action first: reload and resync.
             self._forget(live.id)
@@ -627,7 +632,9 @@ class GameService:
 
     async def _resign_locked(self, live: _LiveGame) -> None:
         """Resign a locked game: once begun, it runs to its end (see :meth:`act`)."""
-        if self._closed(live):
+        if live.daily_date is not None and not await self._guard(
+            self._daily.is_open(live.daily_date)
+        ):
             raise InvalidInputError("this daily challenge is closed", code=DAILY_CLOSED)
         self._check_started(live)
         if self._race_over(live):
@@ -647,6 +654,9 @@ class GameService:
                         GameRow.id == live.id,
                         GameRow.seq == trial.seq,
                         GameRow.status == live.game.status.value,
+                        # The database's clock decides a daily's end, as for actions.
+                        GameRow.daily_date.is_(None)
+                        | (GameRow.daily_date >= today_sql(self._daily.pinned_today())),
                     )
                     .values(status=trial.status.value, finished_at=finished_at, elapsed_ms=elapsed)
                 )
@@ -737,7 +747,9 @@ class GameService:
         }
 
     def _closed(self, live: _LiveGame) -> bool:
-        return live.daily_date is not None and not self._daily.is_open(live.daily_date)
+        """Whether a daily game's date is known to be over (the database's clock decides each
+        write regardless, see :class:`~server.storage.commits.DailyClosed`)."""
+        return live.daily_date is not None and self._daily.known_closed(live.daily_date)
 
     def _ending(
         self, live: _LiveGame, status: Status, now: dt.datetime
@@ -755,7 +767,7 @@ class GameService:
         if live.race is not None:  # revealed when the race's time is over
             code_visible = now >= live.race.ends_at
         else:
-            code_visible = live.daily_date is None or not self._daily.is_open(live.daily_date)
+            code_visible = live.daily_date is None or self._daily.known_closed(live.daily_date)
         return GameSnapshot(
             id=live.id,
             player_id=live.player_id,

@@ -9,6 +9,11 @@ one round trip and one commit per batch. The writer keeps its connection while w
 coming and gives it back to the pool after a quiet moment or a failure. Each caller is answered
 only after that commit; a write whose game had moved on is answered with :class:`GameMovedOn`
 and changes nothing.
+
+The daily boundary is the database's: a daily game's action is stored only while the
+database's clock, read by the committing statement, is still on the game's date (UTC). Every
+process therefore agrees on when a date closes, whatever its own clock says; a write refused
+for it is answered with :class:`DailyClosed` and changes nothing.
 """
 
 from __future__ import annotations
@@ -41,16 +46,26 @@ _COMMIT_BATCH = text(
                CAST(:elapsed_ms AS bigint[]), CAST(:cards_left AS smallint[]),
                CAST(:expected_status AS text[]), CAST(:kind AS text[]), CAST(:pos AS smallint[]),
                CAST(:card AS text[]), CAST(:score_after AS integer[]),
-               CAST(:created_at AS timestamptz[]), CAST(:event AS text[])
+               CAST(:created_at AS timestamptz[]), CAST(:event AS text[]),
+               CAST(:pinned_today AS date[])
              ) AS v(game_id, expected, seq, status, score, moves, undos, finished_at, elapsed_ms,
-                    cards_left, expected_status, kind, pos, card, score_after, created_at, event)
+                    cards_left, expected_status, kind, pos, card, score_after, created_at, event,
+                    pinned_today)
+    ), checked AS (
+        SELECT v.*,
+               g.daily_date IS NULL
+               OR g.daily_date >= COALESCE(v.pinned_today,
+                                           (statement_timestamp() AT TIME ZONE 'UTC')::date)
+               AS on_date
+          FROM v JOIN games AS g ON g.id = v.game_id
     ), moved AS (
         UPDATE games AS g
            SET status = v.status, score = v.score, moves = v.moves, undos = v.undos,
                seq = v.seq, finished_at = v.finished_at, elapsed_ms = v.elapsed_ms,
                cards_left = v.cards_left
-          FROM v
+          FROM checked AS v
          WHERE g.id = v.game_id AND g.seq = v.expected AND g.status = v.expected_status
+           AND v.on_date
         RETURNING g.id, g.seq
     ), logged AS (
         INSERT INTO game_actions (game_id, seq, kind, pos, card, score_after, created_at)
@@ -61,7 +76,9 @@ _COMMIT_BATCH = text(
           FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
          WHERE v.event IS NOT NULL
     )
-    SELECT moved.id FROM moved, published
+    SELECT moved.id, false AS closed FROM moved, published
+    UNION ALL
+    SELECT checked.game_id, true FROM checked WHERE NOT checked.on_date
     """
 )
 
@@ -76,6 +93,9 @@ class ActionWrite:
             action; the write applies only if the row still has them (a resignation elsewhere
             changes the status, not the seq).
         at: when the action was accepted (UTC).
+        pinned_today: the UTC date a simulated clock says it is, deciding a daily game's
+            boundary in place of the database's clock; None (always, in production) leaves it
+            to the database.
     """
 
     game_id: int
@@ -95,10 +115,16 @@ class ActionWrite:
     cards_left: int
     expected_status: str = "playing"
     event: dict[str, Any] | None = None
+    pinned_today: dt.date | None = None
 
 
 class GameMovedOn(Exception):
     """The game row was changed by another writer first; this write changed nothing."""
+
+
+class DailyClosed(Exception):
+    """The game is a daily whose date the database's clock has left; this write changed
+    nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +160,8 @@ class GroupCommitter:
 
         Raises:
             GameMovedOn: the game row had moved on; nothing was stored.
+            DailyClosed: a daily game whose date is over by the database's clock; nothing was
+                stored.
             EventTooLargeError: the event does not fit a NOTIFY payload.
             sqlalchemy.exc.SQLAlchemyError, OSError: the batch's transaction failed; nothing
                 of it was stored.
@@ -210,8 +238,11 @@ class GroupCommitter:
                 for pending in batch:
                     if pending.future.done():
                         continue
-                    if pending.write.game_id in stored:
+                    outcome = stored.get(pending.write.game_id)
+                    if outcome is False:
                         pending.future.set_result(None)
+                    elif outcome is True:
+                        pending.future.set_exception(DailyClosed(pending.write.game_id))
                     else:
                         pending.future.set_exception(GameMovedOn(pending.write.game_id))
         finally:
@@ -250,9 +281,10 @@ class GroupCommitter:
             log.warning("group commit: closing its connection failed", exc_info=True)
 
     @staticmethod
-    async def _commit(conn: AsyncConnection, batch: list[_Pending]) -> set[int]:
-        """Store one batch in one statement (its own transaction); returns the ids of the
-        games whose rows moved on (the others' writes changed nothing)."""
+    async def _commit(conn: AsyncConnection, batch: list[_Pending]) -> dict[int, bool]:
+        """Store one batch in one statement (its own transaction); returns ``{game id: False}``
+        for the games whose rows moved on, ``{game id: True}`` for daily games refused because
+        their date is over (the others' writes changed nothing: their rows had moved on)."""
         writes = [pending.write for pending in batch]
         result = await conn.execute(
             _COMMIT_BATCH,
@@ -274,7 +306,8 @@ class GroupCommitter:
                 "score_after": [w.score_after for w in writes],
                 "created_at": [w.at for w in writes],
                 "event": [pending.event for pending in batch],
+                "pinned_today": [w.pinned_today for w in writes],
                 "channel": CHANNEL,
             },
         )
-        return {row[0] for row in result}
+        return {row[0]: row[1] for row in result}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
@@ -87,6 +88,7 @@ def _database(  # type: ignore[no-untyped-def]
         engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
         listener: Listener | None = None
         sweeper: asyncio.Task[None] | None = None
+        preparer: asyncio.Task[None] | None = None
         analyzer = shared
         if shared is None and settings.solver_workers:
             analyzer = Analyzer(settings.solver_workers)
@@ -113,6 +115,14 @@ def _database(  # type: ignore[no-untyped-def]
             listener = Listener(settings.database_url or "", hub.handle, hub.resync)
             await listener.start()
             sweeper = asyncio.create_task(_sweep(services, settings.race_sweep_s))
+            if settings.daily_prepare_every_s > 0:
+                preparer = asyncio.create_task(
+                    _prepare_dailies(
+                        services,
+                        settings.daily_prepare_every_s,
+                        dt.timedelta(seconds=settings.daily_prepare_ahead_s),
+                    )
+                )
             yield
         finally:
             # Each step is bounded: one that hangs (a dead peer, a stuck connection) is logged
@@ -120,6 +130,9 @@ def _database(  # type: ignore[no-untyped-def]
             if sweeper is not None:
                 sweeper.cancel()
                 await _bounded("the race sweeper", sweeper)
+            if preparer is not None:
+                preparer.cancel()
+                await _bounded("the daily preparer", preparer)
             if listener is not None:
                 await _bounded("the event listener", listener.stop())
             if HUB in app:
@@ -162,6 +175,17 @@ async def _sweep(services: Services, every_s: float) -> None:
             await services.races.sweep()
         except Exception:
             log.warning("race sweep failed", exc_info=True)
+
+
+async def _prepare_dailies(services: Services, every_s: float, lead: dt.timedelta) -> None:
+    """Keep today's daily deal stored, and tomorrow's from ``lead`` before midnight, checking
+    every ``every_s`` seconds (see :meth:`DailyService.prepare_ahead`)."""
+    while True:
+        try:
+            await services.daily.prepare_ahead(lead)
+        except Exception:
+            log.warning("preparing the daily deals failed; trying again", exc_info=True)
+        await asyncio.sleep(every_s)
 
 
 async def _close_sockets(app: web.Application) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from server.storage.commits import ActionWrite, GameMovedOn, GroupCommitter
+from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, GroupCommitter
 from server.storage.db import async_url, create_engine
 from server.storage.events import CHANNEL
 from server.storage.models import Game, GameAction
@@ -254,3 +254,40 @@ async def test_closing_cancels_writes_still_queued(db: AsyncEngine) -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(task, 5)
             assert task.cancelled()
+
+
+async def _database_today(engine: AsyncEngine) -> dt.date:
+    async with engine.connect() as conn:
+        today = await conn.scalar(text("SELECT (statement_timestamp() AT TIME ZONE 'UTC')::date"))
+    assert isinstance(today, dt.date)
+    return today
+
+
+async def test_a_daily_write_after_its_date_by_the_databases_clock_changes_nothing(
+    db: AsyncEngine,
+) -> None:
+    today = await _database_today(db)
+    player = await add_player(db, "Boundary")
+    past = await add_game(db, player, mode="daily", daily_date=today - dt.timedelta(days=1))
+    current = await add_game(db, player, mode="daily", daily_date=today + dt.timedelta(days=1))
+    free = await add_game(db, player, mode="free", daily_date=None)
+    committer = GroupCommitter(db)
+    try:
+        outcomes = await asyncio.gather(
+            committer.write(draw(past, 0)),
+            committer.write(draw(current, 0)),
+            committer.write(draw(free, 0)),
+            return_exceptions=True,
+        )
+        assert isinstance(outcomes[0], DailyClosed)
+        assert outcomes[1:] == [None, None]
+        assert await stored(db, past) == (0, [])
+        assert await stored(db, current) == (1, [1])
+        # A simulated clock's date stands in for the database's: the past date is open to it.
+        await committer.write(draw(past, 0, pinned_today=today - dt.timedelta(days=1)))
+        assert await stored(db, past) == (1, [1])
+        with pytest.raises(DailyClosed):
+            await committer.write(draw(current, 1, pinned_today=today + dt.timedelta(days=2)))
+        assert await stored(db, current) == (1, [1])
+    finally:
+        await committer.close()
