@@ -111,3 +111,19 @@ async def reconnect(page: Page) -> None:
 async def game_state(page: Page) -> Any:
     """The client's current STATE (read through the page's debug handle)."""
     return await page.evaluate("() => window.tripeaks.store.game")
+
+
+async def no_overflow(page: Page) -> None:
+    """Nothing sticks out sideways, and no shown game code breaks inside a group of letters."""
+    report = await page.evaluate(
+        """() => ({
+            overflow: document.documentElement.scrollWidth - window.innerWidth,
+            chunks: [...document.querySelectorAll('.game-code .code-chunk')]
+                .filter(c => c.getClientRects().length)
+                .map(c => ({lines: c.getClientRects().length,
+                            right: c.getBoundingClientRect().right}))
+        })"""
+    )
+    assert report["overflow"] <= 0, report
+    width = await page.evaluate("() => window.innerWidth")
+    assert all(c["lines"] == 1 and c["right"] <= width for c in report["chunks"]), report

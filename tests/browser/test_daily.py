@@ -128,6 +128,8 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     await page.click("#lb-prev")
     await expect(page.locator("#lb-date")).to_have_value("2026-03-14")
     await expect(page.locator("#lb-code")).to_contain_text(str(code))
+    await expect(page.locator("#lb-code-shown")).to_have_text(str(code))
+    await expect(page.locator("#lb-copy-code")).to_have_text("Copy")
     await page.click("#lb-replay")
     await expect(page.locator("#play-title")).to_contain_text(str(code))
     assert (await tableau(page))[18:] == [str(c) for c in deal.tableau[18:]]

@@ -1,8 +1,10 @@
-"""A race between two browsers: create, share the link, join, countdown, live progress, results."""
+"""A race between two browsers: create, share the link, see the room before joining, join,
+countdown, live progress, results; and whose deal it is (the host's, or a random sealed one)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, expect
@@ -12,6 +14,7 @@ from server.services.clock import FakeClock
 from tests.browser.support import (
     PHONE,
     game_state,
+    no_overflow,
     open_page,
     play_action,
     play_line,
@@ -22,10 +25,20 @@ from tests.conftest import ServerFactory
 from tests.helpers import find_winning_line
 
 CODE = GameCode.parse("TP1-E-AAAAAAB")
+HOST_DEAL = "Host's deal — the host chose this code and may know its cards."
+HOST_DEAL_ZH = "主持人指定的牌局 — 主持人選了這個代碼，可能知道牌面。"
+RANDOM_DEAL = (
+    "Random sealed deal — nobody, not even the host, can know its cards before the race ends."
+)
+TP2 = re.compile(r"^TP2-E-[A-Z]{7}-[A-Z]{7}-[A-Z]{7}-[A-Z]{7}$")
 
 
 async def test_two_browsers_race_from_invite_to_results(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    clock: FakeClock,
+    page_errors: list[str],
+    tmp_path: Path,
 ) -> None:
     server: TestServer = await make_server(race_countdown_s=2.5, race_sweep_s=0.05)
     base = str(server.make_url("")).rstrip("/")
@@ -44,14 +57,35 @@ async def test_two_browsers_race_from_invite_to_results(
     await expect(host).to_have_url(f"{base}/race/{invite}")
     await expect(host.locator("#race-link")).to_have_value(f"{base}/race/{invite}")
     await expect(host.locator("#race-players li")).to_have_count(1)
+    # The host typed the code: the room says so.
+    await expect(host.locator("#race-deal")).to_have_text(HOST_DEAL)
+    await expect(host.locator(".deal-mark.random")).to_have_count(0)
 
-    # A friend opens the link on a phone, registers, and lands in the room.
+    # A friend opens the link on a phone and registers: the room is shown before joining —
+    # host, players, rules, time limit and the host's-deal marker.
     guest_ctx, guest = await open_page(
         browser, base, page_errors, f"/race/{invite}", viewport=PHONE
     )
     await expect(guest.locator("#register-invite")).to_contain_text(f"join race {invite}")
     await register(guest, "Gus")
+    await expect(guest.locator("#view-invite")).to_be_visible()
+    await expect(guest).to_have_url(f"{base}/race/{invite}")
+    await expect(guest.locator("#invite-title")).to_have_text(f"Race {invite}")
+    await expect(guest.locator("#invite-deal")).to_have_text(HOST_DEAL)
+    await expect(guest.locator("#invite-host")).to_have_text("Host: Hana")
+    await expect(guest.locator("#invite-rules")).to_have_text("Easy · time limit 5 min")
+    await expect(guest.locator("#invite-players li")).to_have_count(1)
+    await expect(guest.locator("#invite-watch")).to_be_visible()
+    assert await host.locator("#race-players li").count() == 1  # not seated until asked
+    await no_overflow(guest)
+    await guest.screenshot(path=str(tmp_path / "invite-host-deal-phone.png"))
+    # In Traditional Chinese too.
+    await guest.select_option("#lang-select", "zh-Hant")
+    await expect(guest.locator("#invite-deal")).to_have_text(HOST_DEAL_ZH)
+    await guest.select_option("#lang-select", "en")
+    await guest.click("#invite-join")
     await expect(guest.locator("#race-invite-code")).to_have_text(invite)
+    await expect(guest.locator("#race-deal")).to_have_text(HOST_DEAL)
     await expect(guest.locator("#race-wait")).to_be_visible()
     await expect(guest.locator("#race-start")).to_have_count(0)
     await expect(host.locator("#race-players li")).to_have_count(2)
@@ -60,6 +94,7 @@ async def test_two_browsers_race_from_invite_to_results(
     # The host starts: a countdown on server time, then the same deal for both.
     await host.click("#race-start")
     await expect(guest.locator("#race-countdown")).to_contain_text("The race starts in")
+    await expect(guest.locator("#race-deal")).to_have_text(HOST_DEAL)
     for page in (host, guest):
         await expect(page.locator("#board")).to_be_visible()
         await expect(page.locator("#stat-score")).to_have_text("500")
@@ -105,7 +140,77 @@ async def test_two_browsers_race_from_invite_to_results(
         await expect(results.nth(1)).to_contain_text("Gus")
         await expect(results.nth(1)).to_contain_text("gave up")
         await expect(page.locator("#race-panel")).to_contain_text(str(CODE))
+        await expect(page.locator("#race-deal")).to_have_text(HOST_DEAL)
+        await expect(page.locator("#race-code-shown")).to_have_text(str(CODE))
+        await expect(page.locator("#race-copy-code")).to_be_visible()
 
     await host_ctx.close()
     await guest_ctx.close()
+    assert page_errors == []
+
+
+async def test_a_random_race_is_a_sealed_deal_and_its_code_reads_well_on_a_phone(
+    browser: Browser,
+    make_server: ServerFactory,
+    clock: FakeClock,
+    page_errors: list[str],
+    tmp_path: Path,
+) -> None:
+    server: TestServer = await make_server(race_countdown_s=2.5, race_sweep_s=0.05)
+    base = str(server.make_url("")).rstrip("/")
+
+    # A race on a random deal: no host's-deal marker anywhere, a "random sealed deal" note.
+    host_ctx, host = await open_page(browser, base, page_errors)
+    await register(host, "Rae")
+    await host.click(".race-create summary")
+    await host.click("#btn-race-create")
+    invite_el = host.locator("#race-invite-code")
+    await expect(invite_el).to_have_text(re.compile(r"^[0-9A-Z]{6}$"))
+    invite = await invite_el.inner_text()
+    await expect(host.locator("#race-deal")).to_have_text(RANDOM_DEAL)
+    await expect(host.locator(".deal-mark.host")).to_have_count(0)
+
+    # A friend types the invite on the menu: the room is shown first, then they watch.
+    viewer_ctx, viewer = await open_page(browser, base, page_errors, viewport=PHONE)
+    await register(viewer, "Vic")
+    await viewer.fill("#race-invite", invite.lower())
+    await viewer.click("#btn-race-join")
+    await expect(viewer.locator("#invite-host")).to_have_text("Host: Rae")
+    await expect(viewer).to_have_url(f"{base}/race/{invite}")
+    await expect(viewer.locator("#invite-deal")).to_have_text(RANDOM_DEAL)
+    await expect(viewer.locator(".deal-mark.host")).to_have_count(0)
+    await viewer.click("#invite-watch")
+    await expect(viewer.locator("#race-wait")).to_be_visible()
+    await expect(viewer.locator("#race-panel")).to_contain_text("You are watching this race.")
+    await expect(viewer.locator("#race-deal")).to_have_text(RANDOM_DEAL)
+    await expect(host.locator("#race-players li")).to_have_count(1)  # watching takes no seat
+
+    # The host races alone and gives up; the results publish the TP2 code, in its groups.
+    await host.click("#race-start")
+    await expect(viewer.locator("#race-countdown")).to_contain_text("The race starts in")
+    await expect(viewer.locator(".deal-mark.host")).to_have_count(0)
+    clock.advance(seconds=3)
+    await expect(host.locator("#board")).to_be_visible()
+    await host.click("#btn-resign")
+    await host.click("#resign-yes")
+    for page in (host, viewer):
+        await expect(page.locator("#race-results tbody tr")).to_have_count(1)
+        await expect(page.locator("#race-code-shown")).to_have_text(TP2)
+        await expect(page.locator("#race-deal")).to_have_text(RANDOM_DEAL)
+        await expect(page.locator(".deal-mark.host")).to_have_count(0)
+    code = await viewer.locator("#race-code-shown").inner_text()
+    chunks = await viewer.locator("#race-code-shown .code-chunk").all_inner_texts()
+    assert chunks == [f"{code[:14]}", code[14:22], code[22:30], code[30:]]
+    await expect(viewer.locator("#race-deal-was")).to_have_text(f"The deal was {code}")
+    await no_overflow(viewer)
+    await viewer.screenshot(path=str(tmp_path / "race-results-tp2-phone.png"), full_page=True)
+
+    # The viewer copies the code (clipboard granted).
+    await viewer_ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+    await viewer.click("#race-copy-code")
+    await expect(viewer.locator("#race-panel .copy-status")).to_have_text("Copied")
+    assert await viewer.evaluate("() => navigator.clipboard.readText()") == code
+
+    await host_ctx.close()
+    await viewer_ctx.close()
     assert page_errors == []

@@ -3,9 +3,10 @@
 import { api } from "./api.js";
 import { Connection } from "./connection.js";
 import { $, h } from "./dom.js";
-import { cardName, formatTime, has, initialLocale, locale, onLocaleChange, setLocale, t, tn } from "./i18n.js";
+import { codeText, copyControl } from "./code.js";
+import { cardName, formatTime, has, initialLocale, locale, onLocaleChange, setLocale, t, tn, tNodes } from "./i18n.js";
 import { Leaderboard } from "./leaderboard.js";
-import { measureOffset, RacePanel, serverNow } from "./race.js";
+import { measureOffset, RacePanel, renderInvite, serverNow } from "./race.js";
 import { Table } from "./table.js";
 
 const KEY = {
@@ -48,6 +49,7 @@ const store = {
   gameAt: 0,
   race: null, // {invite, room, role, offset, progress: {player_id: race_progress}}
   pendingInvite: null,
+  invite: null, // the race seen before joining: {invite, room, error, busy}
   queue: [],
   acting: false,
   hinted: new Set(), // game ids marked as hinted (asked here, or found in the game's summary)
@@ -64,14 +66,17 @@ let messageTimer = null;
 
 // ------------------------------------------------------------------------------------ views
 
-const VIEWS = ["register", "home", "play", "leaderboard"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard"];
 
 function show(view) {
   store.view = view;
   for (const name of VIEWS) $(`#view-${name}`).hidden = name !== view;
   $("#nav-leaderboard").hidden = !store.token;
   if (view === "home") renderHome();
-  if (view !== "play" && location.pathname !== "/") history.pushState(null, "", "/");
+  if (view !== "invite") store.invite = null;
+  // The race's address stays while its room, its invite page or the sign-up before it is shown.
+  const keepPath = view === "play" || view === "invite" || (view === "register" && store.pendingInvite);
+  if (!keepPath && location.pathname !== "/") history.pushState(null, "", "/");
   window.scrollTo(0, 0);
 }
 
@@ -107,7 +112,7 @@ async function register(ev) {
     save(KEY.token, me.token);
     save(KEY.player, store.player);
     connect();
-    if (store.pendingInvite) showPlay();
+    if (store.pendingInvite) openInvite(store.pendingInvite);
     else show("home");
   } catch (err) {
     error.textContent = errorText(err.code);
@@ -167,12 +172,8 @@ function onWelcome(welcome, { again }) {
     return;
   }
   if (first) {
-    if (store.pendingInvite) {
-      const invite = store.pendingInvite;
-      store.pendingInvite = null;
-      joinRace(invite);
-      return;
-    }
+    // Opened from a race's link: its invite page is shown, not the last game.
+    if (store.pendingInvite || store.view === "invite" || store.race) return;
     const current = sessionLoad();
     if (current && current.game_id) {
       startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
@@ -233,9 +234,9 @@ async function renderHome() {
   list.textContent = "";
   const races = load(KEY.raceGames, {});
   for (const g of games) {
-    let what = g.code || g.daily_date || "";
+    let what = g.code ? codeText(g.code) : g.daily_date || "";
     if (g.mode === "race") what = races[g.game_id] || "";
-    const label = t("home.continue.item", {
+    const label = tNodes("home.continue.item", {
       mode: t(`mode.${g.mode}`),
       what,
       score: g.score,
@@ -297,16 +298,39 @@ function timeLimitOptions() {
 
 // ------------------------------------------------------------------------------ games
 
-async function startGame(message, { quiet = false } = {}) {
+async function startGame(message, { quiet = false, field = null } = {}) {
   homeError("");
   const reply = await conn.request(message);
   if (reply.type === "game") {
+    if (field) codeError(field, "");
     leaveRaceContext();
     enterGame(reply.game);
-  } else if (!quiet) {
-    homeError(errorText(reply.code));
-  } else {
+  } else if (quiet) {
     sessionSave(null);
+  } else if (field) {
+    codeError(field, codeErrorText(reply.code));
+  } else {
+    if (store.view !== "home") show("home");
+    homeError(errorText(reply.code));
+  }
+}
+
+/** A typed code the server refused: its own message, and longer than the protocol's 40
+ * characters reads as an invalid code too. */
+function codeErrorText(code) {
+  return errorText(code === "invalid_message" ? "bad_code" : code);
+}
+
+/** Show (or clear) an error under a code field: "free-code" or "race-code". */
+function codeError(field, text) {
+  const input = $(`#${field}`);
+  const el = $(`#${field}-error`);
+  el.textContent = text || "";
+  if (text) {
+    input.setAttribute("aria-invalid", "true");
+    el.scrollIntoView({ block: "nearest" });
+  } else {
+    input.removeAttribute("aria-invalid");
   }
 }
 
@@ -322,10 +346,6 @@ function enterGame(game) {
 function showPlay() {
   show("play");
   renderRace();
-  // Opened from an invite link: say which race we are joining until the room arrives.
-  if (store.pendingInvite && !store.race && !store.game) {
-    $("#play-title").textContent = t("race.joining", { invite: store.pendingInvite.toUpperCase() });
-  }
 }
 
 function setGame(game) {
@@ -350,10 +370,13 @@ function renderGame(before) {
     return;
   }
   let title;
-  if (game.mode === "daily") title = t("mode.dailyOf", { date: game.daily_date });
-  else if (game.mode === "race") title = t("mode.raceInvite", { invite: store.race ? store.race.invite : "" });
-  else title = t("mode.freeCode", { code: game.code });
-  $("#play-title").textContent = `${title} · ${t(`rules.short.${game.rules}`)}`;
+  if (game.mode === "daily") title = tNodes("mode.dailyOf", { date: game.daily_date });
+  else if (game.mode === "race") title = tNodes("mode.raceInvite", { invite: store.race ? store.race.invite : "" });
+  else title = tNodes("mode.freeCode", { code: game.code ? codeText(game.code) : "" });
+  title.push(` · ${t(`rules.short.${game.rules}`)}`);
+  const head = $("#play-title");
+  const text = title.map((x) => (typeof x === "string" ? x : x.textContent)).join("");
+  if (head.textContent !== text) head.replaceChildren(...title);
   $("#stat-score").textContent = String(game.score);
   $("#stat-moves").textContent = String(game.moves);
   tick();
@@ -389,11 +412,23 @@ function renderEnd(game, before) {
     time: formatTime(game.elapsed_ms),
   });
   renderPar(game);
-  let note = "";
-  if (game.mode === "daily") note = game.status === "resigned" ? t("end.dailyResigned") : t("end.daily", { date: game.daily_date });
-  else if (game.mode === "race") note = store.race && store.race.room.status === "running" ? t("end.raceWait") : "";
-  else if (game.code) note = t("end.code", { code: game.code });
-  $("#end-note").textContent = note;
+  const copy = $("#end-copy");
+  const codeKey = game.mode === "free" && game.code ? `${game.code}|${locale()}` : "";
+  // The code's line is built once per code and language (a "Copied" confirmation stays put).
+  if (!codeKey || copy.dataset.key !== codeKey) {
+    let note = [];
+    copy.textContent = "";
+    if (game.mode === "daily") note = [game.status === "resigned" ? t("end.dailyResigned") : t("end.daily", { date: game.daily_date })];
+    else if (game.mode === "race") note = [store.race && store.race.room.status === "running" ? t("end.raceWait") : ""];
+    else if (codeKey) {
+      const code = codeText(game.code, { id: "end-code" });
+      note = tNodes("end.code", { code });
+      copy.append(copyControl(game.code, code, { id: "end-copy-code" }));
+    }
+    $("#end-note").replaceChildren(...note);
+    copy.dataset.key = codeKey;
+    copy.hidden = !codeKey;
+  }
   const actions = $("#end-actions");
   actions.textContent = "";
   const button = (label, fn, cls) => h("button", { type: "button", class: cls || null, onclick: fn }, label);
@@ -626,25 +661,106 @@ function rememberRaceGame(gameId, invite) {
 async function createRace(ev) {
   ev.preventDefault();
   homeError("");
+  codeError("race-code", "");
   const code = $("#race-code").value.trim();
   const message = { type: "race_create", time_limit_s: Number($("#race-limit").value) };
   if (code) message.code = code;
   else message.rules = $("#race-rules").value;
   const reply = await conn.request(message);
   if (reply.type === "race") applyRace(reply, { enter: true });
-  else homeError(errorText(reply.code));
+  else if (code && (reply.code === "bad_code" || reply.code === "invalid_message")) {
+    codeError("race-code", codeErrorText(reply.code));
+  } else homeError(errorText(reply.code));
 }
 
-async function joinRace(invite) {
+/** Take a seat in a race (or, with `watch`, follow it as a spectator) and enter its room. */
+async function joinRace(invite, { watch = false } = {}) {
   homeError("");
   const clean = String(invite).trim();
   if (!clean) return;
-  const reply = await conn.request({ type: "race_join", invite: clean });
+  const message = { type: "race_join", invite: clean };
+  if (watch) message.watch = true;
+  const reply = await conn.request(message);
   if (reply.type === "race") applyRace(reply, { enter: true });
-  else {
+  else if (store.view === "invite" && store.invite) {
+    store.invite.busy = null;
+    store.invite.joinError = reply.code;
+    renderInviteView();
+  } else {
     if (store.view !== "home") show("home");
     homeError(errorText(reply.code));
   }
+}
+
+// ------------------------------------------------------------------------- invite page
+
+/**
+ * A race's invite page (its link, or an invite typed on the menu): the room as the REST API
+ * shows it — host, players, rules, time limit, and whether the host chose the deal — before
+ * the player decides to join or watch. A player already seated in the room goes straight in.
+ */
+async function openInvite(invite) {
+  const clean = String(invite).trim();
+  store.pendingInvite = null;
+  renderInviteNote();
+  if (!clean) return;
+  const path = `/race/${encodeURIComponent(clean)}`;
+  if (location.pathname !== path) history.pushState(null, "", path);
+  store.game = null;
+  leaveRaceContext();
+  show("invite");
+  store.invite = { invite: clean, room: null, error: null, joinError: null, busy: null };
+  renderInviteView();
+  await refreshInvite({ first: true });
+}
+
+async function refreshInvite({ first = false } = {}) {
+  const state = store.invite;
+  if (!state || store.view !== "invite") return;
+  try {
+    const room = await api.race(state.invite);
+    if (store.invite !== state) return;
+    state.room = room;
+    state.error = null;
+    if (first && isMember(room)) {
+      state.busy = "join";
+      renderInviteView();
+      joinRace(room.invite);
+      return;
+    }
+    if (location.pathname !== room.link) history.replaceState(null, "", room.link);
+  } catch (err) {
+    if (store.invite !== state) return;
+    if (first || err.code !== "network") state.error = err.code;
+  }
+  renderInviteView();
+}
+
+function isMember(room) {
+  const me = store.player;
+  if (!me) return false;
+  return (room.players || []).some((p) => p.player_id === me.id) || (room.results || []).some((r) => r.player_id === me.id);
+}
+
+function renderInviteView() {
+  const state = store.invite;
+  if (!state) return;
+  renderInvite($("#view-invite"), state, store.player, {
+    join: () => {
+      state.busy = "join";
+      state.joinError = null;
+      renderInviteView();
+      joinRace(state.room ? state.room.invite : state.invite);
+    },
+    watch: () => {
+      state.busy = "watch";
+      state.joinError = null;
+      renderInviteView();
+      joinRace(state.room ? state.room.invite : state.invite, { watch: true });
+    },
+    home: goHome,
+    errorText,
+  });
 }
 
 function applyRace(reply, { enter = false } = {}) {
@@ -772,6 +888,7 @@ onLocaleChange(() => {
   renderWho();
   renderInviteNote();
   timeLimitOptions();
+  if (store.view === "invite") renderInviteView();
   if (conn) conn.rehello();
   if (store.view === "home") renderHome();
   if (store.game) renderGame(store.game);
@@ -845,14 +962,19 @@ function boot() {
   $("#free-code-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const code = $("#free-code").value.trim();
-    if (code) startGame({ type: "new_game", code });
-    else homeError(errorText("bad_code"));
+    if (code) startGame({ type: "new_game", code }, { field: "free-code" });
+    else codeError("free-code", errorText("bad_code"));
   });
+  for (const field of ["free-code", "race-code"]) {
+    $(`#${field}`).addEventListener("input", () => {
+      if ($(`#${field}-error`).textContent) codeError(field, "");
+    });
+  }
   $("#btn-random").addEventListener("click", () => startGame({ type: "new_game", rules: $("#free-rules").value }));
   $("#race-join-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const invite = $("#race-invite").value.trim();
-    if (invite) joinRace(invite);
+    if (invite) openInvite(invite);
     else homeError(errorText("bad_invite"));
   });
   $("#race-create-form").addEventListener("submit", createRace);
@@ -869,10 +991,17 @@ function boot() {
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", () => {
     const invite = routeFromLocation();
-    if (invite && store.token) joinRace(invite);
+    if (invite && store.token) openInvite(invite);
     else if (store.token) goHome();
   });
   setInterval(tick, 250);
+  // The invite page follows the room (players arriving, the start) until the player chooses.
+  setInterval(() => {
+    const state = store.invite;
+    if (store.view === "invite" && state && state.room && !state.busy && ["lobby", "running"].includes(state.room.status)) {
+      refreshInvite();
+    }
+  }, 3000);
 
   store.pendingInvite = routeFromLocation();
   renderInviteNote();
@@ -882,7 +1011,7 @@ function boot() {
     return;
   }
   connect();
-  if (store.pendingInvite) showPlay();
+  if (store.pendingInvite) openInvite(store.pendingInvite);
   else show("home");
 }
 

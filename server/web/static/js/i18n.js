@@ -37,11 +37,34 @@ export function onLocaleChange(fn) {
 
 /** The text of `key` in the current language, with `{name}` placeholders filled in. */
 export function t(key, params = {}) {
-  const table = TABLES[current];
-  let text = table[key];
-  if (text === undefined) text = en[key];
-  if (text === undefined) return key;
+  const text = template(key);
   return text.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
+}
+
+function template(key) {
+  const text = TABLES[current][key];
+  if (text !== undefined) return text;
+  return en[key] === undefined ? key : en[key];
+}
+
+/**
+ * Like t(), but a parameter may be a DOM node (e.g. a game code's element): the result is a
+ * list of strings and nodes to append to an element.
+ */
+export function tNodes(key, params = {}) {
+  const parts = template(key).split(/\{(\w+)\}/);
+  const out = [];
+  parts.forEach((part, i) => {
+    if (i % 2 === 0) {
+      if (part) out.push(part);
+    } else if (!(part in params)) {
+      out.push(`{${part}}`);
+    } else {
+      const value = params[part];
+      out.push(value instanceof Node ? value : String(value));
+    }
+  });
+  return out;
 }
 
 /**

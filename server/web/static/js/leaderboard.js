@@ -1,7 +1,8 @@
 // The daily leaderboard (REST): a date's ranking page by page, my row highlighted, and the
 // window "around me".
 import { api } from "./api.js";
-import { formatTime, t, tn } from "./i18n.js";
+import { codeLine, codeText } from "./code.js";
+import { formatTime, t, tn, tNodes } from "./i18n.js";
 import { $, clear, h } from "./dom.js";
 
 export function shiftDate(iso, days) {
@@ -97,8 +98,9 @@ export class Leaderboard {
         rules: t(`rules.short.${this.info.rules}`),
       });
       if (this.info.code) {
+        const shown = codeText(this.info.code, { id: "lb-code-shown" });
         code.append(
-          h("p", {}, t("lb.codeWas", { code: this.info.code })),
+          codeLine(tNodes("lb.codeWas", { code: shown }), this.info.code, shown, { textId: "lb-code-was", copyId: "lb-copy-code" }),
           h("button", { type: "button", id: "lb-replay", onclick: () => this.ctx.replay(this.info.code) }, t("lb.replay")),
         );
       }

@@ -1,6 +1,8 @@
 // The race panel: lobby (invite, players, start), countdown on server time, live progress bars
-// of every racer, and the results. It only shows the ROOM object and race_progress pushes.
-import { formatTime, t, tn } from "./i18n.js";
+// of every racer, and the results; and the invite page a player sees before joining. It only
+// shows the ROOM object and race_progress pushes.
+import { codeLine, codeText } from "./code.js";
+import { formatTime, t, tn, tNodes } from "./i18n.js";
 import { clear, h } from "./dom.js";
 
 /** Server time now, from the offset measured with the ROOM object's `server_time`. */
@@ -11,6 +13,90 @@ export function serverNow(race) {
 /** Remember how far the server's clock is from ours (clock skew; latency is small). */
 export function measureOffset(race, room) {
   if (room && room.server_time) race.offset = Date.parse(room.server_time) - Date.now();
+}
+
+/**
+ * Whose deal the race is on: the host typed its code (and may know its cards), or a random
+ * sealed deal nobody knows before the race ends. Nothing when the room does not say.
+ */
+export function dealMark(room, id) {
+  if (room.host_deal === true) {
+    return h("p", { class: "deal-mark host", id, dataset: { deal: "host" } }, t("race.hostDeal"));
+  }
+  if (room.host_deal === false) {
+    return h("p", { class: "deal-mark random", id, dataset: { deal: "random" } }, t("race.randomDeal"));
+  }
+  return null;
+}
+
+function rulesLimit(room) {
+  return t("race.rulesLimit", { rules: t(`rules.short.${room.rules}`), minutes: Math.round(room.time_limit_s / 60) });
+}
+
+/**
+ * The invite page: a race as anyone with its invite sees it, before joining or watching.
+ * @param {HTMLElement} root  #view-invite
+ * @param {object} state  {invite, room (ROOM or null while loading), error, joinError, busy}
+ * @param {object} me  the player
+ * @param {object} on  {join(), watch(), home(), errorText(code)}
+ */
+export function renderInvite(root, state, me, on) {
+  const room = state.room;
+  root.querySelector("#invite-title").textContent = t("invite.title", {
+    invite: room ? room.invite : state.invite.toUpperCase(),
+  });
+  const el = clear(root.querySelector("#invite-room"));
+  const home = h("button", { type: "button", id: "invite-home", onclick: () => on.home() }, t("end.menu"));
+  if (!room) {
+    if (state.error) {
+      el.append(h("p", { class: "error", role: "alert", id: "invite-error" }, on.errorText(state.error)));
+      el.append(h("div", { class: "race-actions" }, home));
+    } else {
+      el.append(h("p", { class: "muted", id: "invite-loading" }, t("invite.loading")));
+    }
+    return;
+  }
+  const full = room.players.length >= room.max_players;
+  const host = room.players.find((p) => p.host);
+  let status = t(`invite.status.${room.status}`);
+  if (room.status === "lobby" && full) status = t("invite.status.full");
+  el.append(
+    h("p", { class: "invite-status", id: "invite-status" }, status),
+    dealMark(room, "invite-deal"),
+    h("p", { class: "muted", id: "invite-rules" }, rulesLimit(room)),
+  );
+  if (host) el.append(h("p", { id: "invite-host" }, t("invite.host", { name: host.name })));
+  if (room.players.length) {
+    const list = h("ul", { class: "racers", id: "invite-players" });
+    for (const p of room.players) {
+      const tags = [];
+      if (p.host) tags.push(h("span", { class: "tag" }, t("race.host")));
+      if (me && p.player_id === me.id) tags.push(h("span", { class: "tag" }, t("race.you")));
+      list.append(h("li", { class: "racer" }, h("span", { class: "name-line" }, h("span", { class: "name" }, p.name), ...tags)));
+    }
+    el.append(h("h2", {}, t("race.players", { n: room.players.length, max: room.max_players })), list);
+  }
+  if (state.joinError) el.append(h("p", { class: "error", role: "alert", id: "invite-error" }, on.errorText(state.joinError)));
+  const actions = h("div", { class: "race-actions" });
+  const busy = !!state.busy;
+  if (room.status === "lobby" && !full) {
+    actions.append(
+      h(
+        "button",
+        { type: "button", class: "primary", id: "invite-join", disabled: busy, onclick: () => on.join() },
+        state.busy === "join" ? t("race.joining", { invite: room.invite }) : t("invite.join"),
+      ),
+    );
+  }
+  if (room.status === "lobby" || room.status === "running") {
+    actions.append(h("button", { type: "button", id: "invite-watch", disabled: busy, onclick: () => on.watch() }, t("invite.watch")));
+  } else if (room.status === "finished") {
+    actions.append(
+      h("button", { type: "button", class: "primary", id: "invite-watch", disabled: busy, onclick: () => on.watch() }, t("invite.results")),
+    );
+  }
+  actions.append(home);
+  el.append(actions);
 }
 
 export class RacePanel {
@@ -78,11 +164,8 @@ export class RacePanel {
       h("p", { class: "invite-code", id: "race-invite-code" }, room.invite),
       h("label", { for: "race-link", class: "muted" }, t("race.link")),
       h("div", { class: "share" }, h("input", { id: "race-link", readonly: true, value: link }), copy),
-      h(
-        "p",
-        { class: "muted" },
-        t("race.rulesLimit", { rules: t(`rules.short.${room.rules}`), minutes: Math.round(room.time_limit_s / 60) }),
-      ),
+      h("p", { class: "muted" }, rulesLimit(room)),
+      dealMark(room, "race-deal"),
       h("h3", {}, t("race.players", { n: room.players.length, max: room.max_players })),
       this._racers(room, false),
     );
@@ -92,6 +175,7 @@ export class RacePanel {
         h("button", { type: "button", class: "primary", id: "race-start", onclick: () => this.on.start() }, t("race.start")),
       );
     } else {
+      if (this.race.role !== "racer") this.el.append(h("p", { class: "muted" }, t("race.spectating")));
       this.el.append(h("p", { id: "race-wait" }, t("race.waitHost")));
     }
     actions.append(h("button", { type: "button", id: "race-leave", onclick: () => this.on.leave() }, t("race.leave")));
@@ -99,7 +183,7 @@ export class RacePanel {
   }
 
   _running(room) {
-    this.el.append(h("h2", {}, t("race.progress")));
+    this.el.append(h("h2", {}, t("race.progress")), dealMark(room, "race-deal"));
     if (this.race.role !== "racer") this.el.append(h("p", { class: "muted" }, t("race.spectating")));
     this.el.append(
       h(
@@ -157,9 +241,13 @@ export class RacePanel {
         h("tbody", {}, rows),
       ),
     );
+    this.el.append(dealMark(room, "race-deal"));
     const actions = h("div", { class: "race-actions" });
     if (room.code) {
-      this.el.append(h("p", { class: "muted" }, t("race.dealWas", { code: room.code })));
+      const code = codeText(room.code, { id: "race-code-shown" });
+      this.el.append(
+        codeLine(tNodes("race.dealWas", { code }), room.code, code, { textId: "race-deal-was", copyId: "race-copy-code", cls: "muted" }),
+      );
       actions.append(h("button", { type: "button", onclick: () => this.on.replay(room.code) }, t("end.replay")));
     }
     actions.append(
