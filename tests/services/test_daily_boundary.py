@@ -231,3 +231,36 @@ async def test_prepare_ahead_stores_tomorrow_only_within_the_lead(
         assert await daily.prepare_ahead(lead) == [dt.date(2026, 3, 14), dt.date(2026, 3, 15)]
     finally:
         await engine.dispose()
+
+
+async def test_a_date_stored_with_a_tp1_deal_keeps_it_and_publishes_its_tp1_code(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    legacy = GameCode.parse("TP1-E-AAAAAAB")
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO daily_challenges (date, code, rules) VALUES ($1, $2, 'E')",
+            dt.date(2026, 3, 14),
+            str(legacy),
+        )
+    finally:
+        await conn.close()
+    server = await make_server()
+    async with TestClient(server) as client:
+        ada = await register(client, "Ada")
+        ws, _ = await WsPlayer.connect(client, ada["token"])
+        game = (await ws.request({"type": "join_daily"}))["game"]
+        assert game["code"] is None
+        assert game["waste"] == str(legacy.deal().waste)
+        assert (await ws.act(game, "draw"))["type"] == "accepted"
+        clock.set(dt.datetime(2026, 3, 15, 0, 0, 1, tzinfo=dt.UTC))
+        assert (await _get(client, "/api/v1/daily/2026-03-14"))["code"] == "TP1-E-AAAAAAB"
+        record = await _get(client, f"/api/v1/games/{game['game_id']}")
+        assert (record["code"], record["deal_version"]) == ("TP1-E-AAAAAAB", "TP1")
+        # The new date is dealt from TP2.
+        today = await ws.request({"type": "join_daily"})
+        assert today["game"]["daily_date"] == "2026-03-15"
+        record = await _get(client, f"/api/v1/games/{today['game']['game_id']}")
+        assert (record["code"], record["deal_version"]) == (None, "TP2")
+        await ws.close()
