@@ -28,6 +28,7 @@ from sqlalchemy.engine import make_url
 
 from server.bench import percentile
 from server.config import Settings
+from server.names import name_key
 from server.services.clock import FakeClock
 from server.services.leaderboards import BoardKey
 from server.storage.db import create_engine, migrate
@@ -45,8 +46,11 @@ async def fill(url: str, entries: int, seed: int) -> None:
         t0 = time.perf_counter()
         await conn.copy_records_to_table(
             "players",
-            columns=["id", "name", "token_hash", "created_at"],
-            records=((i, f"p{i}", secrets.token_bytes(32), NOW) for i in range(1, entries + 1)),
+            columns=["id", "name", "name_key", "token_hash", "created_at"],
+            records=(
+                (i, f"p{i}", name_key(f"p{i}"), secrets.token_bytes(32), NOW)
+                for i in range(1, entries + 1)
+            ),
         )
         start = dt.datetime.combine(DATE, dt.time(), tzinfo=dt.UTC)
 

@@ -7,10 +7,11 @@ import secrets
 import unicodedata
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from server.names import name_key
 from server.services.clock import Clock
 from server.services.errors import ConflictError, InvalidInputError, UnauthorizedError
 from server.storage.models import Player
@@ -78,6 +79,15 @@ def _is_mark_after_letter(name: str, i: int) -> bool:
     return j > 0 and i - j < _MAX_MARKS and name[j - 1].isalnum()
 
 
+def _name_taken(name: str, taken: str | None) -> ConflictError:
+    """The ``name_taken`` error for ``name``, naming the player's name it clashes with."""
+    if taken is None or taken.casefold() == name.casefold():
+        return ConflictError(f"the name {name!r} is already taken", code="name_taken")
+    return ConflictError(
+        f"the name {name!r} looks like {taken!r}, which is already taken", code="name_taken"
+    )
+
+
 def hash_token(token: str) -> bytes:
     """SHA-256 of a bearer token (tokens are 256-bit random, so a fast hash is enough)."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
@@ -103,24 +113,28 @@ class PlayerService:
 
         Raises:
             InvalidInputError: ``bad_name``.
-            ConflictError: ``name_taken`` when another player has this name (case-insensitive).
+            ConflictError: ``name_taken`` when another player's name has the same
+                :func:`~server.names.name_key`: the same name in any case, or a look-alike.
         """
         name = normalize_name(raw_name)
+        key = name_key(name)
         token = secrets.token_urlsafe(32)
         async with self._sessions() as session:
-            taken = await session.scalar(
-                select(Player.id).where(func.lower(Player.name) == name.lower())
-            )
+            taken = await session.scalar(select(Player.name).where(Player.name_key == key))
             if taken is not None:
-                raise ConflictError(f"the name {name!r} is already taken", code="name_taken")
-            player = Player(name=name, token_hash=hash_token(token), created_at=self._clock.now())
+                raise _name_taken(name, taken)
+            player = Player(
+                name=name, name_key=key, token_hash=hash_token(token), created_at=self._clock.now()
+            )
             session.add(player)
             try:
                 await session.commit()
             except IntegrityError:
-                raise ConflictError(
-                    f"the name {name!r} is already taken", code="name_taken"
-                ) from None
+                # Another registration of a look-alike name committed first: the unique index
+                # on name_key is the guard.
+                await session.rollback()
+                taken = await session.scalar(select(Player.name).where(Player.name_key == key))
+                raise _name_taken(name, taken) from None
         return PlayerInfo(player.id, player.name), token
 
     async def authenticate(self, token: str | None) -> PlayerInfo:

@@ -23,12 +23,15 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Text,
     false,
     func,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from server.names import name_key as _name_key
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -52,19 +55,30 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
+def _default_name_key(context: Any) -> str:
+    """``name_key`` of the row's ``name``, for inserts that do not give one."""
+    return _name_key(context.get_current_parameters()["name"])
+
+
 class Player(Base):
-    """A registered player. Only the SHA-256 of the bearer token is stored."""
+    """A registered player. Only the SHA-256 of the bearer token is stored.
+
+    ``name_key`` (:func:`server.names.name_key` of the name) is unique: no two players have
+    names that look alike. Players who already had look-alike names when the key was introduced
+    keep them: the oldest has the plain key, each later one the key followed by ``#`` and its id.
+    """
 
     __tablename__ = "players"
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     name: Mapped[str] = mapped_column(String(24), nullable=False)
+    name_key: Mapped[str] = mapped_column(Text, nullable=False, default=_default_name_key)
     token_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
     created_at: Mapped[dt.datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
 
-    __table_args__ = (Index("uq_players_name_lower", func.lower(name), unique=True),)
+    __table_args__ = (Index("uq_players_name_key", name_key, unique=True),)
 
 
 class Game(Base):

@@ -65,7 +65,7 @@ async def test_token_is_stored_only_as_its_sha256(client: Client, database_url: 
             ).one()
     finally:
         await engine.dispose()
-    assert columns == {"id", "name", "token_hash", "created_at"}
+    assert columns == {"id", "name", "name_key", "token_hash", "created_at"}
     assert row.id == alice["id"]
     assert bytes(row.token_hash) == hashlib.sha256(alice["token"].encode()).digest()
     assert alice["token"] not in row.everything
@@ -159,6 +159,52 @@ async def test_duplicate_name_is_409_case_insensitively(client: Client) -> None:
     await register(client, "Élodie")
     resp = await client.post("/api/v1/players", json={"name": "ÉLODIE"})
     await _error(resp, 409, "name_taken")
+
+
+@pytest.mark.parametrize(
+    ("first", "clash"),
+    [
+        ("ΣΑΣ", "σας"),
+        ("Straße", "STRASSE"),
+        ("Ada", "\u0410da"),  # Cyrillic capital А
+        ("Hello", "\u0397e\u217c\u217co"),  # Greek capital Η, small Roman numeral fifty ⅼ
+        ("Ada", "Ａｄａ"),  # fullwidth
+        ("Nikola", "\u039d\u0456k\u03bf\u217ca"),  # Greek Ν, Cyrillic і, Greek ο, ⅼ
+    ],
+)
+async def test_look_alike_or_case_variant_name_is_409_naming_the_taken_name(
+    client: Client, first: str, clash: str
+) -> None:
+    await register(client, first)
+    resp = await client.post("/api/v1/players", json={"name": clash})
+    body = await _error(resp, 409, "name_taken")
+    clash = normalize_name(clash)
+    if clash.casefold() == first.casefold():  # the same name in other letter case
+        assert body["error"]["message"] == f"the name {clash!r} is already taken"
+    else:
+        assert body["error"]["message"] == (
+            f"the name {clash!r} looks like {first!r}, which is already taken"
+        )
+
+
+async def test_names_that_do_not_look_alike_all_register(client: Client) -> None:
+    for name in ("Ada", "Adam", "Ana", "Anna", "Ivan", "Иван", "Zoe", "Zoë", "東京", "京都"):
+        await register(client, name)
+
+
+async def test_concurrent_registrations_of_look_alikes_admit_exactly_one(client: Client) -> None:
+    names = ["Ada", "\u0410da", "\u0430da", "\u0391DA", "Ａｄａ", "ADA", "𝔄𝔡𝔞"]
+    responses = await asyncio.gather(
+        *(client.post("/api/v1/players", json={"name": n}) for n in names)
+    )
+    assert sorted(r.status for r in responses) == [201] + [409] * (len(names) - 1)
+    (winner,) = [await r.json() for r in responses if r.status == 201]
+    for name, resp in zip(names, responses, strict=True):
+        if resp.status == 409:
+            error = (await resp.json())["error"]
+            assert error["code"] == "name_taken"
+            if normalize_name(name).casefold() != winner["name"].casefold():
+                assert f"looks like {winner['name']!r}" in error["message"]
 
 
 @pytest.mark.parametrize(

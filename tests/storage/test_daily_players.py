@@ -13,7 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.storage.db import alembic_config, migrate
 from server.storage.models import DailyPlayers, Game, Player
-from tests.storage.test_leaderboard_counts import DATE, T0, add_games, add_players, db, game
+from tests.storage.test_leaderboard_counts import (
+    DATE,
+    T0,
+    add_games,
+    add_players,
+    add_players_before_name_keys,
+    db,
+    game,
+)
 
 __all__ = ["db"]  # the fixture, shared
 
@@ -107,7 +115,7 @@ async def test_upgrade_counts_the_daily_games_already_stored(db: AsyncEngine) ->
     async with db.connect() as conn:
         await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0004"))
         await conn.commit()
-    players = await add_players(db, 3)
+    players = await add_players_before_name_keys(db, 3)
     await add_games(db, [game(players[0]), game(players[1], status="won", score=600, moves=40)])
     await migrate(db)
     assert await assert_counts_match(db) == {DATE: 2}

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import pytest
 from alembic import command
-from sqlalchemy import delete, insert, text, update
+from sqlalchemy import column, delete, insert, table, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.storage.db import alembic_config, create_engine, migrate
@@ -42,6 +42,20 @@ async def add_players(engine: AsyncEngine, count: int) -> list[int]:
     async with engine.begin() as conn:
         rows = await conn.execute(
             insert(Player).returning(Player.id),
+            [
+                {"name": f"p{secrets.token_hex(6)}", "token_hash": secrets.token_bytes(32)}
+                for _ in range(count)
+            ],
+        )
+        return sorted(rows.scalars())
+
+
+async def add_players_before_name_keys(engine: AsyncEngine, count: int) -> list[int]:
+    """Like :func:`add_players`, on a schema older than revision 0007 (no ``name_key``)."""
+    players = table("players", column("id"), column("name"), column("token_hash"))
+    async with engine.begin() as conn:
+        rows = await conn.execute(
+            insert(players).returning(players.c.id),
             [
                 {"name": f"p{secrets.token_hex(6)}", "token_hash": secrets.token_bytes(32)}
                 for _ in range(count)
@@ -315,7 +329,7 @@ async def test_upgrade_counts_the_games_already_stored(db: AsyncEngine) -> None:
     async with db.connect() as conn:
         await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0003"))
         await conn.commit()
-    players = await add_players(db, 6)
+    players = await add_players_before_name_keys(db, 6)
     await add_games(
         db,
         [

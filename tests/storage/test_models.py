@@ -163,8 +163,10 @@ async def test_player_names_are_unique_case_insensitively_and_tokens_unique(
     db: AsyncEngine,
 ) -> None:
     await add_player(db, "Alice")
-    with pytest.raises(IntegrityError, match="uq_players_name_lower"):
+    with pytest.raises(IntegrityError, match="uq_players_name_key"):
         await add_player(db, "ALICE")
+    with pytest.raises(IntegrityError, match="uq_players_name_key"):
+        await add_player(db, "\u0410lice")  # Cyrillic А: the key of the name is the default
     token_hash = secrets.token_bytes(32)
     async with db.begin() as conn:
         await conn.execute(insert(Player).values(name="Bob", token_hash=token_hash, created_at=T0))

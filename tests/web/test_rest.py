@@ -269,6 +269,14 @@ async def test_owner_of_an_open_daily_does_not_get_its_code_over_rest(
     await ws.close()
 
 
+async def test_registering_a_look_alike_of_a_taken_name_is_409_name_taken(client: Client) -> None:
+    await register(client, "Ada")
+    resp = await client.post("/api/v1/players", json={"name": "\u0410da"})  # Cyrillic А
+    body = await error(resp, 409, "name_taken")
+    assert body["error"]["message"] == "the name 'Аda' looks like 'Ada', which is already taken"
+    assert (await client.post("/api/v1/players", json={"name": "Adam"})).status == 201
+
+
 async def test_healthz_and_readyz_are_ok(client: Client) -> None:
     for path in ("/healthz", "/readyz"):
         resp = await client.get(path)
