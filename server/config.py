@@ -18,6 +18,8 @@ Environment variables (all optional):
   is then chosen by its first player).
 - ``TRIPEAKS_LOG_LEVEL``: ``DEBUG``, ``INFO`` (default), ``WARNING``, ``ERROR``.
 - ``TRIPEAKS_DB_POOL_SIZE``: connections per server process (default 10).
+- ``TRIPEAKS_DB_WRITE_TIMEOUT_S``: how long an action whose game row another transaction holds
+  locked keeps being tried before it is answered ``unavailable`` (5; other games never wait).
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
   per-connection request rate (defaults 4096 bytes, 20 requests per second).
 - ``TRIPEAKS_WS_SEND_QUEUE``: messages queued for one slow receiver before it is closed (256).
@@ -65,6 +67,7 @@ class Settings(BaseSettings):
     daily_prepare_every_s: float = Field(default=60.0, ge=0, le=86_400)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_write_timeout_s: float = Field(default=5.0, gt=0, le=600)
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)

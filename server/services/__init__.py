@@ -41,6 +41,7 @@ class Services:
         daily_rules: RuleSet,
         race_limits: RaceLimits | None = None,
         analyzer: Analyzer | None = None,
+        write_timeout_s: float = 5.0,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -51,10 +52,18 @@ class Services:
             daily_rules: the rule set of new daily deals.
             race_limits: room limits and timings of races.
             analyzer: the solver's process pool (winnable dailies, par, hints), or None.
+            write_timeout_s: how long an action on a game whose row is locked elsewhere keeps
+                being tried before it fails (see :class:`GroupCommitter`).
         """
         sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(db, expire_on_commit=False)
         daily = DailyService(sessions, clock, daily_secret, daily_rules, analyzer)
-        games = GameService(sessions, clock, daily, analyzer=analyzer, committer=GroupCommitter(db))
+        games = GameService(
+            sessions,
+            clock,
+            daily,
+            analyzer=analyzer,
+            committer=GroupCommitter(db, timeout_s=write_timeout_s),
+        )
         return cls(
             db=db,
             clock=clock,

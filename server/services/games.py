@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -35,12 +35,33 @@ from server.services.errors import (
     ServiceError,
     UnavailableError,
 )
-from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, GroupCommitter
+from server.storage.commits import (
+    ActionWrite,
+    DailyClosed,
+    GameBusy,
+    GameMovedOn,
+    GroupCommitter,
+)
 from server.storage.events import publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
 
 _INSERT_GAME = insert(GameRow).returning(GameRow.id)
+#: A daily game is inserted only while its date is open by the database's clock (as every
+#: action on it is stored, see :mod:`server.storage.commits`); no row comes back otherwise.
+_INSERT_DAILY_GAME = text(
+    """
+    INSERT INTO games (player_id, code, rules, deal_version, mode, daily_date, status, score,
+                       moves, undos, seq, created_at)
+    SELECT :player_id, :code, :rules, :deal_version, :mode, :daily_date, :status, :score,
+           :moves, :undos, :seq, :created_at
+     WHERE CAST(:daily_date AS date) >= COALESCE(CAST(:pinned_today AS date),
+                                                 (statement_timestamp() AT TIME ZONE 'UTC')::date)
+    RETURNING id
+    """
+)
+#: Tries of a daily join whose date closes between reading "today" and storing the game.
+JOIN_ATTEMPTS = 3
 
 #: Tries of a resignation whose game row keeps moving on under it (the player acting on
 #: another process at the same moment) before it is answered with ``stale_seq``.
@@ -269,20 +290,30 @@ class GameService:
     async def join_daily(self, player_id: int) -> GameSnapshot:
         """Create the player's one attempt at today's daily, or return the existing one.
 
+        "Today" is the database's date; a game is stored only while it still is (a join that
+        crosses midnight joins the new date).
+
         Raises:
             UnavailableError: the database failed.
         """
-        today = await self._daily.today()
-        code = await self._guard(self._daily.challenge(today))
-        existing = await self._daily_game_id(player_id, today)
-        if existing is None:
-            try:
-                live = await self._create(player_id, GameMode.DAILY, code, today)
-                return self._snapshot(live)
-            except IntegrityError:  # another connection of the same player created it first
-                existing = await self._daily_game_id(player_id, today)
-        assert existing is not None
-        return await self.resume(player_id, existing)
+        for _ in range(JOIN_ATTEMPTS):
+            today = await self._daily.today()
+            code = await self._guard(self._daily.challenge(today))
+            existing = await self._daily_game_id(player_id, today)
+            if existing is None:
+                try:
+                    live = await self._create(player_id, GameMode.DAILY, code, today)
+                    return self._snapshot(live)
+                except _DateClosed:
+                    self._daily.note_closed(today)
+                    continue
+                except IntegrityError:  # another connection of the same player created it first
+                    existing = await self._daily_game_id(player_id, today)
+            assert existing is not None
+            return await self.resume(player_id, existing)
+        raise UnavailableError(
+            "the daily challenge is changing date; try again", code="unavailable"
+        )
 
     async def _daily_game_id(self, player_id: int, date: dt.date) -> int | None:
         async with self._sessions() as session:
@@ -307,7 +338,7 @@ class GameService:
             async with self._engine.begin() as conn:
                 game_id = (
                     await conn.execute(
-                        _INSERT_GAME,
+                        _INSERT_GAME if daily_date is None else _INSERT_DAILY_GAME,
                         {
                             "player_id": player_id,
                             "code": str(code),
@@ -321,9 +352,16 @@ class GameService:
                             "undos": 0,
                             "seq": 0,
                             "created_at": now,
+                            **(
+                                {}
+                                if daily_date is None
+                                else {"pinned_today": self._daily.pinned_today()}
+                            ),
                         },
                     )
-                ).scalar_one()
+                ).scalar_one_or_none()
+            if game_id is None:
+                raise _DateClosed
         except IntegrityError:
             raise  # the caller decides (a concurrent daily join)
         except (SQLAlchemyError, OSError) as exc:
@@ -590,6 +628,12 @@ class GameService:
             assert live.daily_date is not None
             self._daily.note_closed(live.daily_date)
             return ActionResult(Outcome.REJECTED, self._snapshot(live), DAILY_CLOSED)
+        except GameBusy:
+            # Nothing was written: the cached copy still matches the stored row.
+            raise UnavailableError(
+                "this game is busy in the database; nothing was changed, try again shortly",
+                code="unavailable",
+            ) from None
         except (IntegrityError, GameMovedOn):
             # Another writer (another process) applied an action first: reload and resync.
             self._forget(live.id)
@@ -648,6 +692,9 @@ class GameService:
         finished_at, elapsed = self._ending(live, trial.status, now)
         try:
             async with self._sessions() as session:
+                # A row locked elsewhere delays only this resignation, and not for ever.
+                lock_ms = max(1, int(self._committer.timeout_s * 1000))
+                await session.execute(text(f"SET LOCAL lock_timeout = {lock_ms}"))
                 moved = await session.execute(
                     update(GameRow)
                     .where(
@@ -920,6 +967,10 @@ class GameService:
 
 class _Conflict(Exception):
     """Another writer changed the game first."""
+
+
+class _DateClosed(Exception):
+    """A daily game was not stored: its date is over by the database's clock."""
 
 
 async def _to_completion(work: Coroutine[Any, Any, T]) -> T:

@@ -10,6 +10,11 @@ coming and gives it back to the pool after a quiet moment or a failure. Each cal
 only after that commit; a write whose game had moved on is answered with :class:`GameMovedOn`
 and changes nothing.
 
+A game row locked by another transaction (a slow statement, a stuck session) holds up only
+that game's writes: the statement skips rows it cannot lock at once (``SKIP LOCKED``), stores
+the rest of the batch, and the skipped writes are tried again in later batches (after 10 ms,
+doubling to 250 ms) until the write timeout, when they fail with :class:`GameBusy`.
+
 The daily boundary is the database's: a daily game's action is stored only while the
 database's clock, read by the committing statement, is still on the game's date (UTC). Every
 process therefore agrees on when a date closes, whatever its own clock says; a write refused
@@ -58,6 +63,7 @@ _COMMIT_BATCH = text(
                                            (statement_timestamp() AT TIME ZONE 'UTC')::date)
                AS on_date
           FROM v JOIN games AS g ON g.id = v.game_id
+           FOR UPDATE OF g SKIP LOCKED
     ), moved AS (
         UPDATE games AS g
            SET status = v.status, score = v.score, moves = v.moves, undos = v.undos,
@@ -76,9 +82,13 @@ _COMMIT_BATCH = text(
           FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
          WHERE v.event IS NOT NULL
     )
-    SELECT moved.id, false AS closed FROM moved, published
+    SELECT moved.id, 'stored' AS outcome FROM moved, published
     UNION ALL
-    SELECT checked.game_id, true FROM checked WHERE NOT checked.on_date
+    SELECT checked.game_id, 'closed' FROM checked WHERE NOT checked.on_date
+    UNION ALL
+    SELECT v.game_id, 'busy' FROM v
+     WHERE NOT EXISTS (SELECT 1 FROM checked WHERE checked.game_id = v.game_id)
+       AND EXISTS (SELECT 1 FROM games AS g WHERE g.id = v.game_id)
     """
 )
 
@@ -127,14 +137,26 @@ class DailyClosed(Exception):
     nothing."""
 
 
-@dataclass(frozen=True, slots=True)
+class GameBusy(Exception):
+    """The game's row stayed locked by another transaction for the whole write timeout; this
+    write changed nothing."""
+
+
+@dataclass(slots=True, eq=False)
 class _Pending:
-    """A queued write: its event encoded once (checked for size when queued), and the future
-    its caller awaits."""
+    """A queued write: its event encoded once (checked for size when queued), the future its
+    caller awaits, when it must have been stored by (event loop time) and its last wait before
+    a retry."""
 
     write: ActionWrite
     event: str | None
     future: asyncio.Future[None]
+    deadline: float
+    delay_s: float = 0.0
+
+
+#: First and longest wait before a write whose game row was locked is tried again.
+BUSY_RETRY_S = (0.01, 0.25)
 
 
 class GroupCommitter:
@@ -144,16 +166,32 @@ class GroupCommitter:
         engine: the database engine (the writer holds one of its connections while busy).
         max_batch: most writes in one transaction.
         idle_s: seconds without writes after which the writer gives its connection back.
+        timeout_s: how long a write whose game row is locked by another transaction keeps
+            being tried before it fails with :class:`GameBusy`.
     """
 
-    def __init__(self, engine: AsyncEngine, max_batch: int = 512, idle_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        max_batch: int = 512,
+        idle_s: float = 1.0,
+        timeout_s: float = 5.0,
+    ) -> None:
         self._engine = engine
         self._max_batch = max_batch
         self._idle_s = idle_s
+        self._timeout_s = timeout_s
         self._queue: asyncio.Queue[_Pending] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._waiting: set[asyncio.TimerHandle] = set()
+        self._retrying: set[_Pending] = set()
         self.batches = 0
         self.writes = 0
+
+    @property
+    def timeout_s(self) -> float:
+        """How long a write waits for its game row's lock, in seconds."""
+        return self._timeout_s
 
     async def write(self, write: ActionWrite) -> None:
         """Store one action; returns once it is committed.
@@ -162,6 +200,8 @@ class GroupCommitter:
             GameMovedOn: the game row had moved on; nothing was stored.
             DailyClosed: a daily game whose date is over by the database's clock; nothing was
                 stored.
+            GameBusy: the game's row stayed locked by another transaction for ``timeout_s``;
+                nothing was stored.
             EventTooLargeError: the event does not fit a NOTIFY payload.
             sqlalchemy.exc.SQLAlchemyError, OSError: the batch's transaction failed; nothing
                 of it was stored.
@@ -171,16 +211,48 @@ class GroupCommitter:
             event = json.dumps(write.event, separators=(",", ":"))
             if len(event.encode()) > MAX_PAYLOAD:
                 raise EventTooLargeError(f"event of {len(event)} bytes")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._enqueue(_Pending(write, event, future, loop.time() + self._timeout_s))
+        await future
+
+    def _enqueue(self, pending: _Pending) -> None:
+        """Queue a write for the writer task (started when it is not running)."""
         if self._task is None or self._task.done():
             self._queue = asyncio.Queue()
             self._task = asyncio.create_task(self._run(), name="group-commit")
         assert self._queue is not None
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Pending(write, event, future))
-        await future
+        self._queue.put_nowait(pending)
+
+    def _retry_later(self, pending: _Pending) -> None:
+        """Try a write whose game row was locked again after a short wait (doubling each
+        time), or fail it with :class:`GameBusy` once its deadline has passed."""
+        loop = asyncio.get_running_loop()
+        first, longest = BUSY_RETRY_S
+        pending.delay_s = min(longest, max(first, pending.delay_s * 2))
+        if loop.time() + pending.delay_s > pending.deadline:
+            pending.future.set_exception(GameBusy(pending.write.game_id))
+            return
+
+        def requeue() -> None:
+            self._waiting.discard(handle)
+            self._retrying.discard(pending)
+            if not pending.future.done():
+                self._enqueue(pending)
+
+        handle = loop.call_later(pending.delay_s, requeue)
+        self._waiting.add(handle)
+        self._retrying.add(pending)
 
     async def close(self) -> None:
-        """Stop the writer task (writes still queued fail with CancelledError)."""
+        """Stop the writer task (writes still queued or waiting to be retried fail with
+        CancelledError)."""
+        for handle in self._waiting:
+            handle.cancel()
+        self._waiting.clear()
+        for pending in self._retrying:
+            pending.future.cancel()
+        self._retrying.clear()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -202,7 +274,10 @@ class GroupCommitter:
                     first = await queue.get()
                 else:
                     try:
-                        first = await asyncio.wait_for(queue.get(), self._idle_s)
+                        # (asyncio.timeout, not wait_for: on Python 3.11 wait_for may lose a
+                        # cancellation that arrives as the queue hands over a write.)
+                        async with asyncio.timeout(self._idle_s):
+                            first = await queue.get()
                     except TimeoutError:  # idle: give the connection back
                         await self._release(conn)
                         conn = None
@@ -239,9 +314,12 @@ class GroupCommitter:
                     if pending.future.done():
                         continue
                     outcome = stored.get(pending.write.game_id)
-                    if outcome is False:
+                    if outcome == "stored":
                         pending.future.set_result(None)
-                    elif outcome is True:
+                    elif outcome == "busy":
+                        self.writes -= 1  # counted when it is stored
+                        self._retry_later(pending)
+                    elif outcome == "closed":
                         pending.future.set_exception(DailyClosed(pending.write.game_id))
                     else:
                         pending.future.set_exception(GameMovedOn(pending.write.game_id))
@@ -281,10 +359,10 @@ class GroupCommitter:
             log.warning("group commit: closing its connection failed", exc_info=True)
 
     @staticmethod
-    async def _commit(conn: AsyncConnection, batch: list[_Pending]) -> dict[int, bool]:
-        """Store one batch in one statement (its own transaction); returns ``{game id: False}``
-        for the games whose rows moved on, ``{game id: True}`` for daily games refused because
-        their date is over (the others' writes changed nothing: their rows had moved on)."""
+    async def _commit(conn: AsyncConnection, batch: list[_Pending]) -> dict[int, str]:
+        """Store one batch in one statement (its own transaction); returns each game's outcome:
+        ``stored``, ``closed`` (a daily whose date is over), ``busy`` (its row was locked by
+        another transaction: nothing of it was stored), or nothing (its row had moved on)."""
         writes = [pending.write for pending in batch]
         result = await conn.execute(
             _COMMIT_BATCH,
@@ -310,4 +388,4 @@ class GroupCommitter:
                 "channel": CHANNEL,
             },
         )
-        return {row[0]: row[1] for row in result}
+        return {row[0]: str(row[1]) for row in result}

@@ -109,6 +109,7 @@ def _database(  # type: ignore[no-untyped-def]
                     max_time_limit_s=settings.race_max_time_limit_s,
                 ),
                 analyzer=analyzer,
+                write_timeout_s=settings.db_write_timeout_s,
             )
             app[SERVICES] = services
             hub = app[HUB] = Hub(services)

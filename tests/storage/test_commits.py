@@ -16,7 +16,13 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, GroupCommitter
+from server.storage.commits import (
+    ActionWrite,
+    DailyClosed,
+    GameBusy,
+    GameMovedOn,
+    GroupCommitter,
+)
 from server.storage.db import async_url, create_engine
 from server.storage.events import CHANNEL
 from server.storage.models import Game, GameAction
@@ -200,8 +206,9 @@ async def test_closing_mid_statement_leaves_no_connection_or_transaction(
     name = async_url(database_url).database
     committer = GroupCommitter(db)
     async with db.begin() as blocker:
-        # Hold the game row's lock so that the writer's statement waits inside the database.
-        await blocker.execute(text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": g})
+        # Hold the action log's table lock so that the writer's statement waits inside the
+        # database (a locked game row would only be skipped).
+        await blocker.execute(text("LOCK TABLE game_actions IN ACCESS EXCLUSIVE MODE"))
         pending = asyncio.ensure_future(committer.write(draw(g, 0)))
         for _ in range(300):
             if await _count_sessions(db, name, "wait_event_type = 'Lock'"):
@@ -246,7 +253,10 @@ async def test_closing_cancels_writes_still_queued(db: AsyncEngine) -> None:
     async with db.begin() as blocker:
         await blocker.execute(text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": g})
         first = asyncio.ensure_future(committer.write(draw(g, 0)))
-        await asyncio.sleep(0.2)  # the writer waits on the row lock with the first write
+        for _ in range(1000):  # until the first write found its row locked and waits to retry
+            if committer.batches:
+                break
+            await asyncio.sleep(0.01)
         queued = asyncio.ensure_future(committer.write(draw(g, 1)))
         await asyncio.sleep(0)
         await committer.close()
@@ -291,3 +301,62 @@ async def test_a_daily_write_after_its_date_by_the_databases_clock_changes_nothi
         assert await stored(db, current) == (1, [1])
     finally:
         await committer.close()
+
+
+async def test_a_locked_game_row_holds_up_only_its_own_write(db: AsyncEngine) -> None:
+    locked, *others = await games(db, 5)
+    committer = GroupCommitter(db, timeout_s=30)
+    try:
+        async with db.connect() as blocker:
+            transaction = await blocker.begin()
+            await blocker.execute(
+                text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": locked}
+            )
+            waiting = asyncio.ensure_future(committer.write(draw(locked, 0)))
+            # Every other game's writes go through, batch after batch, while the row is held.
+            for seq in range(3):
+                await asyncio.gather(*(committer.write(draw(g, seq)) for g in others))
+            assert not waiting.done()
+            assert await stored(db, locked) == (0, [])
+            await transaction.commit()
+        await waiting  # stored once the lock is gone
+        assert await stored(db, locked) == (1, [1])
+        for g in others:
+            assert await stored(db, g) == (3, [1, 2, 3])
+    finally:
+        await committer.close()
+
+
+async def test_a_write_whose_row_stays_locked_fails_busy_after_the_timeout(
+    db: AsyncEngine,
+) -> None:
+    (g,) = await games(db, 1)
+    committer = GroupCommitter(db, timeout_s=0.3)
+    try:
+        async with db.begin() as blocker:
+            await blocker.execute(text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": g})
+            with pytest.raises(GameBusy):
+                await committer.write(draw(g, 0))
+        assert await stored(db, g) == (0, [])
+        await committer.write(draw(g, 0))  # the lock gone, the same write goes through
+        assert await stored(db, g) == (1, [1])
+    finally:
+        await committer.close()
+
+
+async def test_closing_cancels_a_write_waiting_to_be_retried(db: AsyncEngine) -> None:
+    (g,) = await games(db, 1)
+    committer = GroupCommitter(db, timeout_s=30)
+    async with db.begin() as blocker:
+        await blocker.execute(text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": g})
+        waiting = asyncio.ensure_future(committer.write(draw(g, 0)))
+        for _ in range(1000):  # until the writer has tried it once and set it to wait
+            if committer.batches:
+                break
+            await asyncio.sleep(0.01)
+        assert committer.batches >= 1 and not waiting.done()
+        await committer.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        assert waiting.cancelled()
+    assert await stored(db, g) == (0, [])
