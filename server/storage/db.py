@@ -66,6 +66,8 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_timeout=10,
+        # A failed statement's error names no values: they may hold a secret deal's code.
+        hide_parameters=True,
         # A database host that stops answering fails a request within seconds, not asyncpg's
         # default of a minute.
         connect_args={

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from server.config import Settings
 from server.engine import DealVersion, GameCode, RuleSet
+from server.services import Services
 from server.services.analysis import Analyzer
 from server.services.clock import Clock, FakeClock, SystemClock
 from server.services.daily import DailyService
@@ -264,3 +265,59 @@ async def test_a_date_stored_with_a_tp1_deal_keeps_it_and_publishes_its_tp1_code
         record = await _get(client, f"/api/v1/games/{today['game']['game_id']}")
         assert (record["code"], record["deal_version"]) == (None, "TP2")
         await ws.close()
+
+
+async def test_a_join_that_crosses_midnight_stores_no_game_on_the_closed_date(
+    database_url: str, settings: Settings, analyzer: Analyzer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "Today" is read, then the date closes before the game is stored: the insert checks the
+    database's date too, and the join lands on the new date."""
+    engine = create_engine(database_url, pool_size=2)
+    services = Services.build(
+        engine,
+        SystemClock(),
+        daily_secret=(settings.daily_secret or "").encode(),
+        daily_rules=RuleSet.EASY,
+        analyzer=analyzer,
+    )
+    try:
+        today = await services.daily.today()
+        yesterday = today - dt.timedelta(days=1)
+        player, _ = await services.players.register("Ada")
+        await _store_daily(database_url, yesterday)
+        real_today = DailyService.today
+        reads: list[dt.date] = []
+
+        async def read_just_before_midnight(self: DailyService) -> dt.date:
+            date = yesterday if not reads else await real_today(self)
+            reads.append(date)
+            return date
+
+        monkeypatch.setattr(DailyService, "today", read_just_before_midnight)
+        snapshot = await services.games.join_daily(player.id)
+        assert snapshot.daily_date == today and reads[0] == yesterday and reads[-1] == today
+        conn = await asyncpg.connect(database_url)
+        try:
+            dates = await conn.fetch("SELECT daily_date FROM games WHERE player_id = $1", player.id)
+            players = await conn.fetchval(
+                "SELECT players FROM daily_players WHERE daily_date = $1", yesterday
+            )
+        finally:
+            await conn.close()
+        assert [r["daily_date"] for r in dates] == [today]
+        assert players in (None, 0)
+    finally:
+        await services.close()
+        await engine.dispose()
+
+
+async def _store_daily(database_url: str, date: dt.date) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO daily_challenges (date, code, rules) VALUES ($1, $2, 'E')",
+            date,
+            str(GameCode.random(RuleSet.EASY, DealVersion.TP2)),
+        )
+    finally:
+        await conn.close()

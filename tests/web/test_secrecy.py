@@ -20,10 +20,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import pytest
 from aiohttp import ClientWebSocketResponse
 from aiohttp.test_utils import TestClient, TestServer
@@ -45,7 +47,14 @@ from server.engine import (
 from server.services.clock import FakeClock
 from server.web.keys import SERVICES
 from tests.conftest import ServerFactory
-from tests.helpers import TIMEOUT, WsPlayer, blocking_line, daily_code, find_winning_line
+from tests.helpers import (
+    TIMEOUT,
+    WsPlayer,
+    blocking_line,
+    daily_code,
+    find_winning_line,
+    register,
+)
 
 Client = TestClient[Any, Any]
 
@@ -833,3 +842,39 @@ async def test_a_race_on_a_typed_code_says_host_deal_in_every_room(
         assert {"race", "race_room", "race_results"} <= spectated
         for p in (hal, jo, wes):
             await p.close()
+
+
+async def test_a_failed_write_logs_no_secret_code(
+    make_server: ServerFactory,
+    database_url: str,
+    settings: Settings,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The database refuses to store a new daily deal and a new race room: the errors are
+    logged, and neither the daily's code nor the race's appears in the log."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(
+            """CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN RAISE EXCEPTION 'refused'; END $$;
+               CREATE TRIGGER refuse BEFORE INSERT ON daily_challenges
+                   FOR EACH ROW EXECUTE FUNCTION refuse();
+               CREATE TRIGGER refuse BEFORE INSERT ON races
+                   FOR EACH ROW EXECUTE FUNCTION refuse();"""
+        )
+    finally:
+        await conn.close()
+    server = await make_server()
+    caplog.set_level(logging.DEBUG)
+    async with TestClient(server) as client:
+        assert (await client.get("/api/v1/daily")).status == 503
+        host = await register(client, "Host")
+        ws, _ = await WsPlayer.connect(client, host["token"])
+        reply = await ws.request({"type": "race_create"})
+        assert (reply["type"], reply["code"]) == ("error", "unavailable")
+        await ws.close()
+    assert "refused" in caplog.text  # the failures were logged
+    daily = daily_code((settings.daily_secret or "").encode(), clock.now().date(), RuleSet.EASY)
+    assert str(daily) not in caplog.text and daily.letters not in caplog.text
+    assert "TP2-" not in caplog.text  # nor the random race's, whatever it was
