@@ -34,7 +34,7 @@ from server.web.app import create_app
 
 ADMIN = os.environ.get("TRIPEAKS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 FIRST = dt.date(2026, 3, 14)
-SECRET = "bench-daily-open-secret-0123456789abcdef"
+SECRET = "bench-daily-open-key-0123456789abcdefghi"
 
 
 async def first_request_ms(http: aiohttp.ClientSession, url: str, date: dt.date) -> float:

@@ -166,7 +166,7 @@ async def main() -> None:
         cursor = await deep_cursor(url, args.entries // 2)
         settings = Settings(
             database_url=url,
-            daily_secret="bench-secret-0123456789abcdefghijklmnop",
+            daily_secret="bench-daily-key-0123456789abcdefghijklm",
             solver_workers=0,
         )
         server = TestServer(create_app(settings, clock=FakeClock(NOW)), host="127.0.0.1")

@@ -127,6 +127,10 @@ class SecretError(ValueError):
     variable (or file) and says how to make a good one."""
 
 
+#: Words a random secret never holds; a value with one was typed or copied from an example.
+_PLACEHOLDER_WORDS = ("change", "replace", "example", "placeholder", "secret", "password")
+
+
 def check_daily_secret(secret: bytes, source: str) -> bytes:
     """Refuse a daily secret anyone could know or guess.
 
@@ -138,16 +142,23 @@ def check_daily_secret(secret: bytes, source: str) -> bytes:
         ``secret`` unchanged.
 
     Raises:
-        SecretError: shorter than :data:`SECRET_MIN_BYTES`, a known placeholder (any case, or
-            one with the word "change" in it), or fewer than 8 distinct characters.
+        SecretError: with surrounding whitespace; shorter than :data:`SECRET_MIN_BYTES`; a
+            known placeholder or holding one of the words change, replace, example,
+            placeholder, secret or password (any case); fewer than 8 distinct characters; or
+            one short part repeated (``abcdefgh`` four times).
     """
-    text = secret.decode("utf-8", "replace").strip().lower()
-    if len(secret) < SECRET_MIN_BYTES:
+    text = secret.decode("utf-8", "replace")
+    lowered = text.lower()
+    if text != text.strip():
+        problem = "starts or ends with whitespace (a quoting mistake?)"
+    elif len(secret) < SECRET_MIN_BYTES:
         problem = f"is {len(secret)} bytes long; at least {SECRET_MIN_BYTES} are needed"
-    elif text in KNOWN_PLACEHOLDER_SECRETS or "change-me" in text or "changeme" in text:
+    elif lowered in KNOWN_PLACEHOLDER_SECRETS or any(w in lowered for w in _PLACEHOLDER_WORDS):
         problem = "is a published placeholder: anyone could compute this server's daily deals"
     elif len(set(secret)) < 8:
         problem = "has fewer than 8 distinct characters: it can be guessed"
+    elif secret in (secret + secret)[1:-1]:
+        problem = "is one short part repeated: it can be guessed"
     else:
         return secret
     raise SecretError(f"{source} {problem}; {HOW_TO_MAKE_A_SECRET}")
@@ -181,13 +192,13 @@ def load_or_create_daily_secret(settings: Settings, *, generate: bool = True) ->
         )
     path = settings.data_dir / "daily_secret"
     if path.exists():
-        return check_daily_secret(path.read_text().strip().encode(), str(path))
+        return check_daily_secret(path.read_text().rstrip("\n").encode(), str(path))
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     value = secrets.token_hex(32)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process created it first
-        return check_daily_secret(path.read_text().strip().encode(), str(path))
+        return check_daily_secret(path.read_text().rstrip("\n").encode(), str(path))
     with os.fdopen(fd, "w") as handle:
         handle.write(value + "\n")
     return value.encode()

@@ -92,7 +92,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
     return Settings(
         database_url=database_url,
         data_dir=tmp_path / "data",
-        daily_secret="test-daily-secret-0123456789abcdefgh",
+        daily_secret="test-daily-key-0123456789abcdefghij",
         # Dates get their deal from their first player, unless a test turns preparing on.
         daily_prepare_every_s=0,
         ws_rate_per_second=1000,

@@ -30,6 +30,13 @@ def test_a_random_secret_of_32_bytes_is_accepted() -> None:
         (b"please-change-me-before-production", "placeholder"),
         (b"test-daily-secret-0123456789", "bytes"),
         (b"abababababababababababababababab", "distinct"),
+        (b"CHANGE_ME_TO_A_LONG_RANDOM_SECRET", "placeholder"),
+        (b"please-change-this-secret-value!!", "placeholder"),
+        (b"replace-this-with-a-long-random-value", "placeholder"),
+        (b"abcdefghabcdefghabcdefghabcdefgh", "repeated"),
+        (b"0123456789abcdef0123456789abcdef", "repeated"),
+        (b"  0eb8c1d2e3f4a5b6c7d8e9f0a1b2c3d4  ", "whitespace"),
+        (b"0eb8c1d2e3f4a5b6c7d8e9f0        ", "whitespace"),
     ],
 )
 def test_weak_secrets_are_refused_naming_the_source_and_how_to_make_one(

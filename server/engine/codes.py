@@ -312,6 +312,9 @@ def _is_code_letters(text: str, count: int) -> bool:
     return len(text) == count and all(letter in _LETTERS for letter in text)
 
 
+#: Longest quote of a bad code in an error: a whole TP2 code and a little more.
+_CODE_SHOWN: Final = 60
+
 _FORMS: Final = {
     DealVersion.TP1: "TP1-<E|C>-<7 letters A-Z>, e.g. TP1-E-HELLOAB",
     DealVersion.TP2: "TP2-<E|C>-<28 letters A-Z, in four groups of 7 or one>, "
@@ -322,7 +325,12 @@ _FORMS: Final = {
 def _code_problem(parts: list[str]) -> str | None:
     """What is wrong with an upper-cased code split at its hyphens, or None."""
     versions = {version.value: version for version in DealVersion}
-    version = versions.get(parts[0]) if len(parts) >= 3 else DealVersion.TP1
+    if len(parts) < 3:
+        named = versions.get(parts[0])
+        if named is not None:
+            return f"expected the form {_FORMS[named]}"
+        return f"expected the form {_FORMS[DealVersion.TP1]}, or {_FORMS[DealVersion.TP2]}"
+    version = versions.get(parts[0])
     if version is None:
         return f"unknown deal algorithm {shown(parts[0])}, expected TP1 or TP2"
     groups = parts[2:]
@@ -397,7 +405,7 @@ class GameCode:
         else:
             problem = _code_problem(parts)
         if problem is not None:
-            raise InvalidGameCodeError(f"invalid game code {shown(text)}: {problem}")
+            raise InvalidGameCodeError(f"invalid game code {shown(text, _CODE_SHOWN)}: {problem}")
         version = DealVersion(parts[0])
         return cls(RuleSet.parse(parts[1]), _letters_to_number("".join(parts[2:])), version)
 

@@ -30,21 +30,22 @@ __all__ = [
 _SHOWN_MAX: Final = 40
 
 
-def shown(text: object) -> str:
+def shown(text: object, limit: int = _SHOWN_MAX) -> str:
     """Quote untrusted input for an error message, cut to a sane length.
 
     Args:
         text: whatever the caller received (usually a ``str``).
+        limit: the longest quote, in characters (40 unless given).
 
     Returns:
-        ``repr(text)``, truncated to about 40 characters with ``...`` when longer.
+        ``repr(text)``, truncated to ``limit`` characters with ``...`` when longer.
 
     >>> shown("TP1-X")
     "'TP1-X'"
     """
     quoted = repr(text)
-    if len(quoted) > _SHOWN_MAX:
-        return quoted[: _SHOWN_MAX - 3] + "..."
+    if len(quoted) > limit:
+        return quoted[: limit - 3] + "..."
     return quoted
 
 
@@ -57,7 +58,8 @@ class InvalidCardError(EngineError):
 
 
 class InvalidGameCodeError(EngineError):
-    """A game code does not follow ``TP1-<R>-<7 letters>`` or its number is out of range (SPEC §3).
+    """A game code does not follow ``TP1-<R>-<7 letters>`` or ``TP2-<R>-<28 letters>``, or its
+    number is out of range (SPEC §3).
 
     The message names the offending text and says what is wrong with it.
     """

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -136,6 +138,7 @@ def start_embedded_postgres(data_dir: Path) -> str:
         import pgserver
 
         data_dir.mkdir(parents=True, exist_ok=True)
+        forget_dead_handles(data_dir.resolve() / "pg")
         server = pgserver.get_server(  # type: ignore[attr-defined]
             data_dir.resolve() / "pg", cleanup_mode="stop"
         )
@@ -145,6 +148,38 @@ def start_embedded_postgres(data_dir: Path) -> str:
         uri: str = server.get_uri("tripeaks")
     _EMBEDDED.append(server)
     return uri
+
+
+def forget_dead_handles(pgdata: Path) -> list[int]:
+    """Drop the processes that no longer run from pgserver's list of processes using the
+    embedded PostgreSQL (``<pgdata>/.handle_pids.json``).
+
+    pgserver stops the server when the last process on that list exits; a process killed with
+    SIGKILL never takes itself off, so without this every later clean stop would leave the
+    server running.
+
+    Returns:
+        The pids dropped.
+    """
+    path = pgdata / ".handle_pids.json"
+    try:
+        pids = [int(pid) for pid in json.loads(path.read_text())]
+    except (OSError, ValueError, TypeError):
+        return []
+    alive = [pid for pid in pids if _running(pid)]
+    if len(alive) != len(pids):
+        path.write_text(json.dumps(alive))
+    return [pid for pid in pids if pid not in alive]
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 _EMBEDDED: list[object] = []  # keeps the embedded server's handle alive for the process

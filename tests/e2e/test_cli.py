@@ -131,7 +131,7 @@ async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
         TRIPEAKS_PORT=str(port),
         TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
         DATABASE_URL=database_url,
-        TRIPEAKS_DAILY_SECRET="cli-secret-0123456789abcdefghijklm",
+        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
     )
     proc = _start(env, port, tmp_path / "server.log")
     processes.append(proc)

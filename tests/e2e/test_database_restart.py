@@ -241,7 +241,7 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
         TRIPEAKS_PORT=str(port),
         TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
         DATABASE_URL=private_postgres.url,
-        TRIPEAKS_DAILY_SECRET="restart-secret-0123456789abcdefghi",
+        TRIPEAKS_DAILY_SECRET="restart-daily-key-0123456789abcdefgh",
         TRIPEAKS_WS_RATE_PER_SECOND="10000",
         TRIPEAKS_SOLVER_WORKERS="0",
         TRIPEAKS_RACE_COUNTDOWN_S="0.2",

@@ -59,7 +59,7 @@ async def test_sigkill_under_load_loses_no_acknowledged_action(
         TRIPEAKS_PORT=str(port),
         TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
         DATABASE_URL=database_url,
-        TRIPEAKS_DAILY_SECRET="durability-secret-0123456789abcdef",
+        TRIPEAKS_DAILY_SECRET="durability-daily-key-0123456789abcd",
         TRIPEAKS_WS_RATE_PER_SECOND="10000",
         TRIPEAKS_SOLVER_WORKERS="0",
     )

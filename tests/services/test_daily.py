@@ -24,7 +24,7 @@ from tests.helpers import WsPlayer, daily_code, register
 
 Client = TestClient[Any, Any]
 TODAY = dt.date(2026, 3, 14)
-OTHER_SECRET = "a-completely-different-secret-42-xyz"
+OTHER_SECRET = "a-completely-different-key-42-xyzabc"
 GOLDEN_DAILY = "TP2-E-JUARKOZ-NKAMKHZ-EGGOVVK-QOORJDP"
 
 

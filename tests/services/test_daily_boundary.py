@@ -203,7 +203,7 @@ async def test_the_next_dates_deal_is_chosen_before_midnight_and_served_from_the
         await ws.close()
 
     # A second process with another secret (a rotated one) serves the stored deal unchanged.
-    rotated = await make_server(daily_secret="a-rotated-secret-0123456789abcdefgh")
+    rotated = await make_server(daily_secret="a-rotated-daily-key-0123456789abcdef")
     async with TestClient(rotated) as client:
         clock.set(dt.datetime(2026, 3, 16, 0, 0, 1, tzinfo=dt.UTC))
         assert (await _get(client, "/api/v1/daily/2026-03-15"))["code"] == str(prepared)

@@ -175,7 +175,7 @@ async def services(database_url: str, clock: FakeClock) -> AsyncIterator[Service
         yield Services.build(
             engine,
             clock,
-            daily_secret=b"test-daily-secret-0123456789abcdefgh",
+            daily_secret=b"test-daily-key-0123456789abcdefghij",
             daily_rules=RuleSet.EASY,
             race_limits=RaceLimits(max_players=3, max_rooms=2, countdown_s=1, lobby_ttl_s=600),
         )
