@@ -16,6 +16,21 @@ _MAX_ROUNDS = 8
 
 _CHECKER = icu.SpoofChecker()
 
+#: Scripts may mix in a name only as TR39's "highly restrictive" level allows (one script, or
+#: Han with Hiragana and Katakana, with Hangul, or with Bopomofo; digits and punctuation anywhere).
+_MIXED = icu.SpoofChecker()
+_MIXED.setChecks(icu.USpoofChecks.RESTRICTION_LEVEL)
+_MIXED.setRestrictionLevel(icu.URestrictionLevel.HIGHLY_RESTRICTIVE)
+
+#: Letters that draw nothing (Hangul fillers): a name of them would be blank.
+INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
+
+
+def mixes_scripts(name: str) -> bool:
+    """Whether ``name`` mixes letters of scripts that TR39's highly restrictive level keeps
+    apart (a Cyrillic ``у`` in a Latin ``Racу``); Japanese and Korean mixes are allowed."""
+    return bool(_MIXED.check(name))
+
 
 def _skeleton(text: str) -> str:
     """The TR39 skeleton of ``text``: NFD, default-ignorable code points removed, every code point
@@ -59,4 +74,4 @@ def name_key(name: str) -> str:
     return key
 
 
-__all__ = ["name_key"]
+__all__ = ["INVISIBLE_LETTERS", "mixes_scripts", "name_key"]

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from server.names import name_key
+from server.names import INVISIBLE_LETTERS, mixes_scripts, name_key
 from server.services.clock import Clock
 from server.services.errors import ConflictError, InvalidInputError, UnauthorizedError
 from server.storage.models import Player
@@ -35,7 +35,8 @@ def normalize_name(raw: object) -> str:
 
     Names are NFKC-normalised (look-alike letters such as 𝕬 become A), trimmed, with inner
     runs of spaces collapsed; 2–24 characters of
-    letters or digits (any script) and `` _-.'``, starting with a letter or digit.
+    letters or digits (any script) and `` _-.'``, starting with a letter or digit, with no
+    invisible letters (Hangul fillers).
 
     Returns:
         The normalised name.
@@ -65,6 +66,8 @@ def normalize_name(raw: object) -> str:
         )
     if not name[0].isalnum():
         raise InvalidInputError("name must start with a letter or a digit", code="bad_name")
+    if any(c in INVISIBLE_LETTERS for c in name):
+        raise InvalidInputError("name may not hold invisible letters", code="bad_name")
     return name
 
 
@@ -112,7 +115,9 @@ class PlayerService:
             The new player and its bearer token (shown once; only its hash is stored).
 
         Raises:
-            InvalidInputError: ``bad_name``.
+            InvalidInputError: ``bad_name`` (see :func:`normalize_name`; also a new name that
+                mixes scripts beyond TR39's highly restrictive level, such as a Cyrillic ``у``
+                in a Latin ``Racу``: Japanese and Korean mixes are fine).
             ConflictError: ``name_taken`` when another player's name has the same
                 :func:`~server.names.name_key`: the same name in any case, or a look-alike.
         """
@@ -123,6 +128,12 @@ class PlayerService:
             taken = await session.scalar(select(Player.name).where(Player.name_key == key))
             if taken is not None:
                 raise _name_taken(name, taken)
+            if mixes_scripts(name):
+                raise InvalidInputError(
+                    f"the name {name!r} mixes letters of different scripts (such as Latin with "
+                    "Cyrillic or Greek); use one script",
+                    code="bad_name",
+                )
             player = Player(
                 name=name, name_key=key, token_hash=hash_token(token), created_at=self._clock.now()
             )

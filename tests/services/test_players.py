@@ -11,6 +11,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from sqlalchemy import text
 
+from server.names import mixes_scripts
 from server.services.errors import InvalidInputError
 from server.services.players import normalize_name
 from server.storage.db import create_engine
@@ -197,10 +198,15 @@ async def test_concurrent_registrations_of_look_alikes_admit_exactly_one(client:
     responses = await asyncio.gather(
         *(client.post("/api/v1/players", json={"name": n}) for n in names)
     )
-    assert sorted(r.status for r in responses) == [201] + [409] * (len(names) - 1)
+    # Exactly one wins; the others are look-alikes of it, or (seen before it committed) names
+    # mixing scripts, which no new player may take.
+    assert sorted(r.status for r in responses).count(201) == 1
     (winner,) = [await r.json() for r in responses if r.status == 201]
     for name, resp in zip(names, responses, strict=True):
-        if resp.status == 409:
+        if resp.status == 400:
+            assert mixes_scripts(name)
+            assert (await resp.json())["error"]["code"] == "bad_name"
+        elif resp.status == 409:
             error = (await resp.json())["error"]
             assert error["code"] == "name_taken"
             if normalize_name(name).casefold() != winner["name"].casefold():
@@ -288,3 +294,21 @@ async def test_concurrent_registrations_of_one_name_admit_exactly_one(client: Cl
     for resp in responses:
         if resp.status == 409:
             assert (await resp.json())["error"]["code"] == "name_taken"
+
+
+@pytest.mark.parametrize("name", ["Rac\u0443", "\u03a9mega", "Pa\u0443l Smith"])
+async def test_a_new_name_mixing_scripts_is_bad_name(client: Client, name: str) -> None:
+    body = await _error(await client.post("/api/v1/players", json={"name": name}), 400, "bad_name")
+    assert "scripts" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("name", ["Иван", "ひらがな太郎", "김민수", "Σωκράτης", "José 2", "李明"])
+async def test_names_in_one_script_or_a_usual_mix_register(client: Client, name: str) -> None:
+    resp = await client.post("/api/v1/players", json={"name": name})
+    assert resp.status == 201, await resp.text()
+
+
+@pytest.mark.parametrize("name", ["\u3164\u3164", "Q\u3164", "Ab\uffa0"])
+async def test_names_with_invisible_letters_are_bad_name(client: Client, name: str) -> None:
+    body = await _error(await client.post("/api/v1/players", json={"name": name}), 400, "bad_name")
+    assert "invisible" in body["error"]["message"]
