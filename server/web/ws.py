@@ -7,6 +7,7 @@ Close codes: 1001 server shutting down, 1003 binary frames, 1008 no hello in tim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -52,6 +53,9 @@ from server.web.outbox import CLOSE_GRACE_S, Outbox
 log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_S = 15.0
+#: Requests of one connection waiting for its worker (beyond it: ``busy``); the rate limit keeps
+#: an honest client far below it.
+MAX_WAITING_REQUESTS = 64
 #: Bytes handed to the transport between checks for a peer that stopped reading. aiohttp's
 #: default (256 KiB) lets that much pile up in each stalled socket's buffer before the writer
 #: waits, so the outbox's bound and its coalescing would only start to matter after it.
@@ -146,43 +150,90 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
 
 
 async def _serve(session: _Session) -> None:
+    """Read the connection's frames. Reading never waits on a request being served: requests go
+    to the connection's worker, which serves them one at a time in order, while this loop keeps
+    reading, so pings (websocket and ``ping`` messages) are answered at once even while an
+    action waits for its commit."""
     ws = session.ws
-    deadline = time.monotonic() + HELLO_TIMEOUT_S
-    while not ws.closed:
-        timeout = None if session.player else max(0.0, deadline - time.monotonic())
-        try:
-            msg = await ws.receive(timeout=timeout)
-        except TimeoutError:
-            await session.refuse(
-                out.error("hello_timeout", "send 'hello' with a token first"), b"no hello"
-            )
-            return
-        if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-            return
-        if msg.type is WSMsgType.BINARY:
-            await ws.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"text frames only")
-            return
-        if msg.type is not WSMsgType.TEXT:
-            continue
-        if not _limiter.hit(session.rate, session.key):
-            # Over the rate the message is dropped; a sender that keeps going regardless (twice
-            # the rate dropped in a second, so three times the rate sent) is a flood.
-            if not _limiter.hit(session.flood, session.key):
-                session.outbox.stop_reading()
-                await session.refuse(out.error("flood", "too many messages; closing"), b"flood")
+    requests: asyncio.Queue[ClientMessage] = asyncio.Queue(MAX_WAITING_REQUESTS)
+    worker = asyncio.create_task(_work(session, requests), name=f"{session.key}-requests")
+    try:
+        deadline = time.monotonic() + HELLO_TIMEOUT_S
+        while not ws.closed:
+            timeout = None if session.player else max(0.0, deadline - time.monotonic())
+            try:
+                msg = await ws.receive(timeout=timeout)
+            except TimeoutError:
+                await session.refuse(
+                    out.error("hello_timeout", "send 'hello' with a token first"), b"no hello"
+                )
                 return
-            await session.send(
-                out.error("rate_limited", "too many messages; slow down", peek_request_id(msg.data))
-            )
-            continue
-        await _handle(session, msg.data)
+            if msg.type in (
+                WSMsgType.CLOSE,
+                WSMsgType.CLOSING,
+                WSMsgType.CLOSED,
+                WSMsgType.ERROR,
+            ):
+                return
+            if msg.type is WSMsgType.BINARY:
+                await ws.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"text frames only")
+                return
+            if msg.type is not WSMsgType.TEXT:
+                continue
+            if not _limiter.hit(session.rate, session.key):
+                # Over the rate the message is dropped; a sender that keeps going regardless
+                # (twice the rate dropped in a second, so three times the rate sent) is a flood.
+                if not _limiter.hit(session.flood, session.key):
+                    session.outbox.stop_reading()
+                    await session.refuse(out.error("flood", "too many messages; closing"), b"flood")
+                    return
+                await session.send(
+                    out.error(
+                        "rate_limited", "too many messages; slow down", peek_request_id(msg.data)
+                    )
+                )
+                continue
+            await _accept(session, msg.data, requests)
+    finally:
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
 
 
-async def _handle(session: _Session, raw: str) -> None:
-    request_id: int | str | None = None
+async def _accept(session: _Session, raw: str, requests: asyncio.Queue[ClientMessage]) -> None:
+    """Parse one frame: answer a ping or a malformed frame at once, queue anything else for
+    the connection's worker (or refuse it with ``busy`` when too many already wait)."""
     try:
         message = parse_client_message(raw)
-        request_id = message.id
+    except ProtocolError as exc:
+        await session.send(out.error(exc.code, exc.message, exc.request_id))
+        return
+    if isinstance(message, Ping):
+        await session.send(out.pong(message.id))
+        return
+    try:
+        requests.put_nowait(message)
+    except asyncio.QueueFull:
+        await session.send(
+            out.error(
+                "busy",
+                f"{MAX_WAITING_REQUESTS} requests are already waiting on this connection; "
+                "wait for their answers",
+                message.id,
+            )
+        )
+
+
+async def _work(session: _Session, requests: asyncio.Queue[ClientMessage]) -> None:
+    """Serve the connection's requests one after the other, in the order they came."""
+    while True:
+        message = await requests.get()
+        await _handle(session, message)
+
+
+async def _handle(session: _Session, message: ClientMessage) -> None:
+    request_id = message.id
+    try:
         await _dispatch(session, message)
     except ProtocolError as exc:
         rid = exc.request_id if exc.request_id is not None else request_id
@@ -223,9 +274,6 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         if message.id is not None:
             welcome["id"] = message.id
         await session.send(welcome)
-        return
-    if isinstance(message, Ping):
-        await session.send(out.pong(message.id))
         return
     if session.player is None:
         await session.send(

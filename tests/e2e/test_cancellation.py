@@ -320,12 +320,11 @@ async def test_an_action_whose_handler_is_cancelled_keeps_its_game_until_stored(
         admin = await asyncpg.connect(database_url)
         acked: dict[int, dict[str, Any]] = {}
         try:
-            # Hold the blocker's game row, so that the writer's next batch waits in PostgreSQL.
+            # Hold the action log's table lock, so that the writer's next batch waits in
+            # PostgreSQL (a locked game row would only be skipped).
             hold = admin.transaction()
             await hold.start()
-            await admin.execute(
-                "SELECT 1 FROM games WHERE id = $1 FOR UPDATE", games["Blocker"]["game_id"]
-            )
+            await admin.execute("LOCK TABLE game_actions IN ACCESS EXCLUSIVE MODE")
             blocker = asyncio.create_task(sockets["Blocker"].act(games["Blocker"], "draw"))
             await _waiting_on_a_lock(admin)
 
@@ -364,11 +363,11 @@ async def test_an_action_whose_handler_is_cancelled_keeps_its_game_until_stored(
 
 
 async def _waiting_on_a_lock(admin: asyncpg.Connection) -> None:
-    """Return once a server session waits for a row lock (the writer's batch)."""
+    """Return once a server session waits for a lock (the writer's batch)."""
     deadline = time.monotonic() + BOUND_S
     while not await admin.fetchval(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
         "AND application_name = 'tripeaks' AND wait_event_type = 'Lock'"
     ):
-        assert time.monotonic() < deadline, "the writer never waited for the held row"
+        assert time.monotonic() < deadline, "the writer never waited for the held lock"
         await asyncio.sleep(0.02)
