@@ -1,6 +1,6 @@
 """Pure TriPeaks rules: cards, layout, TP1 and TP2 deals and game codes, game state and scoring.
 
-No I/O, no clock, standard library only. See ``/work/shared/SPEC.md`` §1–3 for the rules this
+No I/O, no clock, standard library only. See ``docs/rules.md`` §1–3 for the rules this
 package implements; every public name below is importable from ``server.engine`` directly.
 
 >>> from server.engine import Game, GameCode

@@ -33,7 +33,7 @@ FACE_DOWN: Final[str] = "down"
 
 
 class Status(StrEnum):
-    """Where a game stands (SPEC §2 "Won", "Blocked"; §4 "Ranked play")."""
+    """Where a game stands (docs/rules.md §2 "Won", "Blocked"; §4 "Ranked play")."""
 
     PLAYING = "playing"
     WON = "won"
@@ -42,7 +42,7 @@ class Status(StrEnum):
 
 
 class ActionKind(StrEnum):
-    """The three player actions; the value is the wire name (SPEC §2, §6)."""
+    """The three player actions; the value is the wire name (docs/rules.md §2, §6)."""
 
     REMOVE = "remove"
     DRAW = "draw"
@@ -118,7 +118,7 @@ class Action:
 
     @classmethod
     def from_record(cls, kind: str, pos: int | None) -> Action:
-        """The action an :class:`AppliedAction` record stands for (SPEC §5 replay).
+        """The action an :class:`AppliedAction` record stands for (docs/rules.md §5 replay).
 
         A record keeps the position a card moved from or back to; only a removal's position
         is part of the action (an undone removal's record names where the card went back).
@@ -159,7 +159,8 @@ class Action:
 
 @dataclass(frozen=True, slots=True)
 class AppliedAction:
-    """What an accepted action did, as stored in the action log (SPEC §5) and sent to players.
+    """What an accepted action did, as stored in the action log (docs/rules.md §5) and sent to
+    players.
 
     Attributes:
         kind: the kind of the action applied.
@@ -187,8 +188,8 @@ class AppliedAction:
 
 @dataclass(frozen=True, slots=True)
 class GameView:
-    """What the player of a game may see (SPEC §1 "Hidden information", §6): never a face-down
-    card, never the stock order.
+    """What the player of a game may see (docs/rules.md §1 "Hidden information", §6): never a
+    face-down card, never the stock order.
 
     Attributes:
         tableau: 28 entries in position order: the :class:`Card` when face up, :data:`FACE_DOWN`

@@ -1,4 +1,4 @@
-"""Cards: suits, ranks and the 52-card deck (SPEC §1, deck order from SPEC §3).
+"""Cards: suits, ranks and the 52-card deck (docs/rules.md §1, deck order from §3).
 
 >>> card = Card.parse("10h")
 >>> str(card), card.index
@@ -46,7 +46,7 @@ class Rank(IntEnum):
 
     @property
     def symbol(self) -> str:
-        """The one-character text form: ``A 2 3 4 5 6 7 8 9 T J Q K`` (SPEC §1)."""
+        """The one-character text form: ``A 2 3 4 5 6 7 8 9 T J Q K`` (docs/rules.md §1)."""
         return _RANK_SYMBOLS[self.value - 1]
 
 
@@ -77,7 +77,7 @@ class Card:
 
     @classmethod
     def parse(cls, text: str) -> Card:
-        """Read a card from its text form: rank then suit (SPEC §1).
+        """Read a card from its text form: rank then suit (docs/rules.md §1).
 
         Args:
             text: e.g. ``"TH"``, ``"th"``, ``"10H"``, ``"AS"``. Case does not matter; nothing
@@ -120,7 +120,8 @@ class Card:
 
     @property
     def index(self) -> int:
-        """Position in the unshuffled deck (SPEC §3): ``13 * suit + rank - 1``, 0 = AC, 51 = KS."""
+        """Position in the unshuffled deck (docs/rules.md §3): ``13 * suit + rank - 1``, 0 = AC,
+        51 = KS."""
         return _SUITS.index(self.suit) * 13 + self.rank.value - 1
 
     def __str__(self) -> str:
@@ -128,7 +129,7 @@ class Card:
 
 
 FULL_DECK: Final[tuple[Card, ...]] = tuple(Card(rank, suit) for suit in Suit for rank in Rank)
-"""The 52 cards in index order (SPEC §3 "Deck before shuffling")."""
+"""The 52 cards in index order (docs/rules.md §3 "Deck before shuffling")."""
 
 _DECK_BY_KEY: Final[dict[tuple[Rank, Suit], Card]] = {
     (card.rank, card.suit): card for card in FULL_DECK

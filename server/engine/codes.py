@@ -1,4 +1,4 @@
-"""Rule sets, game codes and the ``TP1`` and ``TP2`` deal algorithms (SPEC §3).
+"""Rule sets, game codes and the ``TP1`` and ``TP2`` deal algorithms (docs/rules.md §3).
 
 ``TP1`` codes (7 letters, 26⁷ ≈ 2³³ deals) are for free play and codes players share: the 11
 cards visible at the start identify one by brute force in minutes. ``TP2`` codes (28 letters,
@@ -57,7 +57,7 @@ __all__ = [
 
 
 class DealVersion(StrEnum):
-    """A deal algorithm: the first part of a code, stored with every game (SPEC §3).
+    """A deal algorithm: the first part of a code, stored with every game (docs/rules.md §3).
 
     ``TP1``: 7 letters, a number below 26⁷ hashed as 8 bytes; ``TP2``: 28 letters, a number
     below 26²⁸ hashed as 17 bytes (sealed deals). The value is the code's prefix.
@@ -83,7 +83,8 @@ class DealVersion(StrEnum):
 
 
 DEAL_ALGORITHM: Final = DealVersion.TP1
-"""The deal algorithm of free play and of codes players type (SPEC §3); secret deals use TP2."""
+"""The deal algorithm of free play and of codes players type (docs/rules.md §3); secret deals use
+TP2."""
 
 CODE_LENGTH: Final = DealVersion.TP1.letters
 """Letters in a TP1 code's number part."""
@@ -101,14 +102,14 @@ TP2_GROUP: Final = 7
 """Letters per group when a TP2 code is shown (``TP2-E-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB``)."""
 
 STOCK_SIZE: Final = 23
-"""Cards in the stock at the start (SPEC §2 "Start")."""
+"""Cards in the stock at the start (docs/rules.md §2 "Start")."""
 
 _LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _TWO_64: Final = 1 << 64
 
 
 class RuleSet(StrEnum):
-    """The two rule sets; the value is the letter shown in codes (SPEC §2, §3)."""
+    """The two rule sets; the value is the letter shown in codes (docs/rules.md §2, §3)."""
 
     EASY = "E"
     CLASSIC = "C"
@@ -145,7 +146,7 @@ class RuleSet(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Deal:
-    """The dealt cards of one game (SPEC §2 "Start", §3 "Deal").
+    """The dealt cards of one game (docs/rules.md §2 "Start", §3 "Deal").
 
     Attributes:
         tableau: 28 cards in position order (position 0 first).
@@ -200,8 +201,8 @@ class Deal:
 
 
 def deal_words(version: DealVersion, number: int) -> Iterator[int]:
-    """The endless stream of 64-bit random words for deal ``number`` of ``version`` (SPEC §3
-    "Random words").
+    """The endless stream of 64-bit random words for deal ``number`` of ``version``
+    (docs/rules.md §3 "Random words").
 
     Block ``k`` is ``SHA-256(version + number big-endian + k as 4 bytes big-endian)``, the number
     taking 8 bytes under ``TP1`` and 17 under ``TP2``; each block yields its four 64-bit
@@ -229,8 +230,8 @@ def tp1_words(number: int) -> Iterator[int]:
 
 
 def tp1_shuffle(words: Iterable[int]) -> tuple[Card, ...]:
-    """Shuffle the ordered deck with Fisher–Yates and rejection sampling (SPEC §3 "Shuffle");
-    TP2 shuffles the same way.
+    """Shuffle the ordered deck with Fisher–Yates and rejection sampling (docs/rules.md §3
+    "Shuffle"); TP2 shuffles the same way.
 
     For ``i`` from 51 down to 1: ``bound = i + 1``, ``limit = 2**64 - 2**64 % bound``; take the next
     word, skipping words ``>= limit``; swap ``deck[i]`` with ``deck[word % bound]``.
@@ -260,7 +261,7 @@ def tp1_shuffle(words: Iterable[int]) -> tuple[Card, ...]:
 
 
 def deal_tp1(number: int) -> Deal:
-    """Deal game ``number`` with the ``TP1`` algorithm (SPEC §3).
+    """Deal game ``number`` with the ``TP1`` algorithm (docs/rules.md §3).
 
     Args:
         number: ``0 <= number < CODE_SPACE`` (the base-26 value of the code's letters).
@@ -277,8 +278,8 @@ def deal_tp1(number: int) -> Deal:
 
 
 def deal_tp2(number: int) -> Deal:
-    """Deal game ``number`` with the ``TP2`` algorithm (SPEC §3 "TP2"): TP1's shuffle and deal
-    over TP2's random words.
+    """Deal game ``number`` with the ``TP2`` algorithm (docs/rules.md §3 "TP2"): TP1's shuffle and
+    deal over TP2's random words.
 
     Args:
         number: ``0 <= number < TP2_CODE_SPACE`` (the base-26 value of the code's 28 letters).
@@ -352,7 +353,7 @@ def _code_problem(parts: list[str]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class GameCode:
-    """A game code: a rule set, a deal number and the deal algorithm (SPEC §3).
+    """A game code: a rule set, a deal number and the deal algorithm (docs/rules.md §3).
 
     ``TP1-<R>-<7 letters>`` or ``TP2-<R>-<28 letters>`` (shown as four groups of 7).
 
@@ -382,7 +383,7 @@ class GameCode:
 
     @classmethod
     def parse(cls, text: str) -> GameCode:
-        """Read a game code (SPEC §3 "Grammar", "TP2").
+        """Read a game code (docs/rules.md §3 "Grammar", "TP2").
 
         Args:
             text: e.g. ``"TP1-E-HELLOAB"`` or ``"TP2-C-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB"`` (a TP2
@@ -439,7 +440,7 @@ class GameCode:
     def random(
         cls, rules: RuleSet = RuleSet.EASY, version: DealVersion = DealVersion.TP1
     ) -> GameCode:
-        """A code with a uniformly random number from a cryptographic source (SPEC §3).
+        """A code with a uniformly random number from a cryptographic source (docs/rules.md §3).
 
         Args:
             rules: the rule set.

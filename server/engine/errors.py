@@ -2,8 +2,8 @@
 
 Every error the engine raises is an :class:`EngineError`, itself a :class:`ValueError`, so a caller
 that only wants "bad input" can catch ``ValueError``. A refused game action is an
-:class:`IllegalActionError` carrying a machine-readable :class:`Rejection` code (SPEC §2); the
-player-facing texts for those codes live here too, in English and Traditional Chinese.
+:class:`IllegalActionError` carrying a machine-readable :class:`Rejection` code (docs/rules.md
+§2); the player-facing texts for those codes live here too, in English and Traditional Chinese.
 """
 
 from __future__ import annotations
@@ -54,26 +54,27 @@ class EngineError(ValueError):
 
 
 class InvalidCardError(EngineError):
-    """A card text (or card index) is not one of the 52 cards (SPEC §1)."""
+    """A card text (or card index) is not one of the 52 cards (docs/rules.md §1)."""
 
 
 class InvalidGameCodeError(EngineError):
     """A game code does not follow ``TP1-<R>-<7 letters>`` or ``TP2-<R>-<28 letters>``, or its
-    number is out of range (SPEC §3).
+    number is out of range (docs/rules.md §3).
 
     The message names the offending text and says what is wrong with it.
     """
 
 
 class InvalidRuleSetError(InvalidGameCodeError):
-    """A rule-set letter (the ``<R>`` of a game code) is not ``E``, ``C`` or legacy ``N`` (SPEC §3).
+    """A rule-set letter (the ``<R>`` of a game code) is not ``E``, ``C`` or legacy ``N``
+    (docs/rules.md §3).
 
     A subclass of :class:`InvalidGameCodeError` because the letter is part of the code grammar.
     """
 
 
 class InvalidDealError(EngineError):
-    """A hand-built deal is not 28 + 1 + 23 distinct cards (SPEC §2 "Start")."""
+    """A hand-built deal is not 28 + 1 + 23 distinct cards (docs/rules.md §2 "Start")."""
 
 
 class InvalidActionError(EngineError):
@@ -85,11 +86,11 @@ class InvalidActionError(EngineError):
 
 
 class InvalidPositionError(InvalidActionError):
-    """A layout position is not an ``int`` in ``0..27`` (SPEC §1)."""
+    """A layout position is not an ``int`` in ``0..27`` (docs/rules.md §1)."""
 
 
 class Rejection(StrEnum):
-    """Why a well-formed action was refused (SPEC §2 rejection table).
+    """Why a well-formed action was refused (docs/rules.md §2 rejection table).
 
     The value is the wire code.
     """
@@ -103,7 +104,7 @@ class Rejection(StrEnum):
 
 
 class IllegalActionError(EngineError):
-    """The rules refuse an action; nothing in the game changed (SPEC §2).
+    """The rules refuse an action; nothing in the game changed (docs/rules.md §2).
 
     Attributes:
         code: the :class:`Rejection` to send to the client.
@@ -120,7 +121,7 @@ class IllegalActionError(EngineError):
 
 
 class Locale(StrEnum):
-    """The languages player messages exist in (SPEC §2)."""
+    """The languages player messages exist in (docs/rules.md §2)."""
 
     EN = "en"
     ZH_HANT = "zh-Hant"
@@ -170,7 +171,8 @@ _BLOCKED_NOTICE: Final[dict[Locale, str]] = {
 
 
 def rejection_message(code: Rejection, locale: Locale) -> str | None:
-    """The player-facing text for a rejection, shown while *error help* is on (SPEC §2 table).
+    """The player-facing text for a rejection, shown while *error help* is on (docs/rules.md §2
+    table).
 
     Args:
         code: the rejection code.
@@ -189,7 +191,7 @@ def rejection_message(code: Rejection, locale: Locale) -> str | None:
 
 
 def blocked_notice(locale: Locale) -> str:
-    """The notice shown when a game becomes blocked (SPEC §2 "Blocked").
+    """The notice shown when a game becomes blocked (docs/rules.md §2 "Blocked").
 
     Args:
         locale: the player's language.

@@ -1,4 +1,5 @@
-"""The state of one TriPeaks game and its rules: removal, draw, undo, score, status (SPEC §2, §4).
+"""The state of one TriPeaks game and its rules: removal, draw, undo, score, status
+(docs/rules.md §2, §4).
 
 A :class:`Game` is the only mutable type in the engine. It validates every action, applies it, and
 keeps the bounded undo history and the applied action log, from which :meth:`Game.replay` rebuilds
@@ -71,7 +72,7 @@ _UNDO: Final = Action.undo()
 
 
 class Game:
-    """One game in progress or finished: the rules of SPEC §2 with ranked play of SPEC §4.
+    """One game in progress or finished: the rules of docs/rules.md §2 with the ranked play of §4.
 
     Args:
         deal: the cards.
@@ -79,10 +80,11 @@ class Game:
         ranked: ``True`` for the daily challenge and races: a blocked game is over at once and
             refuses undo. ``False`` (free play): a blocked game may be undone out of.
 
-    Every action is checked in SPEC order; a refused action raises :class:`IllegalActionError`
-    and changes nothing. Undo history: each removal/draw is pushed on a history that keeps only
-    the last :data:`UNDO_DEPTH` pushes (undone ones still count towards the 100, so a push that is
-    the 101st drops the oldest for good); undo reverts the most recent not-yet-undone one.
+    Every action is checked in the order of docs/rules.md §2 "Order of checks"; a refused action
+    raises :class:`IllegalActionError` and changes nothing. Undo history: each removal/draw is
+    pushed on a history that keeps only the last :data:`UNDO_DEPTH` pushes (undone ones still
+    count towards the 100, so a push that is the 101st drops the oldest for good); undo reverts
+    the most recent not-yet-undone one (docs/rules.md §2 "Undo").
     """
 
     __slots__ = (
@@ -122,7 +124,7 @@ class Game:
 
     @classmethod
     def new(cls, code: GameCode, *, ranked: bool = False) -> Game:
-        """A fresh game for ``code``: its ``TP1`` deal under its rule set (SPEC §3).
+        """A fresh game for ``code``: its deal under its rule set (docs/rules.md §3).
 
         Args:
             code: the game code.
@@ -137,7 +139,8 @@ class Game:
     def replay(
         cls, deal: Deal, rules: RuleSet, actions: Iterable[Action], *, ranked: bool = False
     ) -> Game:
-        """Rebuild a game from its action log (SPEC §5): identical state, undo depth included.
+        """Rebuild a game from its action log (docs/rules.md §5): identical state, undo depth
+        included.
 
         Args:
             deal: the cards.
@@ -175,7 +178,7 @@ class Game:
     # ----------------------------------------------------------------- actions
 
     def apply(self, action: Action) -> AppliedAction:
-        """Apply any action (SPEC §2).
+        """Apply any action (docs/rules.md §2).
 
         Args:
             action: the :class:`Action`.
@@ -200,7 +203,8 @@ class Game:
         return applied
 
     def remove(self, pos: int) -> AppliedAction:
-        """Move the card at ``pos`` onto the waste (SPEC §2 "remove"); −1, +100 if it clears a peak.
+        """Move the card at ``pos`` onto the waste (docs/rules.md §2 "Remove"); −1, +100 if it
+        clears a peak.
 
         Args:
             pos: the layout position, ``0..27``.
@@ -216,7 +220,7 @@ class Game:
         return self.apply(Action.remove(pos))
 
     def draw(self) -> AppliedAction:
-        """Turn the top stock card onto the waste (SPEC §2 "draw"); −1. Allowed even when a
+        """Turn the top stock card onto the waste (docs/rules.md §2 "Draw"); −1. Allowed even when a
         removal is possible.
 
         Returns:
@@ -228,7 +232,7 @@ class Game:
         return self.apply(_DRAW)
 
     def undo(self) -> AppliedAction:
-        """Revert the most recent not-yet-undone removal or draw (SPEC §2 "undo").
+        """Revert the most recent not-yet-undone removal or draw (docs/rules.md §2 "Undo").
 
         Puts the card back (on the tableau, re-covering what it covered, or on top of the stock),
         restores the waste and the exact previous score; counts in :attr:`undos`, not :attr:`moves`.
@@ -244,7 +248,8 @@ class Game:
         return self.apply(_UNDO)
 
     def resign(self) -> None:
-        """End the game as resigned (SPEC §4). Not an :class:`Action`: it is not in :attr:`actions`.
+        """End the game as resigned (docs/rules.md §4 "Resigning"). Not an :class:`Action`: it is
+        not in :attr:`actions`.
 
         Raises:
             IllegalActionError: ``game_over`` when the game is already over (:attr:`is_over`).
@@ -308,7 +313,8 @@ class Game:
         return self._tableau[check_position(pos)]
 
     def is_face_up(self, pos: int) -> bool:
-        """Whether every card covering ``pos`` is removed (SPEC §1); a removed card stays face up.
+        """Whether every card covering ``pos`` is removed (docs/rules.md §1); a removed card stays
+        face up.
 
         Raises:
             InvalidPositionError: ``pos`` is not an int in ``0..27``.
@@ -316,7 +322,7 @@ class Game:
         return self._face_up(check_position(pos))
 
     def is_playable(self, pos: int) -> bool:
-        """Whether a card is present at ``pos`` and face up (SPEC §1).
+        """Whether a card is present at ``pos`` and face up (docs/rules.md §1).
 
         Raises:
             InvalidPositionError: ``pos`` is not an int in ``0..27``.
@@ -328,7 +334,7 @@ class Game:
         return tuple(pos for pos in range(POSITION_COUNT) if self.is_playable(pos))
 
     def view(self) -> GameView:
-        """The state a player may see (SPEC §1 "Hidden information", §6).
+        """The state a player may see (docs/rules.md §1 "Hidden information", §6).
 
         Returns:
             A :class:`GameView`; face-down cards appear as :data:`FACE_DOWN`.
@@ -360,7 +366,7 @@ class Game:
 
     @property
     def ranked(self) -> bool:
-        """Whether this is a ranked game (blocked means over; SPEC §4 "Ranked play")."""
+        """Whether this is a ranked game (blocked means over; docs/rules.md §4 "Ranked play")."""
         return self._ranked
 
     @property
@@ -372,7 +378,7 @@ class Game:
     def is_over(self) -> bool:
         """Whether the game has ended for good: won, resigned, or blocked in ranked play.
 
-        A blocked free-play game is not over: undo may bring it back (SPEC §2 "undo").
+        A blocked free-play game is not over: undo may bring it back (docs/rules.md §2 "Undo").
         """
         return self._status in (Status.WON, Status.RESIGNED) or (
             self._status is Status.BLOCKED and self._ranked
@@ -380,12 +386,12 @@ class Game:
 
     @property
     def score(self) -> int:
-        """The current score (SPEC §2 "Score")."""
+        """The current score (docs/rules.md §2 "Score")."""
         return self._score
 
     @property
     def moves(self) -> int:
-        """Removals and draws applied, undone ones included (SPEC §2 "Moves counter")."""
+        """Removals and draws applied, undone ones included (docs/rules.md §2 "Moves counter")."""
         return self._moves
 
     @property
@@ -410,7 +416,8 @@ class Game:
 
     @property
     def stock(self) -> tuple[Card, ...]:
-        """The stock in draw order (``stock[0]`` is drawn next). Hidden from players (SPEC §1)."""
+        """The stock in draw order (``stock[0]`` is drawn next). Hidden from players
+        (docs/rules.md §1)."""
         return tuple(reversed(self._stock))
 
     @property
@@ -452,7 +459,7 @@ class Game:
     # ----------------------------------------------------------- internals
 
     def _refuses(self, kind: ActionKind) -> bool:
-        """Whether the status alone refuses ``kind`` with ``game_over`` (SPEC §2, §4)."""
+        """Whether the status alone refuses ``kind`` with ``game_over`` (docs/rules.md §2, §4)."""
         if self._status is Status.PLAYING:
             return False
         if self._status is Status.BLOCKED:
@@ -465,7 +472,8 @@ class Game:
         return all(tableau[above] is None for above in COVERED_BY[pos])
 
     def _current_status(self) -> Status:
-        """WON when the tableau is empty, checked first; else BLOCKED or PLAYING (SPEC §2)."""
+        """WON when the tableau is empty, checked first; else BLOCKED or PLAYING
+        (docs/rules.md §2)."""
         if self._cards_left == 0:
             return Status.WON
         if not self._stock and not any(

@@ -1,4 +1,4 @@
-"""The 28-position TriPeaks layout: rows, the cover map and the three peaks (SPEC §1).
+"""The 28-position TriPeaks layout: rows, the cover map and the three peaks (docs/rules.md §1).
 
 Positions are numbered top row first, left to right::
 
@@ -27,7 +27,8 @@ ROWS: Final[tuple[range, ...]] = (range(0, 3), range(3, 9), range(9, 18), range(
 
 
 def _covered_by(pos: int) -> tuple[int, ...]:
-    """The positions covering ``pos`` by the formulas of SPEC §1 (none for the bottom row)."""
+    """The positions covering ``pos`` by the formulas of docs/rules.md §1 (none for the bottom
+    row)."""
     if pos in ROWS[0]:
         return (3 + 2 * pos, 4 + 2 * pos)
     if pos in ROWS[1]:
@@ -42,7 +43,7 @@ def _covered_by(pos: int) -> tuple[int, ...]:
 COVERED_BY: Final[tuple[tuple[int, ...], ...]] = tuple(
     _covered_by(pos) for pos in range(POSITION_COUNT)
 )
-"""For each position, the positions covering it, ascending (SPEC §1 cover map)."""
+"""For each position, the positions covering it, ascending (docs/rules.md §1 cover map)."""
 
 COVERS: Final[tuple[tuple[int, ...], ...]] = tuple(
     tuple(above for above in range(POSITION_COUNT) if pos in COVERED_BY[above])
@@ -55,7 +56,7 @@ PEAKS: Final[tuple[frozenset[int], frozenset[int], frozenset[int]]] = (
     frozenset({1, 5, 6, 12, 13, 14, 21, 22, 23}),
     frozenset({2, 7, 8, 15, 16, 17, 24, 25, 26, 27}),
 )
-"""Left, middle and right peak (9, 9 and 10 positions) for the clearing bonus (SPEC §1)."""
+"""Left, middle and right peak (9, 9 and 10 positions) for the clearing bonus (docs/rules.md §1)."""
 
 PEAK_OF: Final[tuple[int, ...]] = tuple(
     next(i for i, peak in enumerate(PEAKS) if pos in peak) for pos in range(POSITION_COUNT)

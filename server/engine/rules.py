@@ -1,4 +1,5 @@
-"""Scoring constants and the rule formulas: the neighbour relation and the score step (SPEC §2).
+"""Scoring constants and the rule formulas: the neighbour relation and the score step
+(docs/rules.md §2).
 
 Re-exported by :mod:`server.engine.game`.
 """
@@ -13,20 +14,20 @@ from server.engine.codes import RuleSet
 __all__ = ["PEAK_BONUS", "START_SCORE", "UNDO_DEPTH", "is_neighbour", "next_score"]
 
 START_SCORE: Final = 500
-"""Score at the start of every game (SPEC §2 "Score")."""
+"""Score at the start of every game (docs/rules.md §2 "Score")."""
 
 PEAK_BONUS: Final = 100
-"""Extra points for a removal that clears a peak (SPEC §2 "Score")."""
+"""Extra points for a removal that clears a peak (docs/rules.md §2 "Score")."""
 
 UNDO_DEPTH: Final = 100
-"""How many of the most recent removals/draws stay undoable (SPEC §2 "undo")."""
+"""How many of the most recent removals/draws stay undoable (docs/rules.md §2 "Undo")."""
 
 _MOVE_COST: Final = 1
 
 
 def next_score(previous: int, *, clears_peak: bool) -> int:
-    """The score after a removal or draw (SPEC §2 "Score"): −1, +100 more when a peak is cleared,
-    never below 0.
+    """The score after a removal or draw (docs/rules.md §2 "Score"): −1, +100 more when a peak is
+    cleared, never below 0.
 
     Args:
         previous: the score before the action.
@@ -42,7 +43,8 @@ def next_score(previous: int, *, clears_peak: bool) -> int:
 
 
 def is_neighbour(card: Card, waste: Card, rules: RuleSet) -> bool:
-    """Whether ``card`` may go onto ``waste``: one rank apart, suit ignored (SPEC §2 "remove").
+    """Whether ``card`` may go onto ``waste``: one rank apart, suit ignored (docs/rules.md §2
+    "Remove").
 
     Args:
         card: the tableau card.

@@ -1,6 +1,6 @@
 """Exact perfect-information solver: can a deal be cleared, its par, and a line reaching it.
 
-The solver sees every card (the stock order included) and plays by SPEC §2 without undo.
+The solver sees every card (the stock order included) and plays by docs/rules.md §2 without undo.
 
 **Par** is the highest final score reachable from a position:
 
@@ -8,8 +8,8 @@ The solver sees every card (the stock order included) and plays by SPEC §2 with
   ``500 − moves + 300`` with ``moves = 28 + draws``, so from the start ``par = 772 − fewest draws``
   (749 at worst). No blocked ending comes close (it clears at most two peaks: 677 − removals).
 * Otherwise every game ends *blocked*, which happens exactly in a state where the stock is empty
-  and no playable card is a neighbour of the waste card (SPEC §2 "Blocked"; a state with an empty
-  stock and a possible removal is not an ending: play goes on). Such an ending scores
+  and no playable card is a neighbour of the waste card (docs/rules.md §2 "Blocked"; a state with
+  an empty stock and a possible removal is not an ending: play goes on). Such an ending scores
   ``500 − removals − 23 + 100 × peaks cleared``, and par is the maximum of that over the blocked
   states reachable from the position.
 
@@ -163,7 +163,7 @@ class Position:
     @property
     def is_blocked(self) -> bool:
         """Whether the game ended blocked here: not won, stock empty, and no playable card next to
-        the waste card (SPEC §2)."""
+        the waste card (docs/rules.md §2)."""
         if self.is_won or self.stock:
             return False
         return not any(

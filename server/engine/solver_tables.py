@@ -1,11 +1,11 @@
 """Deal-independent tables for the solver: every tableau configuration, indexed once.
 
 A *configuration* is the set of removed layout positions. A card can only be removed once every card
-covering it is gone (SPEC §1), so a reachable removed set is closed under "covered by": with each
-position it holds the positions covering it. There are 22,932 such sets, from the empty one to the
-full one. They are numbered in breadth-first order from the empty set, which is also an order by
-size (number of removed cards), so every configuration comes after all its subsets: one pass in
-index order visits each configuration after everything that can lead to it.
+covering it is gone (docs/rules.md §1), so a reachable removed set is closed under "covered by":
+with each position it holds the positions covering it. There are 22,932 such sets, from the empty
+one to the full one. They are numbered in breadth-first order from the empty set, which is also an
+order by size (number of removed cards), so every configuration comes after all its subsets: one
+pass in index order visits each configuration after everything that can lead to it.
 
 The tables are built on first use (a fraction of a second) and shared afterwards.
 

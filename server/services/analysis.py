@@ -31,7 +31,7 @@ class LineStep:
 
 @dataclass(frozen=True, slots=True)
 class DealAnalysis:
-    """What perfect play can make of a deal (SPEC §2 scoring, no undo).
+    """What perfect play can make of a deal (docs/rules.md §2 scoring, no undo).
 
     Attributes:
         winnable: whether all 28 cards can be cleared.

@@ -1,4 +1,4 @@
-"""The daily challenge: one secret deal per UTC date (SPEC §4 "Daily challenge")."""
+"""The daily challenge: one secret deal per UTC date (docs/rules.md §4 "Daily challenge")."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def derive_daily_code(secret: bytes, date: dt.date, rules: RuleSet, candidate: int = 0) -> GameCode:
-    """The TP2 game code of a date's daily candidate, derived from the server secret (SPEC §3
-    "TP2", §4 "Daily challenge").
+    """The TP2 game code of a date's daily candidate, derived from the server secret
+    (docs/rules.md §3 "TP2", §4 "Daily challenge").
 
     ``HMAC-SHA256(secret, "TP2-daily:" + ISO date + ":" + candidate + ":" + counter)`` for
     ``counter = 0, 1, …`` is read as a 256-bit big-endian number; the first one below the
@@ -60,7 +60,7 @@ def derive_daily_code(secret: bytes, date: dt.date, rules: RuleSet, candidate: i
 class DailyInfo:
     """A date's daily challenge as the public may see it.
 
-    ``code`` is None while the date is open (SPEC §4: published once the date is over).
+    ``code`` is None while the date is open (docs/rules.md §4: published once the date is over).
     ``closes_at`` is the UTC instant the date ends. ``par`` is the best score perfect play
     reaches (a number reveals no card); ``line``, an optimal line, is given once the date is
     over.

@@ -2,7 +2,7 @@
 
 The engine validates; this module stores. Each game has one in-process lock, so actions of one
 game are applied in order; across processes the ``games.seq`` check of each write (and the
-``(game_id, seq)`` primary key of the action log) lets only one writer win (SPEC §5).
+``(game_id, seq)`` primary key of the action log) lets only one writer win (docs/rules.md §5).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class GameMode(StrEnum):
 
     @property
     def ranked(self) -> bool:
-        """Ranked games end when blocked (SPEC §4 "Ranked play")."""
+        """Ranked games end when blocked (docs/rules.md §4 "Ranked play")."""
         return self is not GameMode.FREE
 
 
@@ -92,7 +92,7 @@ class Outcome(StrEnum):
     REJECTED = "rejected"
 
 
-#: Rejection codes the service adds to the engine's (SPEC §2) ones.
+#: Rejection codes the service adds to the engine's (docs/rules.md §2) ones.
 STALE_SEQ = "stale_seq"
 DAILY_CLOSED = "daily_closed"
 RACE_NOT_STARTED = "race_not_started"

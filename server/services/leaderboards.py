@@ -1,4 +1,4 @@
-"""Daily leaderboards: SPEC §4 order, shared ranks, keyset pages and "around me".
+"""Daily leaderboards: docs/rules.md §4 order, shared ranks, keyset pages and "around me".
 
 Order: score descending, moves ascending, elapsed ms ascending, finish time, player id. Entries
 equal on score, moves and elapsed time share a rank (1, 1, 3). Only ended daily games (won or
@@ -492,7 +492,7 @@ def _entries(rows: Sequence[Any], *, position: int, rank: int) -> list[Entry]:
 
     Returns:
         The entries; a row tied with the previous one shares its rank, any other row is ranked
-        by its position (SPEC §4: 1, 1, 3).
+        by its position (docs/rules.md §4: 1, 1, 3).
     """
     entries: list[Entry] = []
     for i, row in enumerate(rows):

@@ -1,4 +1,4 @@
-"""Player registration and bearer-token authentication (SPEC §4 "Players")."""
+"""Player registration and bearer-token authentication (docs/rules.md §4 "Players")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Races: friends play the same deal at the same server time (SPEC §4 "Races").
+"""Races: friends play the same deal at the same server time (docs/rules.md §4 "Races").
 
 A room lives in PostgreSQL (``races``, ``race_players``), so any server process can serve any of
 its players. Every change is published as an event (``LISTEN/NOTIFY``) inside the transaction
@@ -135,8 +135,9 @@ def normalize_invite(raw: str) -> str:
 
 
 def rank_results(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Order racers for the results (SPEC §4): those who cleared all 28 cards first, by finish
-    time; then the rest by score (higher first), then cards left (fewer first); then player id.
+    """Order racers for the results (docs/rules.md §4): those who cleared all 28 cards first, by
+    finish time; then the rest by score (higher first), then cards left (fewer first); then player
+    id.
 
     Args:
         rows: one dict per racer with ``player_id``, ``name``, ``status``, ``score``,
@@ -197,7 +198,7 @@ class RaceService:
             player: the host.
             code: the host's deal, marked as such to everyone (the host may know its cards);
                 when None, a fresh random TP2 deal under ``rules``, secret until the race is
-                over (SPEC §3 "TP2").
+                over (docs/rules.md §3 "TP2").
             rules: the rule set of a random deal.
             time_limit_s: the race's time limit (default :attr:`RaceLimits.default_time_limit_s`).
 

@@ -1,7 +1,7 @@
 """SQLAlchemy table models. Alembic (``migrations/``) owns the schema; these must match it.
 
 A test (``tests/storage/test_migrations.py``) fails when the models and the migrations drift.
-All timestamps are ``timestamptz`` in UTC (SPEC §5).
+All timestamps are ``timestamptz`` in UTC (docs/rules.md §5).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class Game(Base):
     __table_args__ = (
         CheckConstraint("(mode = 'race') = (race_id IS NOT NULL)", name="race_id"),
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
-        # The deal algorithm is stored with every game and names its code's (SPEC §3).
+        # The deal algorithm is stored with every game and names its code's (docs/rules.md §3).
         CheckConstraint(
             "deal_version IN ('TP1', 'TP2') AND left(code, 3) = deal_version",
             name="deal_version",
@@ -135,8 +135,8 @@ class Game(Base):
             unique=True,
             postgresql_where=text("mode = 'daily'"),
         ),
-        # The daily leaderboard in SPEC §4 order, for keyset pages: ascending on ``-score`` so
-        # that a position is one row comparison, i.e. one index range.
+        # The daily leaderboard in docs/rules.md §4 order, for keyset pages: ascending on
+        # ``-score`` so that a position is one row comparison, i.e. one index range.
         Index(
             "ix_games_daily_board",
             "daily_date",
@@ -205,7 +205,7 @@ class GameAction(Base):
 
 
 class Race(Base):
-    """A race room: players with the same deal at the same server time (SPEC §4 "Races").
+    """A race room: players with the same deal at the same server time (docs/rules.md §4 "Races").
 
     ``host_deal``: the host chose the code (they may know its cards); otherwise the deal is a
     random TP2 deal, secret until the race is over.

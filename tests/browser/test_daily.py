@@ -65,7 +65,8 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     label = await page.get_attribute('#peaks .card[data-pos="18"]', "aria-label")
     assert label and label.split(" of ")[1] in {"clubs", "diamonds", "hearts", "spades"}
 
-    # A rejected move: a covered card, with the SPEC's message (error help is on by default).
+    # A rejected move: a covered card, with its message from docs/rules.md §2 (error help is on by
+    # default).
     await page.click('#peaks .card[data-pos="0"]')
     await expect(page.locator("#message")).to_have_text("This card is blocked.")
     # A face-up card that does not neighbour the waste card.

@@ -8,7 +8,7 @@ from playwright.async_api import Browser, expect
 from tests.browser.support import open_page, register
 from tests.conftest import ServerFactory
 
-# TP1-E-AAAAAAA: waste 4H, bottom row 4S 7S 9H TS 9D TD 5H TH 6D QS (SPEC §3 test vector).
+# TP1-E-AAAAAAA: waste 4H, bottom row 4S 7S 9H TS 9D TD 5H TH 6D QS (docs/rules.md §3 test vector).
 CODE = "TP1-E-AAAAAAA"
 
 
@@ -92,5 +92,38 @@ async def test_both_languages_have_every_text(
     await expect(zh_page.locator("html")).to_have_attribute("lang", "zh-Hant")
     await expect(zh_page.locator("#register-submit")).to_have_text("開始遊戲")
     await zh_ctx.close()
+    await context.close()
+    assert page_errors == []
+
+
+async def test_leaderboard_messages_follow_a_language_switch(
+    browser: Browser, make_server: ServerFactory, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors)
+    await register(page, "Ada")
+
+    # Ada has not played today: "around me" says so, in English first.
+    await page.click("#nav-leaderboard")
+    await expect(page.locator("#view-leaderboard")).to_be_visible()
+    around = page.locator("#lb-around p")
+    await expect(around).to_have_text("You have no ranked result on this day.")
+
+    # Switching language redraws the message in the new language, and back again.
+    await page.select_option("#lang-select", "zh-Hant")
+    await expect(page.locator("#lb-around-title")).to_have_text("我的附近")
+    await expect(around).to_have_text("你在這一天沒有計分的成績。")
+    await page.select_option("#lang-select", "en")
+    await expect(around).to_have_text("You have no ranked result on this day.")
+
+    # The day before had no daily: that notice follows the language too.
+    await page.click("#lb-prev")
+    info = page.locator("#lb-info")
+    await expect(info).to_have_text("There was no daily challenge on this day.")
+    await page.select_option("#lang-select", "zh-Hant")
+    await expect(info).to_have_text("這一天沒有每日挑戰。")
+    await expect(around).to_have_text("你在這一天沒有計分的成績。")
+
     await context.close()
     assert page_errors == []

@@ -1,4 +1,4 @@
-"""Action values: construction, validation, text form; AppliedAction (SPEC §2, §6)."""
+"""Action values: construction, validation, text form; AppliedAction (docs/rules.md §2, §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cards: text form, deck order, ranks and suits (SPEC §1, §3 deck order)."""
+"""Cards: text form, deck order, ranks and suits (docs/rules.md §1, §3 deck order)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Game codes and rule sets: grammar, normalisation, range, random codes (SPEC §3)."""
+"""Game codes and rule sets: grammar, normalisation, range, random codes (docs/rules.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The TP1 deal algorithm: the SPEC test vector, golden deals, and deal invariants (SPEC §3)."""
+"""The TP1 deal algorithm: the test vector, golden deals, and deal invariants (docs/rules.md §3)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from server.engine.codes import tp1_shuffle, tp1_words
 from server.engine.errors import InvalidDealError
 from tests.engine.support import cards
 
-SPEC_VECTOR = (
+RULES_VECTOR = (
     "3H 7H 8D 3C KD 8S JC JD 6S 9S 4C AH 5S QC KS 2D TC KC 4S 7S 9H TS 9D TD 5H TH 6D QS",
     "4H",
     "KH 7C 9C 7D 2C AD 6H QD 3S 2H 8C AS 4D JS 3D 8H 6C QH JH 5D 5C AC 2S",
 )
 
-# Computed once by this implementation after it reproduced SPEC_VECTOR, then pinned:
+# Computed once by this implementation after it reproduced RULES_VECTOR, then pinned:
 # code -> (positions 0..27, waste, stock in draw order).
 GOLDEN = {
     "TP1-E-AAAAAAB": (
@@ -69,12 +69,12 @@ def expected_deal(tableau: str, waste: str, stock: str) -> Deal:
     return Deal(tableau=cards(tableau), waste=cards(waste)[0], stock=cards(stock))
 
 
-def test_spec_test_vector_tp1_e_aaaaaaa_is_dealt_exactly() -> None:
+def test_rules_test_vector_tp1_e_aaaaaaa_is_dealt_exactly() -> None:
     deal = GameCode.parse("TP1-E-AAAAAAA").deal()
-    assert " ".join(map(str, deal.tableau)) == SPEC_VECTOR[0]
-    assert str(deal.waste) == SPEC_VECTOR[1]
-    assert " ".join(map(str, deal.stock)) == SPEC_VECTOR[2]
-    assert deal == expected_deal(*SPEC_VECTOR)
+    assert " ".join(map(str, deal.tableau)) == RULES_VECTOR[0]
+    assert str(deal.waste) == RULES_VECTOR[1]
+    assert " ".join(map(str, deal.stock)) == RULES_VECTOR[2]
+    assert deal == expected_deal(*RULES_VECTOR)
     assert deal_tp1(0) == deal
 
 

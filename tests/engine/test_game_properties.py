@@ -1,7 +1,7 @@
 """Property tests: random codes and random legal play, checked against an independent model.
 
 The model below re-derives the board, the score and the undo window from the list of actions in
-effect, using only SPEC §1–2 (it never calls the engine's scoring or status code).
+effect, using only docs/rules.md §1–2 (it never calls the engine's scoring or status code).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Game rules: removal, draw, rejections and their order, score, moves, status (SPEC §2, §4)."""
+"""Game rules: removal, draw, rejections and their order, score, moves, status (docs/rules.md §2,
+§4)."""
 
 from __future__ import annotations
 

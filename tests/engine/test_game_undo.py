@@ -1,4 +1,5 @@
-"""Undo: exact restoration, the 100-push history, blocked games, replay (SPEC §2, §4, §5)."""
+"""Undo: exact restoration, the 100-push history, blocked games, replay (docs/rules.md §2, §4,
+§5)."""
 
 from __future__ import annotations
 

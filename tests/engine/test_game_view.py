@@ -1,4 +1,5 @@
-"""The player's view: never a face-down card, never the stock order (SPEC §1 hidden info)."""
+"""The player's view: never a face-down card, never the stock order (docs/rules.md §1 "Hidden
+information")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Layout: rows, the cover map of SPEC §1 spelled out position by position, and the peaks."""
+"""Layout: rows, the cover map of docs/rules.md §1 spelled out position by position, and the
+peaks."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 
 from server.engine import COVERED_BY, COVERS, PEAK_OF, PEAKS, POSITION_COUNT, ROWS
 
-# SPEC §1, written out by hand: position -> the two positions covering it.
-SPEC_COVERED_BY = {
+# docs/rules.md §1, written out by hand: position -> the two positions covering it.
+RULES_COVERED_BY = {
     0: (3, 4), 1: (5, 6), 2: (7, 8),
     3: (9, 10), 4: (10, 11), 5: (12, 13), 6: (13, 14), 7: (15, 16), 8: (16, 17),
     9: (18, 19), 10: (19, 20), 11: (20, 21), 12: (21, 22), 13: (22, 23), 14: (23, 24),
@@ -16,7 +17,7 @@ SPEC_COVERED_BY = {
 }  # fmt: skip
 
 # The inverse, also by hand: position -> the positions it covers.
-SPEC_COVERS = {
+RULES_COVERS = {
     **{pos: () for pos in range(0, 3)},
     3: (0,), 4: (0,), 5: (1,), 6: (1,), 7: (2,), 8: (2,),
     9: (3,), 10: (3, 4), 11: (4,), 12: (5,), 13: (5, 6), 14: (6,),
@@ -37,13 +38,13 @@ def test_there_are_28_positions_in_rows_of_3_6_9_10() -> None:
 
 
 @pytest.mark.parametrize("pos", range(28))
-def test_each_position_is_covered_exactly_as_spec_section_1_says(pos: int) -> None:
-    assert COVERED_BY[pos] == SPEC_COVERED_BY[pos]
+def test_each_position_is_covered_exactly_as_rules_section_1_says(pos: int) -> None:
+    assert COVERED_BY[pos] == RULES_COVERED_BY[pos]
 
 
 @pytest.mark.parametrize("pos", range(28))
 def test_each_position_covers_exactly_the_inverse_of_the_cover_map(pos: int) -> None:
-    assert COVERS[pos] == SPEC_COVERS[pos]
+    assert COVERS[pos] == RULES_COVERS[pos]
 
 
 def test_cover_map_and_its_inverse_agree_pair_by_pair() -> None:
@@ -63,7 +64,7 @@ def test_only_the_bottom_row_is_uncovered_and_every_cover_is_one_row_down() -> N
                 assert all(above in ROWS[row_index + 1] for above in COVERED_BY[pos])
 
 
-def test_cover_map_matches_the_spec_formulas() -> None:
+def test_cover_map_matches_the_rules_formulas() -> None:
     for p in range(3):
         assert COVERED_BY[p] == (3 + 2 * p, 4 + 2 * p)
     for j in range(6):

@@ -1,4 +1,4 @@
-"""Errors, rejection codes, locales and player messages (SPEC §2 rejection table)."""
+"""Errors, rejection codes, locales and player messages (docs/rules.md §2 rejection table)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_illegal_action_error_carries_its_code_and_detail() -> None:
         (Rejection.BLOCKED, Locale.ZH_HANT, "這張牌被擋住了"),
     ],
 )
-def test_rejection_messages_match_the_spec_table(
+def test_rejection_messages_match_the_rules_table(
     code: Rejection, locale: Locale, text: str
 ) -> None:
     assert rejection_message(code, locale) == text

@@ -1,9 +1,9 @@
 """An independent brute-force oracle for the solver, and checks that the oracle follows the engine.
 
 The oracle searches every sequence of removals and draws from a position (memoised on the full
-state: removed set, cards drawn, waste rank), with the rules written out again from SPEC §2. It
-knows nothing of the solver's configuration tables or bit fields. It is exponential in general and
-meant for small positions: few cards left, a short stock, or few distinct ranks.
+state: removed set, cards drawn, waste rank), with the rules written out again from docs/rules.md
+§2. It knows nothing of the solver's configuration tables or bit fields. It is exponential in
+general and meant for small positions: few cards left, a short stock, or few distinct ranks.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The TP2 deal algorithm and its codes: the SPEC test vector, golden deals, the shared shuffle,
-grammar and errors (SPEC §3 "TP2")."""
+"""The TP2 deal algorithm and its codes: the test vector, golden deals, the shared shuffle,
+grammar and errors (docs/rules.md §3 "TP2")."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ from server.engine import (
 from server.engine.codes import TP2_CODE_LENGTH, deal_words, tp1_shuffle
 from tests.engine.support import cards
 
-SPEC_VECTOR = (
+RULES_VECTOR = (
     "AC JD 6D 8S 3D 9H 4C 4H 7C 2C 2D 6S 6H 6C JC 4S 4D 2S TC 8H TD QS 5D 5S 7D QC KC AS",
     "QD",
     "5C 3C AH JS 2H JH 8D 8C KD 7H 3S TS 3H 9D 7S KS KH TH QH AD 9C 5H 9S",
 )
 
-# Computed once by this implementation after it reproduced SPEC_VECTOR, then pinned.
+# Computed once by this implementation after it reproduced RULES_VECTOR, then pinned.
 GOLDEN = {
     "TP2-E-AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAB": (
         "AC TC 9C QD 9H 9S 5D AH 6S QC KS 2D QH 5H 3S 7C 4S 6D 6H 8D TH 3D JC 9D 5S 5C 3H 7H",
@@ -58,8 +58,8 @@ def expected_deal(tableau: str, waste: str, stock: str) -> Deal:
     return Deal(tableau=cards(tableau), waste=cards(waste)[0], stock=cards(stock))
 
 
-def spec_words(number: int) -> list[int]:
-    """TP2's random words written out from the SPEC text, independently of the engine."""
+def rules_words(number: int) -> list[int]:
+    """TP2's random words written out from docs/rules.md §3, independently of the engine."""
     words: list[int] = []
     for block in range(16):
         digest = hashlib.sha256(b"TP2" + number.to_bytes(17, "big") + block.to_bytes(4, "big"))
@@ -68,12 +68,12 @@ def spec_words(number: int) -> list[int]:
     return words
 
 
-def test_spec_test_vector_tp2_e_all_a_is_dealt_exactly() -> None:
+def test_rules_test_vector_tp2_e_all_a_is_dealt_exactly() -> None:
     deal = GameCode.parse("TP2-E-AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAA").deal()
-    assert " ".join(map(str, deal.tableau)) == SPEC_VECTOR[0]
-    assert str(deal.waste) == SPEC_VECTOR[1]
-    assert " ".join(map(str, deal.stock)) == SPEC_VECTOR[2]
-    assert deal == expected_deal(*SPEC_VECTOR) == deal_tp2(0)
+    assert " ".join(map(str, deal.tableau)) == RULES_VECTOR[0]
+    assert str(deal.waste) == RULES_VECTOR[1]
+    assert " ".join(map(str, deal.stock)) == RULES_VECTOR[2]
+    assert deal == expected_deal(*RULES_VECTOR) == deal_tp2(0)
 
 
 @pytest.mark.parametrize("code", sorted(GOLDEN))
@@ -83,9 +83,9 @@ def test_golden_tp2_deals_are_reproduced_card_for_card(code: str) -> None:
 
 @given(st.integers(0, TP2_CODE_SPACE - 1))
 def test_tp2_is_tp1s_shuffle_over_sha256_of_tp2_and_17_byte_numbers(number: int) -> None:
-    assert deal_tp2(number) == Deal.from_deck(tp1_shuffle(spec_words(number)))
+    assert deal_tp2(number) == Deal.from_deck(tp1_shuffle(rules_words(number)))
     stream = deal_words(DealVersion.TP2, number)
-    assert [next(stream) for _ in range(8)] == spec_words(number)[:8]
+    assert [next(stream) for _ in range(8)] == rules_words(number)[:8]
 
 
 @pytest.mark.parametrize("number", [0, 1, 12345, CODE_SPACE - 1])

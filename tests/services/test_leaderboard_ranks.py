@@ -109,7 +109,8 @@ async def fill(engine: AsyncEngine, board: list[Result]) -> list[tuple[Result, i
 
 
 def naive(games: list[tuple[Result, int]]) -> list[tuple[int, int]]:
-    """(rank, player id) of the date's ranked games in SPEC §4 order, ranked by counting."""
+    """(rank, player id) of the date's ranked games in docs/rules.md §4 order, ranked by
+    counting."""
     ranked = [(r, pid) for r, pid in games if r.on_date and r.status in ("won", "blocked")]
     ranked.sort(key=lambda g: (-g[0].score, g[0].moves, g[0].elapsed_ms, g[0].finished_ms, g[1]))
     return [

@@ -1,5 +1,6 @@
-"""Daily leaderboards over REST on a real server: SPEC §4 order, shared ranks, keyset pages,
-"around me" and input validation. Boards are built by inserting rows straight into the tables."""
+"""Daily leaderboards over REST on a real server: docs/rules.md §4 order, shared ranks, keyset
+pages, "around me" and input validation. Boards are built by inserting rows straight into the
+tables."""
 
 from __future__ import annotations
 
@@ -146,7 +147,7 @@ def noise(prefix: str = "noise") -> list[Row]:
 
 
 def expected(rows: Sequence[Row]) -> list[tuple[int, int]]:
-    """(rank, player_id) of every ranked row in SPEC §4 order, ranks computed naively."""
+    """(rank, player_id) of every ranked row in docs/rules.md §4 order, ranks computed naively."""
     ranked = [
         r for r in rows if r.mode == "daily" and r.date == DATE and r.status in ("won", "blocked")
     ]

@@ -1,4 +1,4 @@
-"""The migrated schema enforces the invariants the services rely on (SPEC §4, §5)."""
+"""The migrated schema enforces the invariants the services rely on (docs/rules.md §4, §5)."""
 
 from __future__ import annotations
 

@@ -244,7 +244,7 @@ async def test_finished_daily_stays_hidden_while_its_date_is_open(
 async def test_owner_of_an_open_daily_does_not_get_its_code_over_rest(
     client: Client, clock: FakeClock
 ) -> None:
-    # SPEC §4: the daily's code stays hidden until its date is over. The code names every
+    # docs/rules.md §4: the daily's code stays hidden until its date is over. The code names every
     # face-down card and the stock order, so even the player of the game may not see it (the
     # websocket state also sends code null). The cards they have seen (actions) are fine.
     alice = await register(client, "Alice")

@@ -61,7 +61,8 @@ Client = TestClient[Any, Any]
 #: Tag of a REST body that must carry no card at all whoever fetches it (somebody else's game, an
 #: open daily game seen without its owner's token, a race room).
 NO_CARDS = "no-cards"
-#: Message types that never carry a card (ROOM objects and progress, SPEC §6 / protocol §11.3).
+#: Message types that never carry a card (ROOM objects and progress, docs/rules.md §4 "Races" /
+#: protocol §11.3).
 CARDLESS_TYPES = frozenset({"race_room", "race_progress", "race_results", "race_left", "pong"})
 
 # ----------------------------------------------------------------------------- the scanner

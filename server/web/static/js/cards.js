@@ -1,4 +1,5 @@
-// Cards ("7S", "TH") and the TriPeaks layout (SPEC §1): positions 0..27 and where they sit.
+// Cards ("7S", "TH") and the TriPeaks layout (docs/rules.md §1): positions 0..27 and where they
+// sit.
 import { cardName } from "./i18n.js";
 
 export const SUIT_SYMBOL = { C: "♣", D: "♦", H: "♥", S: "♠" };
@@ -32,8 +33,8 @@ export function rowOf(pos) {
 
 /**
  * Horizontal centre of a position, in card slots (the bottom row's slots are 0..9, centres at
- * 0.5 … 9.5). Each card sits centred over the two cards that cover it (SPEC §1 cover map), so
- * every card half-overlaps the two below it.
+ * 0.5 … 9.5). Each card sits centred over the two cards that cover it (docs/rules.md §1 cover
+ * map), so every card half-overlaps the two below it.
  */
 export function centreOf(pos) {
   const row = rowOf(pos);

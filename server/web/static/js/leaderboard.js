@@ -33,14 +33,18 @@ export class Leaderboard {
     $("#lb-more", root).addEventListener("click", () => this._more());
   }
 
-  /** Forget the board shown: its entries, cursor, facts, window around me and errors. */
+  /**
+   * Forget the board shown: its entries, cursor, facts, window around me and errors. The errors
+   * are kept as codes and text keys, never as texts: render() translates them, so they follow
+   * a change of language (the page calls render() again then).
+   */
   _clear() {
     this.entries = [];
     this.cursor = null;
     this.info = null;
     this.aroundEntries = null;
-    this.aroundError = null;
-    this.error = null;
+    this.aroundError = null; // a text key, e.g. "lb.notRanked"
+    this.error = null; // {code}: why the date's facts could not be read, e.g. "no_daily"
   }
 
   /** Show a date's board (today's, from the server's clock, when none is given). */
@@ -65,13 +69,13 @@ export class Leaderboard {
     ]);
     if (ticket !== this.loading) return;
     if (info.status === "fulfilled") this.info = info.value;
-    else this.error = info.reason && info.reason.code === "no_daily" ? t("lb.noDaily") : this.ctx.errorText(info.reason.code);
+    else this.error = { code: info.reason && info.reason.code };
     if (page.status === "fulfilled") {
       this.entries = page.value.entries;
       this.cursor = page.value.next_cursor;
     }
     if (around.status === "fulfilled") this.aroundEntries = around.value.entries;
-    else this.aroundError = t("lb.notRanked");
+    else this.aroundError = "lb.notRanked";
     this.render();
   }
 
@@ -90,8 +94,10 @@ export class Leaderboard {
     $("#lb-next", root).disabled = !this.date || this.date >= this.today;
     const info = $("#lb-info", root);
     const code = clear($("#lb-code", root));
-    if (this.error) info.textContent = this.error;
-    else if (this.info) {
+    if (this.error) {
+      const failed = this.error.code;
+      info.textContent = failed === "no_daily" ? t("lb.noDaily") : this.ctx.errorText(failed);
+    } else if (this.info) {
       info.textContent = t("lb.info", {
         players: tn("count.players", this.info.players),
         ranked: this.info.ranked,
@@ -107,7 +113,7 @@ export class Leaderboard {
     } else info.textContent = t("lb.loading");
     const around = clear($("#lb-around", root));
     if (this.aroundEntries) around.append(this._table(this.aroundEntries, "lb-around-table"));
-    else if (this.aroundError) around.append(h("p", { class: "muted" }, this.aroundError));
+    else if (this.aroundError) around.append(h("p", { class: "muted" }, t(this.aroundError)));
     const list = clear($("#lb-list", root));
     if (this.entries.length) list.append(this._table(this.entries, "lb-table"));
     else if (this.info) list.append(h("p", { class: "muted" }, t("lb.empty")));

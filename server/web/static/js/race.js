@@ -205,7 +205,7 @@ export class RacePanel {
   _finished(room) {
     this.el.append(h("h2", { id: "race-results-title" }, t("race.results")));
     const rows = (room.results || []).map((r) => {
-      // Winners rank by finish time, the others by score then cards left (SPEC §4).
+      // Winners rank by finish time, the others by score then cards left (docs/rules.md §4).
       const detail = r.status === "won" ? formatTime(r.elapsed_ms) : t("race.cardsLeft", { n: r.cards_left });
       return h(
         "tr",
