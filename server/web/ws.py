@@ -156,7 +156,7 @@ async def _serve(session: _Session) -> None:
     action waits for its commit."""
     ws = session.ws
     requests: asyncio.Queue[ClientMessage] = asyncio.Queue(MAX_WAITING_REQUESTS)
-    worker = asyncio.create_task(_work(session, requests), name=f"{session.key}-requests")
+    worker: list[asyncio.Task[None]] = []  # the running worker, if any
     try:
         deadline = time.monotonic() + HELLO_TIMEOUT_S
         while not ws.closed:
@@ -193,24 +193,31 @@ async def _serve(session: _Session) -> None:
                     )
                 )
                 continue
-            await _accept(session, msg.data, requests)
+            if await _accept(session, msg.data, requests) and not (worker and not worker[0].done()):
+                # A worker runs only while requests wait: an idle connection holds no task.
+                worker[:] = [asyncio.create_task(_work(session, requests))]
     finally:
-        worker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await worker
+        for task in worker:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
-async def _accept(session: _Session, raw: str, requests: asyncio.Queue[ClientMessage]) -> None:
+async def _accept(session: _Session, raw: str, requests: asyncio.Queue[ClientMessage]) -> bool:
     """Parse one frame: answer a ping or a malformed frame at once, queue anything else for
-    the connection's worker (or refuse it with ``busy`` when too many already wait)."""
+    the connection's worker (or refuse it with ``busy`` when too many already wait).
+
+    Returns:
+        Whether a request was queued.
+    """
     try:
         message = parse_client_message(raw)
     except ProtocolError as exc:
         await session.send(out.error(exc.code, exc.message, exc.request_id))
-        return
+        return False
     if isinstance(message, Ping):
         await session.send(out.pong(message.id))
-        return
+        return False
     try:
         requests.put_nowait(message)
     except asyncio.QueueFull:
@@ -222,13 +229,18 @@ async def _accept(session: _Session, raw: str, requests: asyncio.Queue[ClientMes
                 message.id,
             )
         )
+        return False
+    return True
 
 
 async def _work(session: _Session, requests: asyncio.Queue[ClientMessage]) -> None:
-    """Serve the connection's requests one after the other, in the order they came."""
-    while True:
-        message = await requests.get()
-        await _handle(session, message)
+    """Serve the connection's waiting requests one after the other, in the order they came,
+    and end when none is left (the reader starts a new worker for the next one)."""
+    try:
+        while not requests.empty():
+            await _handle(session, requests.get_nowait())
+    except ConnectionResetError:
+        return  # the peer is gone; the reader sees the connection close
 
 
 async def _handle(session: _Session, message: ClientMessage) -> None:
