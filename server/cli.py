@@ -124,7 +124,10 @@ def migrate(data_dir: Path | None) -> None:
     assert settings.database_url
 
     async def go() -> None:
-        engine = create_engine(settings.database_url or "", pool_size=1)
+        # The migrations hold a session-level advisory lock: never through a transaction pooler.
+        engine = create_engine(
+            settings.direct_database_url or settings.database_url or "", pool_size=1
+        )
         try:
             await run_migrations(engine)
         finally:

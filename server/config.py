@@ -18,6 +18,14 @@ Environment variables (all optional):
   is then chosen by its first player).
 - ``TRIPEAKS_LOG_LEVEL``: ``DEBUG``, ``INFO`` (default), ``WARNING``, ``ERROR``.
 - ``TRIPEAKS_DB_POOL_SIZE``: connections per server process (default 10).
+- ``TRIPEAKS_DB_POOLER``: ``none`` (default) or ``transaction``: ``DATABASE_URL`` points at a
+  connection pooler in transaction mode (PgBouncer ``pool_mode = transaction``, as most managed
+  PostgreSQL offers it). The engine then keeps no prepared statement from one statement to the
+  next, and needs ``TRIPEAKS_DIRECT_DATABASE_URL``.
+- ``TRIPEAKS_DIRECT_DATABASE_URL``: a PostgreSQL URL that reaches the server itself, not through a
+  transaction pooler, for what holds a session: the event listener (``LISTEN``) and the
+  migrations (a session-level advisory lock). Defaults to ``DATABASE_URL``; required with
+  ``TRIPEAKS_DB_POOLER=transaction``.
 - ``TRIPEAKS_DB_WRITE_TIMEOUT_S``: how long an action whose game row another transaction holds
   locked keeps being tried before it is answered ``unavailable`` (5; other games never wait).
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
@@ -42,7 +50,7 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -67,6 +75,8 @@ class Settings(BaseSettings):
     daily_prepare_every_s: float = Field(default=60.0, ge=0, le=86_400)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_pooler: Literal["none", "transaction"] = "none"
+    direct_database_url: str | None = None
     db_write_timeout_s: float = Field(default=5.0, gt=0, le=600)
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
@@ -93,6 +103,22 @@ class Settings(BaseSettings):
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("db_pooler", mode="before")
+    @classmethod
+    def _lower_pooler(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _direct_url_behind_a_pooler(self) -> Settings:
+        if self.db_pooler == "transaction" and self.database_url and not self.direct_database_url:
+            raise ValueError(
+                "TRIPEAKS_DB_POOLER=transaction needs TRIPEAKS_DIRECT_DATABASE_URL: a URL that "
+                "reaches PostgreSQL itself, not through the pooler, for the event listener "
+                "(LISTEN) and the migrations (a session-level advisory lock), which a "
+                "transaction pooler cannot carry"
+            )
+        return self
 
 
 #: Shortest daily secret accepted, in bytes (UTF-8): 256 bits of a random hex or base64 value.

@@ -10,8 +10,15 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -145,3 +152,176 @@ async def client(server: TestServer) -> AsyncIterator[TestClient[object, object]
     """An HTTP/websocket client of ``server``."""
     async with TestClient(server) as test_client:
         yield test_client
+
+
+# ------------------------------------------------------------------------------ PgBouncer
+
+#: Where Debian's ``pgbouncer`` package puts the program (``/usr/sbin`` is not on every PATH).
+PGBOUNCER_PATHS = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
+#: Seconds PgBouncer gets to accept connections after it is started.
+PGBOUNCER_START_S = 15.0
+
+
+@dataclass(frozen=True)
+class PgBouncer:
+    """A PgBouncer in ``pool_mode = transaction`` in front of the test PostgreSQL."""
+
+    host: str
+    port: int
+    log: Path
+
+    def pooled(self, url: str) -> str:
+        """``url`` (a database on the test PostgreSQL) as reached through this PgBouncer."""
+        return make_url(url).set(host=self.host, port=self.port).render_as_string(False)
+
+
+def _pgbouncer_program() -> str:
+    given = os.environ.get("TRIPEAKS_TEST_PGBOUNCER")
+    if given:
+        if not os.access(given, os.X_OK):
+            pytest.fail(f"TRIPEAKS_TEST_PGBOUNCER={given} is not a program", pytrace=False)
+        return given
+    found = shutil.which("pgbouncer")
+    found = found or next((p for p in PGBOUNCER_PATHS if os.access(p, os.X_OK)), None)
+    if found is None:
+        pytest.fail(
+            "pgbouncer is not installed: the connection-pooler tests run the server through a "
+            "real PgBouncer in transaction mode. Install Debian's package "
+            "(apt-get install -y pgbouncer; .ci/run does) or set TRIPEAKS_TEST_PGBOUNCER to "
+            "the program.",
+            pytrace=False,
+        )
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _pgbouncer_config(folder: Path, port: int) -> Path:
+    """A transaction-pooling configuration: every database of the test PostgreSQL, trust
+    authentication for its user, generous limits."""
+    upstream = make_url(ADMIN_URL)
+    user = upstream.username or "postgres"
+    (folder / "users.txt").write_text(f'"{user}" "{upstream.password or ""}"\n')
+    config = folder / "pgbouncer.ini"
+    config.write_text(
+        f"""[databases]
+* = host={upstream.host or "127.0.0.1"} port={upstream.port or 5432}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+pidfile =
+logfile =
+auth_type = trust
+auth_file = {folder / "users.txt"}
+pool_mode = transaction
+max_client_conn = 4000
+default_pool_size = 40
+reserve_pool_size = 10
+server_round_robin = 0
+server_login_retry = 1
+admin_users = {user}
+"""
+    )
+    for path in (folder, folder / "users.txt", config):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # readable by the user it runs as
+    return config
+
+
+async def _pgbouncer_answers(url: str) -> bool:
+    try:
+        conn = await asyncpg.connect(url, statement_cache_size=0, timeout=2)
+    except (OSError, asyncpg.PostgresError, TimeoutError):
+        return False
+    try:
+        return bool(await conn.fetchval("SELECT 1") == 1)
+    finally:
+        await conn.close()
+
+
+def _unprivileged_user() -> str | None:
+    """The user PgBouncer switches to when started as root (it refuses to run as root)."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return name
+    pytest.fail("pgbouncer refuses to run as root, and there is no postgres or nobody user")
+
+
+def _start_pgbouncer(
+    program: str, folder: Path
+) -> tuple[subprocess.Popen[bytes], PgBouncer] | None:
+    """Start PgBouncer on a free port and wait until it answers; None when the port was taken
+    meanwhile (try another)."""
+    port = _free_port()
+    config = _pgbouncer_config(folder, port)
+    user = _unprivileged_user()
+    log = folder / "pgbouncer.log"
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [program, *(["-u", user] if user else []), str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    bouncer = PgBouncer("127.0.0.1", port, log)
+    probe = bouncer.pooled(_db_url("postgres"))
+    deadline = time.monotonic() + PGBOUNCER_START_S
+    while process.poll() is None and time.monotonic() < deadline:
+        if asyncio.run(_pgbouncer_answers(probe)):
+            return process, bouncer
+        time.sleep(0.05)  # polling for the condition: PgBouncer answers
+    exited = process.poll() is not None
+    _stop(process)
+    text = log.read_text(errors="replace")
+    if exited and "Address already in use" in text:
+        return None
+    pytest.fail(
+        f"pgbouncer ({program}) did not accept connections on 127.0.0.1:{port} within "
+        f"{PGBOUNCER_START_S:.0f} s; its log:\n{text[-4000:]}",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(template_db: str) -> Iterator[PgBouncer]:
+    """A PgBouncer of this test session (``pool_mode = transaction``, 127.0.0.1, a free port),
+    in front of the test PostgreSQL; stopped at the end.
+
+    Fails (never skips) when pgbouncer is not installed: ``.ci/run`` installs it.
+    """
+    program = _pgbouncer_program()
+    folder = Path(tempfile.mkdtemp(prefix="tripeaks-pgbouncer-"))
+    try:
+        for _attempt in range(3):
+            started = _start_pgbouncer(program, folder)
+            if started is not None:
+                break
+        else:
+            pytest.fail("pgbouncer: every free port chosen was taken before it could bind")
+        process, bouncer = started
+        try:
+            yield bouncer
+        finally:
+            _stop(process)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()  # SIGTERM: PgBouncer closes its connections and exits
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -18,7 +18,7 @@ import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from server.storage.db import async_url
+from server.storage.db import direct_dsn
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,13 @@ class Listener:
     is called after every reconnection so the caller can resynchronise from the database
     (events sent while disconnected are lost).
 
+    ``LISTEN`` belongs to a session: behind a connection pooler in transaction mode the
+    listener must be given a direct URL (``TRIPEAKS_DIRECT_DATABASE_URL``); publishing
+    (``pg_notify`` in a transaction) works through the pooler.
+
     Args:
-        url: the database URL (any form :func:`server.storage.db.async_url` accepts).
+        url: a direct database URL (any form :func:`server.storage.db.async_url` accepts; the
+            engine's own query options, such as ``prepared_statement_cache_size``, are left out).
         handler: called on the event loop with each decoded event.
         on_reconnect: called after a lost connection is re-established.
     """
@@ -74,9 +79,7 @@ class Listener:
         handler: Callable[[Event], None],
         on_reconnect: Callable[[], None] | None = None,
     ) -> None:
-        self._dsn = (
-            async_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-        )
+        self._dsn = direct_dsn(url)
         self._handler = handler
         self._on_reconnect = on_reconnect
         self._task: asyncio.Task[None] | None = None

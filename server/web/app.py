@@ -17,7 +17,7 @@ from server.services import Services
 from server.services.analysis import Analyzer
 from server.services.clock import Clock, SystemClock
 from server.services.races import RaceLimits
-from server.storage.db import create_engine, migrate
+from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
 from server.web import api, ws
 from server.web.hub import Hub
@@ -60,6 +60,11 @@ def create_app(
     """
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url")
+    if settings.db_pooler == "transaction" and not settings.direct_database_url:
+        raise ValueError(
+            "TRIPEAKS_DB_POOLER=transaction needs TRIPEAKS_DIRECT_DATABASE_URL (LISTEN and the "
+            "migrations' advisory lock need a direct connection)"
+        )
     daily_secret = load_or_create_daily_secret(settings, generate=embedded_database)
     app = web.Application(middlewares=[api.error_middleware], client_max_size=64 * 1024)
     app[SETTINGS] = settings
@@ -85,7 +90,12 @@ def _database(  # type: ignore[no-untyped-def]
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         settings = app[SETTINGS]
         assert settings.database_url
-        engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        # Behind a transaction pooler, DATABASE_URL serves the requests and the direct URL what
+        # holds a session: LISTEN and the migrations' advisory lock.
+        direct_url = settings.direct_database_url or settings.database_url
+        engine = create_engine(
+            settings.database_url, pool_size=settings.db_pool_size, pooler=settings.db_pooler
+        )
         listener: Listener | None = None
         sweeper: asyncio.Task[None] | None = None
         preparer: asyncio.Task[None] | None = None
@@ -94,7 +104,10 @@ def _database(  # type: ignore[no-untyped-def]
             analyzer = Analyzer(settings.solver_workers)
         try:
             if run_migrations:
-                await migrate(engine)
+                if settings.direct_database_url:
+                    await migrate_url(direct_url)
+                else:
+                    await migrate(engine)
             services = Services.build(
                 engine,
                 app[CLOCK],
@@ -113,7 +126,7 @@ def _database(  # type: ignore[no-untyped-def]
             )
             app[SERVICES] = services
             hub = app[HUB] = Hub(services)
-            listener = Listener(settings.database_url or "", hub.handle, hub.resync)
+            listener = Listener(direct_url, hub.handle, hub.resync)
             await listener.start()
             sweeper = asyncio.create_task(_sweep(services, settings.race_sweep_s))
             if settings.daily_prepare_every_s > 0:
