@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import inspect
 import json
 import os
 import socket
 import struct
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import ClientWebSocketResponse
@@ -19,6 +22,29 @@ from server.engine import COVERED_BY, Action, Deal, GameCode, RuleSet
 from server.services.daily import MAX_CANDIDATES, derive_daily_code
 
 TIMEOUT = 10.0
+#: Longest a test polls for a condition to come about (see :func:`eventually`): generous, as a
+#: busy machine may be slow, and free when the condition holds early.
+WAIT_S = 60.0
+
+
+async def eventually(
+    condition: Callable[[], object],
+    what: str,
+    *,
+    within_s: float = WAIT_S,
+    every_s: float = 0.01,
+) -> None:
+    """Return as soon as ``condition()`` (a plain or an async callable) is truthy, polling it
+    every ``every_s``; fail naming ``what`` when it is still false after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        holds = condition()
+        if inspect.isawaitable(holds):
+            holds = await holds
+        if holds:
+            return
+        assert time.monotonic() < deadline, f"timed out after {within_s} s waiting for {what}"
+        await asyncio.sleep(every_s)
 
 
 async def register(client: TestClient[Any, Any], name: str) -> dict[str, Any]:

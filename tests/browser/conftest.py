@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from playwright.async_api import Browser
 
 CHROMIUM = Path(os.environ.get("TRIPEAKS_CHROMIUM", "/usr/bin/chromium"))
+#: Longest a page may take to reach an expected state (``expect``), to get an element ready for
+#: an action, or to load: generous, as a busy machine may be slow and a condition that holds
+#: ends the wait at once (Playwright's own default for ``expect`` is only 5 s).
+WAIT_MS = 30_000
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -51,8 +55,9 @@ def chromium_path() -> Path:
 @pytest.fixture
 async def browser(chromium_path: Path) -> AsyncIterator[Browser]:
     """A headless Chromium (one per test, so each test runs on its own event loop)."""
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
 
+    expect.set_options(timeout=WAIT_MS)
     async with async_playwright() as pw:
         chromium = await pw.chromium.launch(
             executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True

@@ -6,10 +6,11 @@ import datetime as dt
 from typing import Any
 
 from playwright.async_api import Browser, BrowserContext, Page, ViewportSize, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from server.engine import Action, GameCode, RuleSet
 from server.services.daily import derive_daily_code
-from tests.browser.conftest import watch
+from tests.browser.conftest import WAIT_MS, watch
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 DESKTOP: ViewportSize = {"width": 1280, "height": 860}
@@ -26,7 +27,7 @@ async def open_page(
 ) -> tuple[BrowserContext, Page]:
     """A fresh browser profile (its own local storage) on the app."""
     context = await browser.new_context(viewport=viewport or DESKTOP, locale=locale)
-    context.set_default_timeout(10_000)
+    context.set_default_timeout(WAIT_MS)
     page = await context.new_page()
     watch(page, errors, base_url)
     await page.goto(base_url + path)
@@ -106,6 +107,46 @@ async def reconnect(page: Page) -> None:
     await page.evaluate("() => window.tripeaks.connection.drop()")
     await page.wait_for_function(f"() => window.tripeaks.connection.welcomes > {before}")
     await expect(page.locator("#conn-banner")).to_be_hidden()
+
+
+_RECORD_TEXTS = """selector => {
+    // From now on, note each text the element at `selector` shows while visible, the moment it
+    // changes (a MutationObserver runs before any timer could take the text away again).
+    const texts = (window.__shownTexts ??= {});
+    const observers = (window.__shownObservers ??= {});
+    observers[selector]?.disconnect();
+    const seen = (texts[selector] = []);
+    const note = () => {
+        const el = document.querySelector(selector);
+        if (!el || !el.checkVisibility()) return;
+        const text = el.textContent.replace(/\\s+/g, " ").trim();
+        if (seen[seen.length - 1] !== text) seen.push(text);
+    };
+    observers[selector] = new MutationObserver(note);
+    observers[selector].observe(document.documentElement, {
+        subtree: true, childList: true, characterData: true, attributes: true,
+    });
+}"""
+
+
+async def record_texts(page: Page, selector: str) -> None:
+    """Start noting every text the element at ``selector`` shows from now on (see
+    :func:`shown`): a text the page shows only for a moment cannot be missed however slowly
+    the test gets round to looking."""
+    await page.evaluate(_RECORD_TEXTS, selector)
+
+
+async def shown(page: Page, selector: str, text: str | None, *, contains: bool = False) -> None:
+    """Wait until the element at ``selector`` has shown ``text`` (whitespace normalized; a
+    part of its text when ``contains``; any non-empty text when None) since
+    :func:`record_texts`, however briefly."""
+    check = """([selector, text, contains]) => (window.__shownTexts[selector] ?? []).some(
+        t => text === null ? t !== "" : contains ? t.includes(text) : t === text)"""
+    try:
+        await page.wait_for_function(check, arg=[selector, text, contains], polling=100)
+    except PlaywrightTimeoutError:
+        seen = await page.evaluate("s => window.__shownTexts[s]", selector)
+        raise AssertionError(f"{selector} never showed {text!r}; it showed {seen!r}") from None
 
 
 async def game_state(page: Page) -> Any:

@@ -17,7 +17,9 @@ from tests.browser.support import (
     open_page,
     play_action,
     play_line,
+    record_texts,
     register,
+    shown,
     tableau,
     waste,
 )
@@ -67,13 +69,15 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
 
     # A rejected move: a covered card, with its message from docs/rules.md §2 (error help is on by
     # default).
+    await record_texts(page, "#message")  # a message shows for a few seconds only
     await page.click('#peaks .card[data-pos="0"]')
-    await expect(page.locator("#message")).to_have_text("This card is blocked.")
+    await shown(page, "#message", "This card is blocked.")
     # A face-up card that does not neighbour the waste card.
     top = await waste(page)
     wrong = next(p for p in range(18, 28) if not _neighbours(str(deal.tableau[p]), top))
+    await record_texts(page, "#message")
     await page.click(f'#peaks .card[data-pos="{wrong}"]')
-    await expect(page.locator("#message")).to_have_text("Must be one rank higher or lower")
+    await shown(page, "#message", "Must be one rank higher or lower")
     assert (await game_state(page))["moves"] == 0  # rejections are not moves
 
     # Draw, then undo it with the keyboard: the score comes back, the moves counter does not.

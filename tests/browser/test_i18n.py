@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, expect
 
-from tests.browser.support import open_page, register
+from tests.browser.support import open_page, record_texts, register, shown
 from tests.conftest import ServerFactory
 
 # TP1-E-AAAAAAA: waste 4H, bottom row 4S 7S 9H TS 9D TD 5H TH 6D QS (docs/rules.md §3 test vector).
@@ -39,10 +39,12 @@ async def test_language_switch_to_traditional_chinese(
     await expect(page.locator("#stock")).to_have_attribute("aria-label", "牌庫：23 張。抽一張牌")
 
     # Rejections come from the server in the chosen language.
+    await record_texts(page, "#message")  # a message shows for a few seconds only
     await page.click('#peaks .card[data-pos="27"]')  # QS on 4H
-    await expect(page.locator("#message")).to_have_text("點數必須大一級或小一級")
+    await shown(page, "#message", "點數必須大一級或小一級")
+    await record_texts(page, "#message")
     await page.click('#peaks .card[data-pos="0"]')  # face down
-    await expect(page.locator("#message")).to_have_text("這張牌被擋住了")
+    await shown(page, "#message", "這張牌被擋住了")
 
     # King names follow the rule text ("梅花國王"); the drawn KH shows as 紅心國王.
     await page.click("#stock")
@@ -55,8 +57,9 @@ async def test_language_switch_to_traditional_chinese(
     await expect(page.locator("#stat-moves")).to_have_text("1")
     await page.select_option("#lang-select", "en")
     await expect(page.locator("#btn-undo")).to_contain_text("Undo")
+    await record_texts(page, "#message")
     await page.click('#peaks .card[data-pos="18"]')  # 4S on KH
-    await expect(page.locator("#message")).to_have_text("Must be one rank higher or lower")
+    await shown(page, "#message", "Must be one rank higher or lower")
 
     await context.close()
     assert page_errors == []

@@ -8,7 +8,14 @@ import re
 from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, expect
 
-from tests.browser.support import game_state, open_page, reconnect, register
+from tests.browser.support import (
+    game_state,
+    open_page,
+    reconnect,
+    record_texts,
+    register,
+    shown,
+)
 from tests.conftest import ServerFactory
 
 # TP1-E-AAAAAAA: waste 4H, bottom row 4S 7S 9H TS 9D TD 5H TH 6D QS; stock KH 7C 9C … 2S.
@@ -18,6 +25,31 @@ CODE = "TP1-E-AAAAAAA"
 async def _focused_pos(page: Page) -> str | None:
     pos: str | None = await page.evaluate("() => document.activeElement.dataset.pos ?? null")
     return pos
+
+
+async def _record_suggestions(page: Page) -> None:
+    """From now on, note the first highlighted suggestion (``.suggested``) the moment it shows:
+    each element's position (None for the stock); it goes away by itself after a while."""
+    await page.evaluate(
+        """() => {
+            window.__suggestions = null;
+            const observer = new MutationObserver(() => {
+                const shown = document.querySelectorAll(".suggested");
+                if (!shown.length) return;
+                window.__suggestions = [...shown].map(el => el.dataset.pos ?? null);
+                observer.disconnect();
+            });
+            observer.observe(document.documentElement,
+                             {subtree: true, attributes: true, attributeFilter: ["class"]});
+        }"""
+    )
+
+
+async def _suggested(page: Page) -> list[str | None]:
+    """The suggestion noted since :func:`_record_suggestions` (waiting for it)."""
+    handle = await page.wait_for_function("() => window.__suggestions", polling=100)
+    suggested: list[str | None] = await handle.json_value()
+    return suggested
 
 
 async def _settled(page: Page) -> None:
@@ -85,8 +117,9 @@ async def test_keyboard_play_settings_and_reconnect(
     await page.click("#nav-settings")
     await page.check("#set-error-help")
     await page.click("#settings-close")
+    await record_texts(page, "#message")  # a message shows for a few seconds only
     await page.click('#peaks .card[data-pos="27"]')
-    await expect(page.locator("#message")).to_have_text("Must be one rank higher or lower")
+    await shown(page, "#message", "Must be one rank higher or lower")
 
     # "Show playable" marks exactly the face-up neighbours of the waste card (free play only).
     await page.keyboard.press("d")  # KH: QS (27) becomes playable
@@ -168,17 +201,21 @@ async def test_a_hint_points_at_a_move_and_the_end_panel_shows_par(
     await expect(page.locator("#hint-note")).to_be_hidden()
 
     # The server suggests a move: the card (or the stock) is highlighted, the game marked.
+    # The highlight and the message last a few seconds only: the page notes them as they come.
+    await _record_suggestions(page)
+    await record_texts(page, "#message")
     await hint.click()
-    suggested = page.locator(".suggested")
-    await expect(suggested).to_have_count(1)
+    (pos,) = await _suggested(page)  # one element highlighted: a card's position, or None
     await expect(page.locator("#hint-note")).to_be_visible()
     await expect(page.locator("#hint-note")).to_contain_text("Hinted game")
-    await expect(page.locator("#message")).to_contain_text("Hint:")
-    pos = await suggested.get_attribute("data-pos")
+    await shown(page, "#message", "Hint:", contains=True)
     before = await game_state(page)
 
     # Playing the suggested move is accepted.
-    await suggested.click()
+    if pos is not None:
+        await page.click(f'#peaks .card[data-pos="{pos}"]')
+    else:
+        await page.click("#stock")
     await expect(page.locator("#stat-moves")).to_have_text("1")
     await _settled(page)
     after = await game_state(page)
@@ -192,8 +229,9 @@ async def test_a_hint_points_at_a_move_and_the_end_panel_shows_par(
 
     # The H key asks again.
     await page.locator("#stat-moves").click()
+    await _record_suggestions(page)
     await page.keyboard.press("h")
-    await expect(page.locator(".suggested")).to_have_count(1)
+    assert len(await _suggested(page)) == 1
 
     # Give up: the end panel compares the score with the deal's par.
     await page.click("#btn-resign")

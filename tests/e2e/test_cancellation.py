@@ -24,7 +24,7 @@ from server.services.clock import FakeClock
 from server.web.app import create_app
 from server.web.keys import SERVICES
 from tests.e2e.logs import agrees, checked_games
-from tests.helpers import RawWs, WsPlayer, register
+from tests.helpers import RawWs, WsPlayer, eventually, register
 
 VANISHING_PLAYERS = 6
 STEADY_PLAYERS = 3
@@ -33,6 +33,8 @@ WAVES = 8
 CLIENTS_PER_PLAYER = 2
 #: Longest any reply or clean-up may take.
 BOUND_S = 10.0
+#: How a vanishing client goes (see :func:`_vanisher`).
+WAYS = ("reset", "cancel_client", "cancel_handler")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -85,11 +87,20 @@ async def tracked(
 
 
 async def _vanisher(
-    port: int, token: str, how: str, rng: random.Random, handlers: Handlers, seen: Counter[str]
+    port: int,
+    token: str,
+    how: str,
+    rng: random.Random,
+    handlers: Handlers,
+    seen: Counter[str],
+    sent: asyncio.Event,
 ) -> None:
     """Say hello, send a few requests and disappear: by a reset (``reset``), by having this
     task cancelled from outside (``cancel_client``: the socket is then closed without a
-    websocket close), or by the server cancelling its handler meanwhile (``cancel_handler``)."""
+    websocket close), or by the server cancelling its handler meanwhile (``cancel_handler``).
+
+    A ``cancel_client`` vanisher sets ``sent`` once its requests are out and then waits to be
+    cancelled (it never leaves by itself), so that the case happens however slow the machine."""
     client = await RawWs.connect("127.0.0.1", port)
     try:
         await client.send({"type": "hello", "token": token, "id": "h"})
@@ -107,8 +118,8 @@ async def _vanisher(
             await client.send(request)
             seen[f"sent_{request['type']}"] += 1
         if how == "cancel_client":
-            await asyncio.wait_for(client.recv(), BOUND_S)  # cancelled before long, if not here
-            return
+            sent.set()
+            await asyncio.Event().wait()  # until cancelled, mid-request
         await asyncio.sleep(rng.random() * 0.02)
         if how == "cancel_handler":
             handlers.cancel(client.local_port)
@@ -126,24 +137,40 @@ async def _vanisher(
 async def _wave(
     port: int, tokens: list[str], rng: random.Random, handlers: Handlers, seen: Counter[str]
 ) -> None:
-    """Two clients per player at once (acting on the same game), each vanishing its own way."""
-    loop = asyncio.get_running_loop()
-    tasks = []
-    for token in tokens:
-        for _ in range(CLIENTS_PER_PLAYER):
-            how = rng.choice(["reset", "cancel_client", "cancel_handler"])
-            task = asyncio.create_task(
-                _vanisher(port, token, how, random.Random(rng.random()), handlers, seen)
-            )
-            if how == "cancel_client":
-                loop.call_later(rng.random() * 0.03, task.cancel)
-            tasks.append(task)
+    """Two clients per player at once (acting on the same game), each vanishing its own way;
+    every way is taken by a third of the clients of each wave, in a random order."""
+    clients = len(tokens) * CLIENTS_PER_PLAYER
+    ways = [WAYS[i % len(WAYS)] for i in range(clients)]
+    rng.shuffle(ways)
+    tasks, cancellers = [], []
+    for n, token in enumerate(t for t in tokens for _ in range(CLIENTS_PER_PLAYER)):
+        how, sent = ways[n], asyncio.Event()
+        task = asyncio.create_task(
+            _vanisher(port, token, how, random.Random(rng.random()), handlers, seen, sent)
+        )
+        if how == "cancel_client":
+            cancellers.append(asyncio.create_task(_cancel_after(task, sent, rng.random() * 0.03)))
+        tasks.append(task)
     results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), BOUND_S)
+    await asyncio.gather(*cancellers)
     for result in results:
         if isinstance(result, BaseException) and not isinstance(
             result, asyncio.CancelledError | ConnectionError | asyncio.IncompleteReadError
         ):
             raise result
+
+
+async def _cancel_after(task: asyncio.Task[None], sent: asyncio.Event, delay_s: float) -> None:
+    """Cancel a ``cancel_client`` vanisher ``delay_s`` after its requests went out (or as soon
+    as it ended otherwise, having found no welcome or lost its connection)."""
+    sent_or_done = asyncio.ensure_future(sent.wait())
+    try:
+        await asyncio.wait([sent_or_done, task], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sent_or_done.cancel()
+    if sent.is_set():
+        await asyncio.sleep(delay_s)
+    task.cancel()
 
 
 def _request(rng: random.Random, games: list[dict[str, Any]], n: int) -> dict[str, Any]:
@@ -317,6 +344,18 @@ async def test_an_action_whose_handler_is_cancelled_keeps_its_game_until_stored(
         await vanishing.send({"type": "hello", "token": token, "id": "h"})
         assert (await asyncio.wait_for(vanishing.recv(), BOUND_S))["type"] == "welcome"
 
+        games_service = server.app[SERVICES].games
+        committer = games_service._committer
+
+        def queued() -> int:
+            """Writes waiting for the writer's next batch (white-box)."""
+            return 0 if committer._queue is None else committer._queue.qsize()
+
+        def waits_for_game(game_id: int) -> bool:
+            """Whether a request waits for the game's lock (white-box)."""
+            live = games_service._cache.get(game_id)
+            return live is not None and live.lock.locked() and bool(live.lock._waiters)
+
         admin = await asyncpg.connect(database_url)
         acked: dict[int, dict[str, Any]] = {}
         try:
@@ -338,13 +377,22 @@ async def test_an_action_whose_handler_is_cancelled_keeps_its_game_until_stored(
                     "id": "a",
                 }
             )
-            await asyncio.sleep(0.2)
+            await eventually(lambda: queued() == 1, "the owner's draw to wait for its batch")
             handlers.cancel(vanishing.local_port)
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0)  # the cancellation reaches the handler
             # The same draw again from the owner's other socket, and a bystander's action.
             again = asyncio.create_task(sockets["Owner"].act(owner_game, "draw"))
             bystander = asyncio.create_task(sockets["Bystander"].act(games["Bystander"], "draw"))
-            await asyncio.sleep(0.2)
+            # Release the lock once the bystander's draw is queued for the next batch and the
+            # owner's second draw has reached the game: waiting for the first one's outcome
+            # (or, were it to race it, queued alongside, or answered at once).
+            await eventually(
+                lambda: (
+                    queued() >= 2
+                    and (waits_for_game(owner_game["game_id"]) or queued() >= 3 or again.done())
+                ),
+                "the bystander's draw to queue and the owner's again to reach the game",
+            )
             await hold.rollback()
 
             replies = await asyncio.wait_for(asyncio.gather(blocker, again, bystander), BOUND_S)

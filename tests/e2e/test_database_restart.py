@@ -23,7 +23,7 @@ from server.bench.load import choose_action, free_port
 from tests.e2e.conftest import PrivatePostgres
 from tests.e2e.logs import agrees, checked_games
 from tests.e2e.test_cli import _env, _start
-from tests.helpers import WsPlayer
+from tests.helpers import WAIT_S, WsPlayer
 
 PLAYERS = 6
 #: Longest a reply may take, database down or not.
@@ -276,7 +276,7 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
             def accepted(phase: Phase) -> list[int]:
                 return [p.replies[phase, "accepted"] for p in players]
 
-            await _until(lambda: min(accepted(Phase.UP)) >= 10, 15, "play to get going")
+            await _until(lambda: min(accepted(Phase.UP)) >= 10, WAIT_S, "play to get going")
             assert (await _health(http, base))[0] == 200
 
             # A real shutdown, while every player has an action on its way.
@@ -289,7 +289,7 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
 
             await _until(
                 lambda: min(outage_errors()) >= OUTAGE_ERRORS or any(t.done() for t in tasks),
-                15,
+                WAIT_S,
                 "every player to be told the database is unavailable",
             )
             status, body = await _health(http, base)
@@ -306,7 +306,7 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
             world.phase = Phase.BACK
             await _until(
                 lambda: min(accepted(Phase.BACK)) >= ACCEPTED_AFTER or any(t.done() for t in tasks),
-                15,
+                WAIT_S,
                 "play to resume",
             )
             assert (await _health(http, base))[0] == 200
@@ -314,7 +314,7 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
             # Race events cross again once the event listener has reconnected.
             seq_before = race_game["seq"]
             crossed = False
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + WAIT_S
             while not crossed and time.monotonic() < deadline:
                 race_game = await _host_step(host, race_game)
                 crossed = await _progress_after(guest, host.player_id, seq_before, 0.5)

@@ -17,6 +17,7 @@ import asyncpg
 from server.bench.load import choose_action, free_port
 from tests.e2e.logs import agrees, checked_games
 from tests.e2e.test_cli import _env, _start
+from tests.helpers import WAIT_S
 
 
 async def _play(
@@ -70,7 +71,7 @@ async def test_sigkill_under_load_loses_no_acknowledged_action(
     players = [asyncio.create_task(_play(base, seed, stop, going, seen)) for seed in range(20)]
     try:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(going.wait(), 20)
+            await asyncio.wait_for(going.wait(), WAIT_S)
         proc.send_signal(signal.SIGKILL)  # mid-flight: actions are being committed right now
         proc.wait(10)
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server.engine import CODE_SPACE, DEAL_ALGORITHM, GameCode, InvalidGameCodeError, RuleSet
@@ -134,6 +134,7 @@ def test_from_letters_rejects_anything_but_seven_letters(letters: str) -> None:
         GameCode.from_letters(letters)
 
 
+@settings(deadline=None)  # a busy machine may be slow: no time limit per example
 @given(st.integers(0, CODE_SPACE - 1), st.sampled_from(RuleSet))
 def test_str_and_parse_round_trip_for_any_code(number: int, rules: RuleSet) -> None:
     code = GameCode(rules, number)

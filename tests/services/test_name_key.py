@@ -20,6 +20,7 @@ from server.services.errors import ConflictError
 from server.services.players import PlayerService, normalize_name
 from server.storage.db import create_engine, session_factory
 from server.storage.models import Player
+from tests.helpers import eventually
 
 CLOCK = FakeClock(dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC))
 
@@ -146,7 +147,8 @@ async def test_a_look_alike_committed_during_a_registration_makes_it_name_taken(
             )
             # Cyrillic В О В: one script, and it looks like BOB.
             registering = asyncio.create_task(service.register("\u0412\u041e\u0412"))
-            for _ in range(200):
+
+            async def waiting_on_locks() -> int:
                 waiting = await watcher.scalar(
                     text(
                         "SELECT count(*) FROM pg_stat_activity "
@@ -154,10 +156,11 @@ async def test_a_look_alike_committed_during_a_registration_makes_it_name_taken(
                     )
                 )
                 await watcher.rollback()  # a transaction sees one snapshot of pg_stat_activity
-                if waiting:
-                    break
-                await asyncio.sleep(0.02)
-            assert waiting == 1
+                assert isinstance(waiting, int)
+                return waiting
+
+            await eventually(waiting_on_locks, "the registration to wait on the unique index")
+            assert await waiting_on_locks() == 1
             await other.commit()
             with pytest.raises(ConflictError) as caught:
                 await registering

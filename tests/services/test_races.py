@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from server.engine import GameCode, RuleSet
@@ -47,6 +48,7 @@ def test_new_invites_are_six_characters_of_the_alphabet() -> None:
     assert all(normalize_invite(i) == i and len(i) == 6 for i in invites)
 
 
+@hypothesis_settings(deadline=None)  # a busy machine may be slow: no time limit per example
 @given(st.text(alphabet=INVITE_ALPHABET, min_size=6, max_size=6), st.data())
 def test_an_invite_read_aloud_and_typed_back_normalizes_to_itself(
     invite: str, data: st.DataObject
@@ -135,6 +137,7 @@ _rows = st.lists(
 )
 
 
+@hypothesis_settings(deadline=None)
 @given(_rows, st.randoms(use_true_random=False))
 def test_results_are_one_agreed_order_whatever_order_the_rows_come_in(
     specs: list[tuple[str, int, int, int]], rnd: random.Random

@@ -26,6 +26,7 @@ from server.storage.commits import (
 from server.storage.db import async_url, create_engine
 from server.storage.events import CHANNEL
 from server.storage.models import Game, GameAction
+from tests.helpers import eventually
 from tests.storage.test_models import T0, add_game, add_player
 
 
@@ -139,12 +140,11 @@ async def test_events_are_published_for_stored_writes_only(
             committer.write(draw(fine, 1)),  # no event; moves on only after the first
             return_exceptions=True,
         )
-        for _ in range(50):
-            if heard:
-                break
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.1)
-        assert heard == [{"kind": "race_progress", "game_id": fine}]
+        # A marker notified after every write was answered: notifications arrive in commit
+        # order, so once it is heard, every event the writes published has been heard too.
+        await listener.execute("SELECT pg_notify($1, $2)", CHANNEL, '{"kind": "marker"}')
+        await eventually(lambda: {"kind": "marker"} in heard, "the marker notification")
+        assert heard == [{"kind": "race_progress", "game_id": fine}, {"kind": "marker"}]
     finally:
         await committer.close()
         await listener.close()
@@ -175,11 +175,10 @@ async def test_the_writer_gives_its_connection_back_when_idle(db: AsyncEngine) -
     try:
         await committer.write(draw(g, 0))
         assert db.pool.checkedout() == 1  # type: ignore[attr-defined]
-        for _ in range(100):
-            if db.pool.checkedout() == 0:  # type: ignore[attr-defined]
-                break
-            await asyncio.sleep(0.01)
-        assert db.pool.checkedout() == 0  # type: ignore[attr-defined]
+        await eventually(
+            lambda: db.pool.checkedout() == 0,  # type: ignore[attr-defined]
+            "the idle writer to give its connection back",
+        )
         await committer.write(draw(g, 1))
         assert await stored(db, g) == (2, [1, 2])
     finally:
@@ -210,21 +209,21 @@ async def test_closing_mid_statement_leaves_no_connection_or_transaction(
         # database (a locked game row would only be skipped).
         await blocker.execute(text("LOCK TABLE game_actions IN ACCESS EXCLUSIVE MODE"))
         pending = asyncio.ensure_future(committer.write(draw(g, 0)))
-        for _ in range(300):
-            if await _count_sessions(db, name, "wait_event_type = 'Lock'"):
-                break
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: _count_sessions(db, name, "wait_event_type = 'Lock'"),
+            "the writer's statement to wait for the lock",
+        )
         assert await _count_sessions(db, name, "wait_event_type = 'Lock'") == 1
         await committer.close()
         with contextlib.suppress(asyncio.CancelledError):
             await pending
         assert pending.cancelled()
     assert db.pool.checkedout() == 0  # type: ignore[attr-defined]
-    for _ in range(300):
-        if await _count_sessions(db, name, "state <> 'idle'") == 0:
-            break
-        await asyncio.sleep(0.01)
-    assert await _count_sessions(db, name, "state <> 'idle'") == 0
+
+    async def no_busy_session() -> bool:
+        return await _count_sessions(db, name, "state <> 'idle'") == 0
+
+    await eventually(no_busy_session, "every session of the database to be idle")
     # The statement either never ran or ran whole: the row agrees with its log.
     assert await stored(db, g) in ((0, []), (1, [1]))
 
@@ -253,10 +252,8 @@ async def test_closing_cancels_writes_still_queued(db: AsyncEngine) -> None:
     async with db.begin() as blocker:
         await blocker.execute(text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": g})
         first = asyncio.ensure_future(committer.write(draw(g, 0)))
-        for _ in range(1000):  # until the first write found its row locked and waits to retry
-            if committer.batches:
-                break
-            await asyncio.sleep(0.01)
+        # Until the first write found its row locked and waits to retry.
+        await eventually(lambda: committer.batches > 0, "the first write's batch")
         queued = asyncio.ensure_future(committer.write(draw(g, 1)))
         await asyncio.sleep(0)
         await committer.close()
@@ -350,10 +347,8 @@ async def test_closing_cancels_a_write_waiting_to_be_retried(db: AsyncEngine) ->
     async with db.begin() as blocker:
         await blocker.execute(text("SELECT 1 FROM games WHERE id = :g FOR UPDATE"), {"g": g})
         waiting = asyncio.ensure_future(committer.write(draw(g, 0)))
-        for _ in range(1000):  # until the writer has tried it once and set it to wait
-            if committer.batches:
-                break
-            await asyncio.sleep(0.01)
+        # Until the writer has tried it once and set it to wait.
+        await eventually(lambda: committer.batches > 0, "the write's first try")
         assert committer.batches >= 1 and not waiting.done()
         await committer.close()
         with contextlib.suppress(asyncio.CancelledError):

@@ -167,8 +167,14 @@ async def test_concurrent_migrate_calls_take_turns_under_the_advisory_lock(
         assert await _versions(engines[0]) == [_head()]
         async with engines[0].connect() as conn:
             assert await conn.run_sync(_diffs, Base.metadata) == []
+            # This database's advisory locks only: pg_locks shows the whole server's, and other
+            # databases (another test run's template being migrated) may hold one meanwhile.
             held = await conn.scalar(
-                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+                text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                    "AND database = (SELECT oid FROM pg_database "
+                    "WHERE datname = current_database())"
+                )
             )
         assert held == 0  # every migrate() released the lock
     finally:

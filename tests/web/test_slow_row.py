@@ -16,7 +16,7 @@ import asyncpg
 from aiohttp.test_utils import TestClient
 
 from tests.conftest import ServerFactory
-from tests.helpers import TIMEOUT, WsPlayer, register
+from tests.helpers import TIMEOUT, WAIT_S, WsPlayer, register
 
 Client = TestClient[Any, Any]
 
@@ -57,7 +57,9 @@ async def _receive(ws: aiohttp.ClientWebSocketResponse) -> aiohttp.WSMessage:
 async def test_a_locked_row_delays_only_its_game_and_its_connection_keeps_answering(
     make_server: ServerFactory, database_url: str
 ) -> None:
-    server = await make_server()
+    # Ann's actions wait as long as the row is held, however slowly the test gets through
+    # what it checks meanwhile: the write timeout is far away (its test is the next one).
+    server = await make_server(db_write_timeout_s=WAIT_S)
     async with TestClient(server) as client:
         ann = await register(client, "Ann")
         ben, _ = await WsPlayer.connect(client, (await register(client, "Ben"))["token"])
