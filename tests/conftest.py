@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 
 from server.config import Settings
 from server.services.analysis import Analyzer
-from server.services.clock import FakeClock
+from server.services.clock import Clock, FakeClock
 from server.storage.db import create_engine, migrate
 from server.web.app import create_app
 
@@ -125,12 +125,14 @@ async def make_server(
     """Start real servers (on 127.0.0.1, a free port) over the test's database.
 
     Call it again for a second process-like server on the same database (a restart).
+    ``own_clock`` gives that server a clock of its own instead of the test's fake clock (a
+    process whose clock differs); other keywords override settings.
     """
     servers: list[TestServer] = []
 
-    async def start(**overrides: object) -> TestServer:
+    async def start(own_clock: Clock | None = None, **overrides: object) -> TestServer:
         app_settings = settings.model_copy(update=overrides) if overrides else settings
-        app = create_app(app_settings, clock=clock, analyzer=analyzer)
+        app = create_app(app_settings, clock=own_clock or clock, analyzer=analyzer)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         servers.append(server)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
@@ -21,31 +21,11 @@ from server.services.analysis import Analyzer
 from server.services.clock import Clock, FakeClock, SystemClock
 from server.services.daily import DailyService
 from server.storage.db import create_engine
-from server.web.app import create_app
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, daily_code, register
 
 Client = TestClient[Any, Any]
 StartServer = Callable[[Clock], Any]
-
-
-@pytest.fixture
-async def start_with_clock(
-    settings: Settings, analyzer: Analyzer
-) -> AsyncIterator[Callable[..., Any]]:
-    """Start real servers on the test's database, each with a clock of its own."""
-    servers: list[TestServer] = []
-
-    async def start(clock: Clock, **overrides: object) -> TestServer:
-        app = create_app(settings.model_copy(update=overrides), clock=clock, analyzer=analyzer)
-        server = TestServer(app, host="127.0.0.1")
-        await server.start_server()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        await server.close()
 
 
 async def _database_now(database_url: str) -> dt.datetime:
@@ -94,7 +74,7 @@ async def _store_yesterdays_daily_game(
 
 
 async def test_processes_whose_clocks_differ_agree_on_when_a_date_closes(
-    start_with_clock: Callable[..., Any], database_url: str, settings: Settings
+    make_server: ServerFactory, database_url: str, settings: Settings
 ) -> None:
     db_now = await _database_now(database_url)
     midnight = dt.datetime.combine(db_now.date(), dt.time(), tzinfo=dt.UTC)
@@ -107,9 +87,9 @@ async def test_processes_whose_clocks_differ_agree_on_when_a_date_closes(
     lagging = SystemClock(-(db_now - midnight) - dt.timedelta(minutes=5))
     ahead = SystemClock(midnight + dt.timedelta(days=1, minutes=5) - db_now)
     assert lagging.now().date() == yesterday and ahead.now().date() > today
-    right = await start_with_clock(SystemClock())
-    late = await start_with_clock(lagging)
-    early = await start_with_clock(ahead)
+    right = await make_server(own_clock=SystemClock())
+    late = await make_server(own_clock=lagging)
+    early = await make_server(own_clock=ahead)
 
     async with TestClient(right) as a, TestClient(late) as b, TestClient(early) as c:
         ada = await register(a, "Ada")
