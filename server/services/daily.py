@@ -9,7 +9,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Date, cast, func, literal, select
+from sqlalchemy import ColumnElement, Date, cast, func, literal, literal_column, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -18,6 +18,7 @@ from server.engine.codes import TP2_CODE_SPACE, DealVersion, GameCode, RuleSet
 from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
 from server.services.errors import InvalidInputError, NotFoundError, UnavailableError
+from server.storage.commits import DATABASE_TODAY_SQL
 from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class DailyInfo:
 def today_sql(pinned: dt.date | None) -> ColumnElement[dt.date]:
     """SQL for the daily boundary's current UTC date: the database's clock at the statement
     (the one authority for every process), or ``pinned`` when a simulated clock decides."""
-    database = cast(func.timezone("UTC", func.statement_timestamp()), Date)
+    database = literal_column(DATABASE_TODAY_SQL, Date)
     if pinned is None:
         return database
     return func.coalesce(cast(literal(pinned), Date), database)
@@ -194,8 +195,12 @@ class DailyService:
                 return code
         raise UnavailableError(f"no winnable daily deal found for {date.isoformat()}")
 
-    async def challenge(self, date: dt.date) -> GameCode:
+    async def challenge(self, date: dt.date, *, today: dt.date | None = None) -> GameCode:
         """The stored deal of ``date``; today's is created on first use.
+
+        Args:
+            date: the UTC date.
+            today: the database's date, when the caller has just read it (spares a query).
 
         Returns:
             The date's game code (its rule set is the day's rule set).
@@ -205,7 +210,8 @@ class DailyService:
             NotFoundError: ``no_daily`` for a past date that had no daily (nobody asked for it
                 that day); past dates are never created afterwards.
         """
-        today = await self.today()
+        if today is None:
+            today = await self.today()
         if date > today:
             raise InvalidInputError(f"{date.isoformat()} is in the future", code="bad_date")
         stored = await self._stored(date)
@@ -282,7 +288,7 @@ class DailyService:
         """
         today = await self.today()
         day = today if date is None else date
-        code = await self.challenge(day)
+        code = await self.challenge(day, today=today)
         # Both from counters the database keeps (never a count of the date's games): the
         # players, and the ranked entries summed over the date's scores.
         async with self._sessions() as session:

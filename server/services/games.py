@@ -36,6 +36,7 @@ from server.services.errors import (
     UnavailableError,
 )
 from server.storage.commits import (
+    DATABASE_TODAY_SQL,
     ActionWrite,
     DailyClosed,
     GameBusy,
@@ -50,13 +51,12 @@ _INSERT_GAME = insert(GameRow).returning(GameRow.id)
 #: A daily game is inserted only while its date is open by the database's clock (as every
 #: action on it is stored, see :mod:`server.storage.commits`); no row comes back otherwise.
 _INSERT_DAILY_GAME = text(
-    """
+    f"""
     INSERT INTO games (player_id, code, rules, deal_version, mode, daily_date, status, score,
                        moves, undos, seq, created_at)
     SELECT :player_id, :code, :rules, :deal_version, :mode, :daily_date, :status, :score,
            :moves, :undos, :seq, :created_at
-     WHERE CAST(:daily_date AS date) >= COALESCE(CAST(:pinned_today AS date),
-                                                 (statement_timestamp() AT TIME ZONE 'UTC')::date)
+     WHERE CAST(:daily_date AS date) >= COALESCE(CAST(:pinned_today AS date), {DATABASE_TODAY_SQL})
     RETURNING id
     """
 )
@@ -298,7 +298,7 @@ class GameService:
         """
         for _ in range(JOIN_ATTEMPTS):
             today = await self._daily.today()
-            code = await self._guard(self._daily.challenge(today))
+            code = await self._guard(self._daily.challenge(today, today=today))
             existing = await self._daily_game_id(player_id, today)
             if existing is None:
                 try:

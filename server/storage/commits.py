@@ -38,11 +38,15 @@ from server.storage.events import CHANNEL, MAX_PAYLOAD, EventTooLargeError
 
 log = logging.getLogger(__name__)
 
+#: The database's current UTC date, as the statement that stores a daily game's row or action
+#: sees it: the one clock every process's daily boundary follows.
+DATABASE_TODAY_SQL = "(statement_timestamp() AT TIME ZONE 'UTC')::date"
+
 # One statement for a whole batch: move each game row on (only if it still has the expected
 # seq and status), log the actions of the rows that moved, publish their events. Run alone (no
 # BEGIN/COMMIT around it) it is its own transaction: all of it commits, or none of it.
 _COMMIT_BATCH = text(
-    """
+    f"""
     WITH v AS (
         SELECT * FROM unnest(
                CAST(:game_id AS bigint[]), CAST(:expected AS integer[]), CAST(:seq AS integer[]),
@@ -59,8 +63,7 @@ _COMMIT_BATCH = text(
     ), checked AS (
         SELECT v.*,
                g.daily_date IS NULL
-               OR g.daily_date >= COALESCE(v.pinned_today,
-                                           (statement_timestamp() AT TIME ZONE 'UTC')::date)
+               OR g.daily_date >= COALESCE(v.pinned_today, {DATABASE_TODAY_SQL})
                AS on_date
           FROM v JOIN games AS g ON g.id = v.game_id
            FOR UPDATE OF g SKIP LOCKED
