@@ -6,7 +6,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import WSCloseCode, web
@@ -128,13 +128,18 @@ def _database(  # type: ignore[no-untyped-def]
             hub = app[HUB] = Hub(services)
             listener = Listener(direct_url, hub.handle, hub.resync)
             await listener.start()
-            sweeper = asyncio.create_task(_sweep(services, settings.race_sweep_s))
+            # Finish races whose time is up (and close stale lobbies).
+            sweeper = asyncio.create_task(
+                _periodically("the race sweep", settings.race_sweep_s, services.races.sweep)
+            )
             if settings.daily_prepare_every_s > 0:
+                lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)
                 preparer = asyncio.create_task(
-                    _prepare_dailies(
-                        services,
+                    _periodically(
+                        "preparing the daily deals",
                         settings.daily_prepare_every_s,
-                        dt.timedelta(seconds=settings.daily_prepare_ahead_s),
+                        lambda: services.daily.prepare_ahead(lead),
+                        at_once=True,
                     )
                 )
             yield
@@ -181,24 +186,18 @@ async def _bounded(what: str, step: Awaitable[object]) -> None:
         log.exception("shutdown: stopping %s failed; going on", what)
 
 
-async def _sweep(services: Services, every_s: float) -> None:
-    """Finish races whose time is up (and close stale lobbies), every ``every_s`` seconds."""
-    while True:
+async def _periodically(
+    what: str, every_s: float, step: Callable[[], Awaitable[object]], *, at_once: bool = False
+) -> None:
+    """Run ``step`` every ``every_s`` seconds (first at once when ``at_once``, else after one
+    wait), logging a failed run and going on."""
+    if not at_once:
         await asyncio.sleep(every_s)
-        try:
-            await services.races.sweep()
-        except Exception:
-            log.warning("race sweep failed", exc_info=True)
-
-
-async def _prepare_dailies(services: Services, every_s: float, lead: dt.timedelta) -> None:
-    """Keep today's daily deal stored, and tomorrow's from ``lead`` before midnight, checking
-    every ``every_s`` seconds (see :meth:`DailyService.prepare_ahead`)."""
     while True:
         try:
-            await services.daily.prepare_ahead(lead)
+            await step()
         except Exception:
-            log.warning("preparing the daily deals failed; trying again", exc_info=True)
+            log.warning("%s failed; trying again", what, exc_info=True)
         await asyncio.sleep(every_s)
 
 

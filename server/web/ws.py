@@ -81,10 +81,32 @@ class _Session:
     player: PlayerInfo | None = None
     locale: Locale = Locale.EN
     error_help: bool = True
+    requests: asyncio.Queue[ClientMessage] = field(
+        default_factory=lambda: asyncio.Queue(MAX_WAITING_REQUESTS)
+    )
+    worker: asyncio.Task[None] | None = None
 
     @property
     def player_id(self) -> int | None:
         return None if self.player is None else self.player.id
+
+    def submit(self, message: ClientMessage) -> None:
+        """Queue a request for the connection's worker, started when none runs: a worker runs
+        only while requests wait, so an idle connection holds no task.
+
+        Raises:
+            asyncio.QueueFull: :data:`MAX_WAITING_REQUESTS` already wait.
+        """
+        self.requests.put_nowait(message)
+        if self.worker is None or self.worker.done():
+            self.worker = asyncio.create_task(_work(self))
+
+    async def stop_worker(self) -> None:
+        """Cancel the request being served, if any (an action still runs to its end)."""
+        if self.worker is not None:
+            self.worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.worker
 
     def push(self, message: out.JSON, key: Hashable | None = None) -> None:
         """Queue a message (never waits for the socket)."""
@@ -155,8 +177,6 @@ async def _serve(session: _Session) -> None:
     reading, so pings (websocket and ``ping`` messages) are answered at once even while an
     action waits for its commit."""
     ws = session.ws
-    requests: asyncio.Queue[ClientMessage] = asyncio.Queue(MAX_WAITING_REQUESTS)
-    worker: list[asyncio.Task[None]] = []  # the running worker, if any
     try:
         deadline = time.monotonic() + HELLO_TIMEOUT_S
         while not ws.closed:
@@ -193,33 +213,24 @@ async def _serve(session: _Session) -> None:
                     )
                 )
                 continue
-            if await _accept(session, msg.data, requests) and not (worker and not worker[0].done()):
-                # A worker runs only while requests wait: an idle connection holds no task.
-                worker[:] = [asyncio.create_task(_work(session, requests))]
+            await _accept(session, msg.data)
     finally:
-        for task in worker:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await session.stop_worker()
 
 
-async def _accept(session: _Session, raw: str, requests: asyncio.Queue[ClientMessage]) -> bool:
-    """Parse one frame: answer a ping or a malformed frame at once, queue anything else for
-    the connection's worker (or refuse it with ``busy`` when too many already wait).
-
-    Returns:
-        Whether a request was queued.
-    """
+async def _accept(session: _Session, raw: str) -> None:
+    """Parse one frame: answer a ping or a malformed frame at once, hand anything else to the
+    connection's worker (or refuse it with ``busy`` when too many already wait)."""
     try:
         message = parse_client_message(raw)
     except ProtocolError as exc:
         await session.send(out.error(exc.code, exc.message, exc.request_id))
-        return False
+        return
     if isinstance(message, Ping):
         await session.send(out.pong(message.id))
-        return False
+        return
     try:
-        requests.put_nowait(message)
+        session.submit(message)
     except asyncio.QueueFull:
         await session.send(
             out.error(
@@ -229,16 +240,14 @@ async def _accept(session: _Session, raw: str, requests: asyncio.Queue[ClientMes
                 message.id,
             )
         )
-        return False
-    return True
 
 
-async def _work(session: _Session, requests: asyncio.Queue[ClientMessage]) -> None:
+async def _work(session: _Session) -> None:
     """Serve the connection's waiting requests one after the other, in the order they came,
-    and end when none is left (the reader starts a new worker for the next one)."""
+    and end when none is left (the next request starts a new worker)."""
     try:
-        while not requests.empty():
-            await _handle(session, requests.get_nowait())
+        while not session.requests.empty():
+            await _handle(session, session.requests.get_nowait())
     except ConnectionResetError:
         return  # the peer is gone; the reader sees the connection close
 
