@@ -79,13 +79,12 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
 
     settings = _settings(host=host, port=port, data_dir=data_dir)
     _configure_logging(settings.log_level)
-    embedded = not settings.database_url
-    try:  # before the embedded database is started
-        load_or_create_daily_secret(settings, generate=embedded)
+    try:  # before the embedded database is started; generated only beside it
+        daily_secret = load_or_create_daily_secret(settings, generate=not settings.database_url)
     except SecretError as exc:
         raise click.UsageError(f"invalid configuration: {exc}") from None
     settings = _with_database(settings)
-    app = create_app(settings, embedded_database=embedded)
+    app = create_app(settings, daily_secret=daily_secret)
     try:
         web.run_app(
             app,

@@ -111,6 +111,17 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _direct_url_behind_a_pooler(self) -> Settings:
+        self.check_pooler()
+        return self
+
+    def check_pooler(self) -> None:
+        """Refuse a transaction pooler without a direct URL (settings copied with
+        ``model_copy`` are not validated again: the app checks them with this too).
+
+        Raises:
+            ValueError: ``TRIPEAKS_DB_POOLER=transaction`` with a database URL and no
+                ``TRIPEAKS_DIRECT_DATABASE_URL``.
+        """
         if self.db_pooler == "transaction" and self.database_url and not self.direct_database_url:
             raise ValueError(
                 "TRIPEAKS_DB_POOLER=transaction needs TRIPEAKS_DIRECT_DATABASE_URL: a URL that "
@@ -118,7 +129,6 @@ class Settings(BaseSettings):
                 "(LISTEN) and the migrations (a session-level advisory lock), which a "
                 "transaction pooler cannot carry"
             )
-        return self
 
 
 #: Shortest daily secret accepted, in bytes (UTF-8): 256 bits of a random hex or base64 value.

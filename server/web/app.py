@@ -34,7 +34,7 @@ def create_app(
     clock: Clock | None = None,
     run_migrations: bool = True,
     analyzer: Analyzer | None = None,
-    embedded_database: bool = False,
+    daily_secret: bytes | None = None,
 ) -> web.Application:
     """Build the application.
 
@@ -46,26 +46,25 @@ def create_app(
             lock, so concurrent starts are safe).
         analyzer: a solver pool to share (the caller closes it); by default the app starts
             its own with ``settings.solver_workers`` processes (none when 0).
-        embedded_database: the database is the embedded one of ``settings.data_dir``: the
-            daily secret may then be generated into that folder. Otherwise it must be given.
+        daily_secret: the daily secret, already loaded (the CLI loads it, generating it beside
+            the embedded database, before that database starts); by default it is
+            ``TRIPEAKS_DAILY_SECRET`` from the settings, which must then be set.
 
     Returns:
         The application; its database engine opens on startup and closes on cleanup, and every
         open websocket is closed with 1001 (going away) on shutdown.
 
     Raises:
-        ValueError: no database URL in the settings.
+        ValueError: no database URL in the settings, or a transaction pooler without a direct
+            URL (see :meth:`Settings.check_pooler`).
         SecretError: (a ValueError) the daily secret is missing, too short or a known
             placeholder; the message names the variable and how to make one.
     """
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url")
-    if settings.db_pooler == "transaction" and not settings.direct_database_url:
-        raise ValueError(
-            "TRIPEAKS_DB_POOLER=transaction needs TRIPEAKS_DIRECT_DATABASE_URL (LISTEN and the "
-            "migrations' advisory lock need a direct connection)"
-        )
-    daily_secret = load_or_create_daily_secret(settings, generate=embedded_database)
+    settings.check_pooler()
+    if daily_secret is None:
+        daily_secret = load_or_create_daily_secret(settings, generate=False)
     app = web.Application(middlewares=[api.error_middleware], client_max_size=64 * 1024)
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()
