@@ -17,22 +17,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
 import statistics
 import time
-import uuid
 
 import aiohttp
 import asyncpg
 from aiohttp.test_utils import TestServer
-from sqlalchemy.engine import make_url
 
+from server.bench import throwaway_database
 from server.config import Settings
 from server.services.clock import FakeClock
-from server.storage.db import create_engine, migrate
 from server.web.app import create_app
 
-ADMIN = os.environ.get("TRIPEAKS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 FIRST = dt.date(2026, 3, 14)
 SECRET = "bench-daily-open-key-0123456789abcdefghi"
 
@@ -59,9 +55,6 @@ async def wait_stored(url: str, date: dt.date) -> None:
 
 
 async def run(url: str, days: int, prepared: bool) -> list[float]:
-    engine = create_engine(url, pool_size=1)
-    await migrate(engine)
-    await engine.dispose()
     clock = FakeClock(dt.datetime.combine(FIRST, dt.time(12), tzinfo=dt.UTC))
     settings = Settings(
         database_url=url,
@@ -94,26 +87,18 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=10)
     args = parser.parse_args()
-    admin = await asyncpg.connect(ADMIN)
-    names = [f"tripeaks_bench_{uuid.uuid4().hex[:8]}" for _ in range(2)]
-    try:
-        results = {}
-        for name, prepared in zip(names, (False, True), strict=True):
-            await admin.execute(f'CREATE DATABASE "{name}"')
-            url = make_url(ADMIN).set(database=name).render_as_string(hide_password=False)
+    results = {}
+    for prepared in (False, True):
+        async with throwaway_database() as url:
             results[prepared] = await run(url, args.days, prepared)
-        for prepared, label in ((False, "chosen on demand"), (True, "prepared ahead")):
-            ms = results[prepared]
-            print(
-                f"{label:<18} first GET /daily of {len(ms)} dates: "
-                f"p50 {statistics.median(ms):8.1f}  max {max(ms):8.1f} ms"
-            )
-        ratio = statistics.median(results[False]) / statistics.median(results[True])
-        print(f"median ratio (on demand / prepared): {ratio:.1f}x")
-    finally:
-        for name in names:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    for prepared, label in ((False, "chosen on demand"), (True, "prepared ahead")):
+        ms = results[prepared]
+        print(
+            f"{label:<18} first GET /daily of {len(ms)} dates: "
+            f"p50 {statistics.median(ms):8.1f}  max {max(ms):8.1f} ms"
+        )
+    ratio = statistics.median(results[False]) / statistics.median(results[True])
+    print(f"median ratio (on demand / prepared): {ratio:.1f}x")
 
 
 if __name__ == "__main__":

@@ -14,27 +14,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
 import random
 import secrets
 import statistics
 import time
-import uuid
 
 import aiohttp
 import asyncpg
 from aiohttp.test_utils import TestServer
-from sqlalchemy.engine import make_url
 
-from server.bench import percentile
+from server.bench import percentile, throwaway_database
 from server.config import Settings
 from server.names import name_key
 from server.services.clock import FakeClock
 from server.services.leaderboards import BoardKey
-from server.storage.db import create_engine, migrate
 from server.web.app import create_app
 
-ADMIN = os.environ.get("TRIPEAKS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 DATE = dt.date(2026, 3, 14)
 NOW = dt.datetime(2026, 3, 15, 12, tzinfo=dt.UTC)
 
@@ -154,14 +149,7 @@ async def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    name = f"tripeaks_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(ADMIN).set(database=name).render_as_string(hide_password=False)
-    try:
-        engine = create_engine(url, pool_size=1)
-        await migrate(engine)
-        await engine.dispose()
+    async with throwaway_database() as url:
         await fill(url, args.entries, args.seed)
         cursor = await deep_cursor(url, args.entries // 2)
         settings = Settings(
@@ -190,9 +178,6 @@ async def main() -> None:
                     line(endpoint, await timed(http, url, args.requests))
         finally:
             await server.close()
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 if __name__ == "__main__":

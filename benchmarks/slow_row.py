@@ -15,23 +15,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import time
-import uuid
 from typing import Any
 
 import aiohttp
 import asyncpg
 from aiohttp.test_utils import TestServer
-from sqlalchemy.engine import make_url
 
-from server.bench import percentile
+from server.bench import percentile, throwaway_database
 from server.config import Settings
-from server.storage.db import create_engine, migrate
 from server.web.app import create_app
-
-ADMIN = os.environ.get("TRIPEAKS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 class Player:
@@ -101,14 +95,7 @@ async def main() -> None:
     parser.add_argument("--players", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    name = f"tripeaks_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(ADMIN).set(database=name).render_as_string(hide_password=False)
-    try:
-        engine = create_engine(url, pool_size=1)
-        await migrate(engine)
-        await engine.dispose()
+    async with throwaway_database() as url:
         settings = Settings(
             database_url=url,
             daily_secret="bench-slow-row-key-0123456789abcdefghijk",
@@ -153,9 +140,6 @@ async def main() -> None:
                     await p.ws.close()
         finally:
             await server.close()
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ def cards(text: str) -> tuple[Card, ...]:
     return tuple(Card.parse(word) for word in text.split())
 
 
+def expected_deal(tableau: str, waste: str, stock: str) -> Deal:
+    """The deal with these cards: 28 tableau cards, the waste card, 23 stock cards (texts)."""
+    return Deal(tableau=cards(tableau), waste=cards(waste)[0], stock=cards(stock))
+
+
 def make_deal(
     tableau: Sequence[str | None],
     waste: str,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from server.engine import CODE_SPACE, FULL_DECK, Deal, GameCode, InvalidGameCodeError, deal_tp1
 from server.engine.codes import tp1_shuffle, tp1_words
 from server.engine.errors import InvalidDealError
-from tests.engine.support import cards
+from tests.engine.support import expected_deal
 
 RULES_VECTOR = (
     "3H 7H 8D 3C KD 8S JC JD 6S 9S 4C AH 5S QC KS 2D TC KC 4S 7S 9H TS 9D TD 5H TH 6D QS",
@@ -63,10 +63,6 @@ GOLDEN = {
         "JS 3S 5C TC 6D 8C KH 3D 7D 8S AH 8D 5S QS JD 5D QC TD 6C TH 7S KC 3C",
     ),
 }
-
-
-def expected_deal(tableau: str, waste: str, stock: str) -> Deal:
-    return Deal(tableau=cards(tableau), waste=cards(waste)[0], stock=cards(stock))
 
 
 def test_rules_test_vector_tp1_e_aaaaaaa_is_dealt_exactly() -> None:

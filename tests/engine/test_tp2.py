@@ -21,7 +21,7 @@ from server.engine import (
     deal_tp2,
 )
 from server.engine.codes import TP2_CODE_LENGTH, deal_words, tp1_shuffle
-from tests.engine.support import cards
+from tests.engine.support import expected_deal
 
 RULES_VECTOR = (
     "AC JD 6D 8S 3D 9H 4C 4H 7C 2C 2D 6S 6H 6C JC 4S 4D 2S TC 8H TD QS 5D 5S 7D QC KC AS",
@@ -52,10 +52,6 @@ GOLDEN = {
         "3C QD KS 5H 8S 5D AC 9C 3S AS QH 3H TC 2S JS KH JC TD KD 9D 4H 8D 4C",
     ),
 }
-
-
-def expected_deal(tableau: str, waste: str, stock: str) -> Deal:
-    return Deal(tableau=cards(tableau), waste=cards(waste)[0], stock=cards(stock))
 
 
 def rules_words(number: int) -> list[int]:
