@@ -312,15 +312,15 @@ class GroupCommitter:
                         conn = None
                     continue
                 self.batches += 1
-                self.writes += len(batch)
                 for pending in batch:
+                    outcome = stored.get(pending.write.game_id)
+                    if outcome != "busy":  # a busy write is counted when it is answered
+                        self.writes += 1
                     if pending.future.done():
                         continue
-                    outcome = stored.get(pending.write.game_id)
                     if outcome == "stored":
                         pending.future.set_result(None)
                     elif outcome == "busy":
-                        self.writes -= 1  # counted when it is stored
                         self._retry_later(pending)
                     elif outcome == "closed":
                         pending.future.set_exception(DailyClosed(pending.write.game_id))
