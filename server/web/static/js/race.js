@@ -29,6 +29,14 @@ export function dealMark(room, id) {
   return null;
 }
 
+/** A racer's name with tags for the host and for me (`me` may be null). */
+function nameLine(p, me) {
+  const tags = [];
+  if (p.host) tags.push(h("span", { class: "tag" }, t("race.host")));
+  if (me && p.player_id === me.id) tags.push(h("span", { class: "tag" }, t("race.you")));
+  return h("span", { class: "name-line" }, h("span", { class: "name" }, p.name), ...tags);
+}
+
 function rulesLimit(room) {
   return t("race.rulesLimit", { rules: t(`rules.short.${room.rules}`), minutes: Math.round(room.time_limit_s / 60) });
 }
@@ -68,12 +76,7 @@ export function renderInvite(root, state, me, on) {
   if (host) el.append(h("p", { id: "invite-host" }, t("invite.host", { name: host.name })));
   if (room.players.length) {
     const list = h("ul", { class: "racers", id: "invite-players" });
-    for (const p of room.players) {
-      const tags = [];
-      if (p.host) tags.push(h("span", { class: "tag" }, t("race.host")));
-      if (me && p.player_id === me.id) tags.push(h("span", { class: "tag" }, t("race.you")));
-      list.append(h("li", { class: "racer" }, h("span", { class: "name-line" }, h("span", { class: "name" }, p.name), ...tags)));
-    }
+    for (const p of room.players) list.append(h("li", { class: "racer" }, nameLine(p, me)));
     el.append(h("h2", {}, t("race.players", { n: room.players.length, max: room.max_players })), list);
   }
   if (state.joinError) el.append(h("p", { class: "error", role: "alert", id: "invite-error" }, on.errorText(state.joinError)));
@@ -269,13 +272,10 @@ export class RacePanel {
     const list = h("ul", { class: "racers", id: "race-players" });
     for (const p of room.players) {
       const mine = this.me && p.player_id === this.me.id;
-      const tags = [];
-      if (p.host) tags.push(h("span", { class: "tag" }, t("race.host")));
-      if (mine) tags.push(h("span", { class: "tag" }, t("race.you")));
       const item = h(
         "li",
         { class: mine ? "racer me" : "racer", dataset: { player: String(p.player_id) } },
-        h("span", { class: "name-line" }, h("span", { class: "name" }, p.name), ...tags),
+        nameLine(p, this.me),
       );
       if (withProgress) {
         const prog = this._progress(p, mine);
