@@ -315,7 +315,7 @@ async function startGame(message, { quiet = false, field = null } = {}) {
   }
 }
 
-/** A typed code the server refused: its own message, and longer than the protocol's 40
+/** A typed code the server refused: its own message, and longer than the protocol's 64
  * characters reads as an invalid code too. */
 function codeErrorText(code) {
   return errorText(code === "invalid_message" ? "bad_code" : code);
