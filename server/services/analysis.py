@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import signal
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -90,7 +91,10 @@ class Analyzer:
 
     def __init__(self, workers: int = 1, cache_size: int = 4096) -> None:
         self._pool = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            # Ctrl-C reaches the whole process group: the server stops its workers itself.
+            initializer=_ignore_sigint,
         )
         self._cache: OrderedDict[str, DealAnalysis] = OrderedDict()
         self._pending: dict[str, asyncio.Future[DealAnalysis]] = {}
@@ -137,3 +141,8 @@ class Analyzer:
     def close(self) -> None:
         """Stop the worker processes."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _ignore_sigint() -> None:
+    """In a solver worker: leave SIGINT (Ctrl-C in the server's terminal) to the server."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
