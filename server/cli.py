@@ -31,8 +31,11 @@ def _settings(**overrides: Any) -> Settings:
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
+        # A check across settings (no single variable) says itself which variables it needs.
         problems = "; ".join(
-            f"{_variable(str(e['loc'][0])) if e['loc'] else 'settings'}: {e['msg']}"
+            f"{_variable(str(e['loc'][0]))}: {e['msg']}"
+            if e["loc"]
+            else str(e.get("ctx", {}).get("error", e["msg"]))
             for e in exc.errors()
         )
         raise click.UsageError(f"invalid configuration: {problems}") from None
