@@ -261,6 +261,82 @@ class RacePlayer(Base):
     )
 
 
+PRESENCE_ROLES = ("racer", "watcher")
+PRESENCE_STATES = ("connected", "reconnecting", "gone")
+
+
+class ServerInstance(Base):
+    """A running server process, seen by the others through ``seen_at`` (the database's clock,
+    refreshed by its race sweep). A process unseen for longer than the instance time-out is
+    taken for dead: its connections are dropped and their players start reconnecting."""
+
+    __tablename__ = "server_instances"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    started_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    seen_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+
+class RaceConnection(Base):
+    """One open websocket (``connection``, of the process ``instance_id``) following a race
+    room for a player. A player is connected to a room while they have at least one."""
+
+    __tablename__ = "race_connections"
+
+    race_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("races.id", ondelete="CASCADE"), primary_key=True
+    )
+    instance_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("server_instances.id", ondelete="CASCADE"), primary_key=True
+    )
+    connection: Mapped[str] = mapped_column(String(32), primary_key=True)
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), nullable=False
+    )
+    connected_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        Index("ix_race_connections_race_id_player_id", "race_id", "player_id"),
+        Index("ix_race_connections_instance_id", "instance_id"),
+    )
+
+
+class RacePresence(Base):
+    """Whether a racer or watcher of a room is there (docs/rules.md §4 "Presence").
+
+    ``state``: ``connected`` (at least one open connection follows the room), ``reconnecting``
+    (none since ``since``; the seat and game are kept for the grace period) or ``gone`` (left,
+    or not back within the grace period, since ``since``). ``role``: ``racer`` (seated) or
+    ``watcher``.
+    """
+
+    __tablename__ = "race_presence"
+
+    race_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("races.id", ondelete="CASCADE"), primary_key=True
+    )
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    role: Mapped[str] = mapped_column(String(8), nullable=False)
+    state: Mapped[str] = mapped_column(String(12), nullable=False)
+    since: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        CheckConstraint("role IN ('racer', 'watcher')", name="role"),
+        CheckConstraint("state IN ('connected', 'reconnecting', 'gone')", name="state"),
+        Index(
+            "ix_race_presence_reconnecting_since",
+            "since",
+            postgresql_where=text("state = 'reconnecting'"),
+        ),
+    )
+
+
 class DailyChallenge(Base):
     """The deal of one UTC date: its game code and rule set."""
 
@@ -282,6 +358,8 @@ __all__ = [
     "DEAL_VERSIONS",
     "GAME_MODES",
     "GAME_STATUSES",
+    "PRESENCE_ROLES",
+    "PRESENCE_STATES",
     "Base",
     "DailyChallenge",
     "Game",
@@ -289,5 +367,8 @@ __all__ = [
     "LeaderboardCount",
     "Player",
     "Race",
+    "RaceConnection",
     "RacePlayer",
+    "RacePresence",
+    "ServerInstance",
 ]

@@ -40,6 +40,9 @@ TABLES = {
     "race_players",
     "leaderboard_counts",
     "daily_players",
+    "server_instances",
+    "race_connections",
+    "race_presence",
     "alembic_version",
 }
 

@@ -85,6 +85,10 @@ async def test_every_timestamp_column_is_timestamptz(db: AsyncEngine) -> None:
         ("races", "ends_at"),
         ("races", "finished_at"),
         ("race_players", "joined_at"),
+        ("race_presence", "since"),
+        ("server_instances", "started_at"),
+        ("server_instances", "seen_at"),
+        ("race_connections", "connected_at"),
     }
     assert {r.data_type for r in rows} == {"timestamp with time zone"}
 
