@@ -34,7 +34,12 @@ Environment variables (all optional):
 - ``TRIPEAKS_RACE_MAX_PLAYERS`` (8), ``TRIPEAKS_RACE_MAX_ROOMS`` (3 per player),
   ``TRIPEAKS_RACE_COUNTDOWN_S`` (5), ``TRIPEAKS_RACE_TIME_LIMIT_S`` (600, the default limit),
   ``TRIPEAKS_RACE_MIN_TIME_LIMIT_S`` (30), ``TRIPEAKS_RACE_MAX_TIME_LIMIT_S`` (7200),
-  ``TRIPEAKS_RACE_SWEEP_S`` (1, how often time limits are checked).
+  ``TRIPEAKS_RACE_SWEEP_S`` (1, how often time limits and presence are checked).
+- ``TRIPEAKS_WS_HEARTBEAT_S``: seconds between websocket pings (30); a connection that does not
+  answer within half of that is closed (a racer is then reconnecting).
+- ``TRIPEAKS_RACE_GRACE_S``: seconds a reconnecting racer or watcher keeps their place (60).
+- ``TRIPEAKS_INSTANCE_TIMEOUT_S``: seconds after which a process that stopped refreshing its
+  record is taken for dead (30, or three sweeps if longer).
 - ``TRIPEAKS_REGISTER_PER_MINUTE``: player registrations per client address per minute (20).
 - ``TRIPEAKS_TRUST_FORWARDED_FOR``: behind a reverse proxy, take the client address from the
   last ``X-Forwarded-For`` entry the proxy added (off by default: clients could forge it).
@@ -52,6 +57,10 @@ from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Seconds after which a process that stopped refreshing its record is taken for dead, unless
+#: the race sweeps are so slow that three of them take longer.
+DEFAULT_INSTANCE_TIMEOUT_S = 30.0
 
 
 class Settings(BaseSettings):
@@ -89,6 +98,9 @@ class Settings(BaseSettings):
     race_min_time_limit_s: int = Field(default=30, ge=1, le=86_400)
     race_max_time_limit_s: int = Field(default=7200, ge=1, le=86_400)
     race_sweep_s: float = Field(default=1.0, gt=0, le=60)
+    race_grace_s: float = Field(default=60.0, ge=0, le=3600)
+    #: None: 30 s, or three sweeps if those are longer.
+    instance_timeout_s: float | None = Field(default=None, gt=0, le=3600)
     solver_workers: int = Field(default=1, ge=0, le=64)
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False
@@ -112,6 +124,26 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _direct_url_behind_a_pooler(self) -> Settings:
         self.check_pooler()
+        return self
+
+    @property
+    def instance_timeout(self) -> float:
+        """Seconds after which a process that stopped refreshing its record is taken for dead:
+        ``TRIPEAKS_INSTANCE_TIMEOUT_S``, by default 30 or three sweeps if those are longer."""
+        if self.instance_timeout_s is not None:
+            return self.instance_timeout_s
+        return max(DEFAULT_INSTANCE_TIMEOUT_S, 3 * self.race_sweep_s)
+
+    @model_validator(mode="after")
+    def _instance_timeout_beyond_sweeps(self) -> Settings:
+        # A process refreshes its record once per race sweep: a time-out of fewer than three
+        # sweeps would take a merely busy process for dead.
+        if self.instance_timeout_s is not None and self.instance_timeout_s < 3 * self.race_sweep_s:
+            raise ValueError(
+                f"TRIPEAKS_INSTANCE_TIMEOUT_S ({self.instance_timeout_s:g}) must be at least "
+                f"three times TRIPEAKS_RACE_SWEEP_S ({self.race_sweep_s:g}): each process "
+                "refreshes its record once per sweep"
+            )
         return self
 
     def check_pooler(self) -> None:

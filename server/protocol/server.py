@@ -189,6 +189,28 @@ def iso_time(when: dt.datetime | None) -> str | None:
     return None if when is None else when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
+class PresenceView(Protocol):
+    """What the encoder needs of a racer's or watcher's presence."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def since(self) -> dt.datetime: ...
+    @property
+    def until(self) -> dt.datetime | None: ...
+
+
+class WatcherView(Protocol):
+    """What the encoder needs of a watcher."""
+
+    @property
+    def player_id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def presence(self) -> PresenceView: ...
+
+
 class SeatView(Protocol):
     """What the encoder needs of a racer's seat."""
 
@@ -210,6 +232,8 @@ class SeatView(Protocol):
     def status(self) -> str | None: ...
     @property
     def elapsed_ms(self) -> int | None: ...
+    @property
+    def presence(self) -> PresenceView | None: ...
 
 
 class RoomView(Protocol):
@@ -247,6 +271,21 @@ class RoomView(Protocol):
     def seats(self) -> Sequence[SeatView]: ...
     @property
     def results(self) -> list[dict[str, Any]] | None: ...
+    @property
+    def watchers(self) -> Sequence[WatcherView]: ...
+    @property
+    def watchers_total(self) -> int: ...
+    @property
+    def grace_s(self) -> float: ...
+
+
+def presence(view: PresenceView | None) -> JSON | None:
+    """A PRESENCE object: ``{state: "connected" | "reconnecting" | "gone", since, until}``
+    (UTC times; ``until``, for ``reconnecting`` only, is the end of the grace period, when the
+    player is gone unless back). None for a racer whose presence is not known yet."""
+    if view is None:
+        return None
+    return {"state": view.state, "since": iso_time(view.since), "until": iso_time(view.until)}
 
 
 def room_state(room: RoomView, now: dt.datetime) -> JSON:
@@ -254,8 +293,10 @@ def room_state(room: RoomView, now: dt.datetime) -> JSON:
 
     Shape: ``{race_id, invite, link, host_id, status, rules, code (null until finished),
     host_deal (true when the host chose the code and may know the cards), time_limit_s,
-    max_players, version, created_at, starts_at, ends_at, finished_at,
-    server_time, players: [{player_id, name, seat, host, progress}], results}``.
+    max_players, version, created_at, starts_at, ends_at, finished_at, server_time,
+    grace_s, players: [{player_id, name, seat, host, presence, progress}],
+    watchers: [{player_id, name, presence}] (at most 50, connected first), watchers_total,
+    results}`` (``presence``: see :func:`presence`).
     """
     return {
         "race_id": room.id,
@@ -280,6 +321,7 @@ def room_state(room: RoomView, now: dt.datetime) -> JSON:
                 "name": seat.name,
                 "seat": seat.seat,
                 "host": seat.player_id == room.host_id,
+                "presence": presence(seat.presence),
                 "progress": None
                 if seat.game_id is None
                 else {
@@ -292,6 +334,12 @@ def room_state(room: RoomView, now: dt.datetime) -> JSON:
             }
             for seat in room.seats
         ],
+        "watchers": [
+            {"player_id": w.player_id, "name": w.name, "presence": presence(w.presence)}
+            for w in room.watchers
+        ],
+        "watchers_total": room.watchers_total,
+        "grace_s": room.grace_s,
         "results": room.results,
     }
 

@@ -3,6 +3,7 @@ store, take a clock, and know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -14,6 +15,7 @@ from server.services.daily import DailyService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
 from server.services.players import PlayerService
+from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
 
@@ -29,6 +31,7 @@ class Services:
     games: GameService
     leaderboards: LeaderboardService
     races: RaceService
+    presence: PresenceService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -42,6 +45,7 @@ class Services:
         race_limits: RaceLimits | None = None,
         analyzer: Analyzer | None = None,
         write_timeout_s: float = 5.0,
+        instance: str | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -54,6 +58,7 @@ class Services:
             analyzer: the solver's process pool (winnable dailies, par, hints), or None.
             write_timeout_s: how long an action on a game whose row is locked elsewhere keeps
                 being tried before it fails (see :class:`GroupCommitter`).
+            instance: this process's id in the presence records (default: a new random one).
         """
         sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(db, expire_on_commit=False)
         daily = DailyService(sessions, clock, daily_secret, daily_rules, analyzer)
@@ -64,6 +69,7 @@ class Services:
             analyzer=analyzer,
             committer=GroupCommitter(db, timeout_s=write_timeout_s),
         )
+        limits = race_limits or RaceLimits()
         return cls(
             db=db,
             clock=clock,
@@ -71,7 +77,15 @@ class Services:
             daily=daily,
             games=games,
             leaderboards=LeaderboardService(sessions),
-            races=RaceService(sessions, clock, games, race_limits),
+            races=RaceService(sessions, clock, games, limits),
+            presence=PresenceService(
+                sessions,
+                clock,
+                games,
+                instance or uuid.uuid4().hex,
+                limits.grace_s,
+                limits.instance_timeout_s,
+            ),
             analyzer=analyzer,
         )
 

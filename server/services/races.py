@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -33,9 +33,28 @@ from server.services.errors import (
 )
 from server.services.games import STALE_SEQ, GameService
 from server.services.players import PlayerInfo
+from server.services.presence import (
+    CONNECTED,
+    OPEN_ROOMS,
+    RACER,
+    WATCHER,
+    Connection,
+    Presence,
+    Watcher,
+    announce,
+    follow,
+    forget,
+    gone_racers,
+    mark_gone,
+    presence_of,
+    unfollow_one,
+)
 from server.storage.events import publish
 from server.storage.models import Game as GameRow
-from server.storage.models import Player, Race, RacePlayer
+from server.storage.models import Player, Race, RacePlayer, RacePresence
+
+#: Watchers listed in a room (connected ones first); ``watchers_total`` counts them all.
+WATCHERS_SHOWN = 50
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +73,10 @@ class RaceLimits:
         countdown_s: seconds from the host's start to the deal's release.
         default_time_limit_s / min_time_limit_s / max_time_limit_s: the race time limit.
         lobby_ttl_s: a lobby never started is closed after this long.
+        grace_s: seconds a racer or watcher whose connections all closed keeps their place
+            (reconnecting) before they are gone (docs/rules.md §4 "Presence").
+        instance_timeout_s: seconds after which a server process that stopped refreshing its
+            record is taken for dead, and its players start reconnecting.
     """
 
     max_players: int = 8
@@ -63,6 +86,8 @@ class RaceLimits:
     min_time_limit_s: int = 30
     max_time_limit_s: int = 7200
     lobby_ttl_s: int = 7200
+    grace_s: float = 60.0
+    instance_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +103,7 @@ class Seat:
     moves: int | None = None
     status: str | None = None
     elapsed_ms: int | None = None
+    presence: Presence | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +131,9 @@ class Room:
     finished_at: dt.datetime | None
     seats: tuple[Seat, ...]
     results: list[dict[str, Any]] | None
+    watchers: tuple[Watcher, ...] = ()
+    watchers_total: int = 0
+    grace_s: float = 60.0
 
     def seat_of(self, player_id: int) -> Seat | None:
         """The player's seat, or None for a spectator."""
@@ -191,6 +220,7 @@ class RaceService:
         code: GameCode | None = None,
         rules: RuleSet = RuleSet.EASY,
         time_limit_s: int | None = None,
+        connection: Connection | None = None,
     ) -> Room:
         """Open a room with the player as host and first racer.
 
@@ -201,6 +231,7 @@ class RaceService:
                 over (docs/rules.md §3 "TP2").
             rules: the rule set of a random deal.
             time_limit_s: the race's time limit (default :attr:`RaceLimits.default_time_limit_s`).
+            connection: the host's connection, which follows the room from now on.
 
         Raises:
             InvalidInputError: ``bad_time_limit``.
@@ -236,6 +267,8 @@ class RaceService:
                     session.add(
                         RacePlayer(race_id=race.id, player_id=player.id, seat=1, joined_at=now)
                     )
+                    if connection is not None:
+                        await follow(session, race, player.id, RACER, connection, now)
                     await _room_event(session, race)
                     await session.commit()
                 return await self.room(race.invite)
@@ -245,10 +278,19 @@ class RaceService:
                 raise _unavailable(exc) from exc
         raise UnavailableError("could not allocate an invite code; try again")
 
-    async def join(self, player: PlayerInfo, raw_invite: str, *, watch: bool = False) -> Joined:
+    async def join(
+        self,
+        player: PlayerInfo,
+        raw_invite: str,
+        *,
+        watch: bool = False,
+        connection: Connection | None = None,
+    ) -> Joined:
         """Take a seat in a lobby, or watch (a started race, or ``watch=True``).
 
-        A racer of a started race who joins again (say, after a reconnect) gets their game.
+        A racer of a started race who joins again (say, after a reconnect) gets their game. In a
+        full lobby a newcomer takes the seat of the racer longest gone, if one is. ``connection``
+        follows the room from now on (the player is connected there).
 
         Raises:
             InvalidInputError: ``bad_invite``.
@@ -261,10 +303,12 @@ class RaceService:
                 race = await self._race_for_update(session, invite)
                 seat = await session.get(RacePlayer, (race.id, player.id))
                 if seat is not None:
+                    await self._follow(session, race, player.id, RACER, connection)
                     return Joined(await self._room(session, race), True, seat.game_id)
                 if race.status == "closed":  # nothing to watch either
                     raise ConflictError("this race room is closed", code="race_closed")
                 if watch or race.status in ("running", "finished"):
+                    await self._follow(session, race, player.id, WATCHER, connection)
                     return Joined(await self._room(session, race), False, None)
                 taken = await session.scalar(
                     select(func.count())
@@ -272,9 +316,12 @@ class RaceService:
                     .where(RacePlayer.race_id == race.id)
                 )
                 if (taken or 0) >= race.max_players:
-                    raise ConflictError(
-                        f"the room is full ({race.max_players} players)", code="room_full"
-                    )
+                    gone = await gone_racers(session, race.id)
+                    if not gone:
+                        raise ConflictError(
+                            f"the room is full ({race.max_players} players)", code="room_full"
+                        )
+                    await self._unseat(session, race, gone[0])
                 await self._check_room_count(session, player.id)
                 last = await session.scalar(
                     select(func.max(RacePlayer.seat)).where(RacePlayer.race_id == race.id)
@@ -287,6 +334,8 @@ class RaceService:
                         joined_at=self._clock.now(),
                     )
                 )
+                if connection is not None:
+                    await follow(session, race, player.id, RACER, connection, self._clock.now())
                 race.version += 1
                 await _room_event(session, race)
                 await session.commit()
@@ -294,15 +343,24 @@ class RaceService:
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from exc
 
-    async def leave(self, player: PlayerInfo, raw_invite: str, *, watching: bool = False) -> Room:
+    async def leave(
+        self,
+        player: PlayerInfo,
+        raw_invite: str,
+        *,
+        watching: bool = False,
+        connection: Connection | None = None,
+    ) -> Room:
         """Leave a room. In a lobby the seat is freed (the host's role passes to the next
-        racer; an empty lobby closes); in a running race the player's game is resigned.
+        racer; an empty lobby closes); in a running race the player's game is resigned and
+        they are gone; a watcher stops watching from ``connection``.
 
         Args:
             player: the leaving player.
             raw_invite: the room's invite code.
             watching: whether the player watches the room (a spectator has no seat to free,
                 but may stop watching).
+            connection: the connection that leaves (it no longer follows the room).
 
         Raises:
             InvalidInputError: ``bad_invite``.
@@ -318,24 +376,19 @@ class RaceService:
                 if seat is None and not watching:
                     raise ConflictError(f"you are not in race {invite}", code="not_in_race")
                 if seat is not None and race.status == "lobby":
-                    await session.delete(seat)
-                    await session.flush()
-                    if race.host_id == player.id:
-                        heir = await session.scalar(
-                            select(RacePlayer.player_id)
-                            .where(RacePlayer.race_id == race.id)
-                            .order_by(RacePlayer.seat)
-                            .limit(1)
-                        )
-                        if heir is None:
-                            race.status = "closed"
-                            race.finished_at = self._clock.now()
-                        else:
-                            race.host_id = heir
+                    await self._unseat(session, race, player.id)
                     race.version += 1
                     await _room_event(session, race)
                 elif seat is not None and race.status == "running":
                     resign_game = seat.game_id
+                    await mark_gone(session, race.id, player.id, connection, self._clock.now())
+                    await announce(session, race)
+                elif (
+                    seat is None
+                    and connection is not None
+                    and await unfollow_one(session, race.id, player.id, connection)
+                ):
+                    await announce(session, race)
                 await session.commit()
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from exc
@@ -368,6 +421,8 @@ class RaceService:
                     raise ConflictError("this race room is closed", code="race_closed")
                 if race.status != "lobby":
                     raise ConflictError("the race has already started", code="already_started")
+                for gone in await gone_racers(session, race.id):  # dealt out (rules §4)
+                    await self._unseat(session, race, gone)
                 seats = (
                     await session.scalars(
                         select(RacePlayer)
@@ -423,21 +478,27 @@ class RaceService:
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from exc
 
-    async def active_for(self, player_id: int) -> list[Room]:
-        """The rooms (lobby or running) the player sits in, newest first."""
+    async def active_for(self, player_id: int, connection: Connection | None = None) -> list[Room]:
+        """The rooms (lobby or running) the player sits in, newest first; ``connection``
+        follows them from now on (the player is connected there)."""
         try:
             async with self._sessions() as session:
-                races = (
-                    await session.scalars(
-                        select(Race)
-                        .join(RacePlayer, RacePlayer.race_id == Race.id)
-                        .where(
-                            RacePlayer.player_id == player_id,
-                            Race.status.in_(("lobby", "running")),
-                        )
-                        .order_by(Race.created_at.desc())
-                    )
-                ).all()
+                query = (
+                    select(Race)
+                    .join(RacePlayer, RacePlayer.race_id == Race.id)
+                    .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
+                )
+                if connection is not None:
+                    # Locked in id order, as every presence change locks rooms.
+                    query = query.order_by(Race.id).with_for_update(of=Race)
+                races = list((await session.scalars(query)).all())
+                if connection is not None and races:
+                    now = self._clock.now()
+                    for race in races:
+                        if await follow(session, race, player_id, RACER, connection, now):
+                            await announce(session, race)
+                    await session.commit()
+                races.sort(key=lambda race: (race.created_at, race.id), reverse=True)
                 return [await self._room(session, race) for race in races]
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from exc
@@ -542,6 +603,49 @@ class RaceService:
             raise NotFoundError(f"there is no race {invite}", code="unknown_invite")
         return race
 
+    async def _follow(
+        self,
+        session: AsyncSession,
+        race: Race,
+        player_id: int,
+        role: str,
+        connection: Connection | None,
+    ) -> None:
+        """``connection`` follows the room (locked) for the player; announce a change."""
+        if connection is None:
+            return
+        if await follow(session, race, player_id, role, connection, self._clock.now()):
+            await announce(session, race)
+        await session.commit()
+
+    async def _unseat(self, session: AsyncSession, race: Race, player_id: int) -> None:
+        """Free a lobby seat (the room is locked): the host's role passes to the next seated
+        racer; a lobby left empty closes. The caller announces the change."""
+        await session.execute(
+            delete(RacePlayer).where(
+                RacePlayer.race_id == race.id, RacePlayer.player_id == player_id
+            )
+        )
+        await forget(session, race.id, player_id)
+        if race.host_id == player_id:
+            # The first seated racer who is connected, else the first seated.
+            heir = await session.scalar(
+                select(RacePlayer.player_id)
+                .outerjoin(
+                    RacePresence,
+                    (RacePresence.race_id == RacePlayer.race_id)
+                    & (RacePresence.player_id == RacePlayer.player_id),
+                )
+                .where(RacePlayer.race_id == race.id)
+                .order_by(case((RacePresence.state == CONNECTED, 0), else_=1), RacePlayer.seat)
+                .limit(1)
+            )
+            if heir is None:
+                race.status = "closed"
+                race.finished_at = self._clock.now()
+            else:
+                race.host_id = heir
+
     async def _check_room_count(self, session: AsyncSession, player_id: int) -> None:
         # Lock the player's row first: their joins and creates (from several connections or
         # processes at once) then take turns, so none counts before another's seat is in.
@@ -575,16 +679,46 @@ class RaceService:
                     GameRow.status,
                     GameRow.elapsed_ms,
                     GameRow.created_at,
+                    RacePresence.state.label("presence"),
+                    RacePresence.since.label("presence_since"),
                 )
                 .join(Player, Player.id == RacePlayer.player_id)
                 .outerjoin(GameRow, GameRow.id == RacePlayer.game_id)
+                .outerjoin(
+                    RacePresence,
+                    (RacePresence.race_id == RacePlayer.race_id)
+                    & (RacePresence.player_id == RacePlayer.player_id),
+                )
                 .where(RacePlayer.race_id == race.id)
                 .order_by(RacePlayer.seat)
+            )
+        ).all()
+        grace = self.limits.grace_s
+        watcher_rows = (
+            await session.execute(
+                select(
+                    RacePresence.player_id,
+                    Player.name,
+                    RacePresence.state,
+                    RacePresence.since,
+                    func.count().over().label("total"),
+                )
+                .join(Player, Player.id == RacePresence.player_id)
+                .where(RacePresence.race_id == race.id, RacePresence.role == WATCHER)
+                .order_by(
+                    case((RacePresence.state == CONNECTED, 0), else_=1),
+                    RacePresence.since,
+                    RacePresence.player_id,
+                )
+                .limit(WATCHERS_SHOWN)
             )
         ).all()
         now = self._clock.now()
         seats = []
         for r in rows:
+            presence = (
+                None if r.presence is None else presence_of(r.presence, r.presence_since, grace)
+            )
             elapsed = r.elapsed_ms
             if r.game_id is not None and elapsed is None and r.created_at is not None:
                 end = min(now, race.ends_at) if race.ends_at else now
@@ -600,9 +734,10 @@ class RaceService:
                     r.moves,
                     r.status,
                     elapsed,
+                    presence,
                 )
                 if r.game_id is not None
-                else Seat(r.player_id, r.name, r.seat, None)
+                else Seat(r.player_id, r.name, r.seat, None, presence=presence)
             )
         return Room(
             id=race.id,
@@ -621,6 +756,12 @@ class RaceService:
             finished_at=race.finished_at,
             seats=tuple(seats),
             results=race.results,
+            watchers=tuple(
+                Watcher(w.player_id, w.name, presence_of(w.state, w.since, grace))
+                for w in watcher_rows
+            ),
+            watchers_total=watcher_rows[0].total if watcher_rows else 0,
+            grace_s=grace,
         )
 
 

@@ -98,6 +98,7 @@ def _database(  # type: ignore[no-untyped-def]
         listener: Listener | None = None
         sweeper: asyncio.Task[None] | None = None
         preparer: asyncio.Task[None] | None = None
+        registered = False
         analyzer = shared
         if shared is None and settings.solver_workers:
             analyzer = Analyzer(settings.solver_workers)
@@ -119,17 +120,31 @@ def _database(  # type: ignore[no-untyped-def]
                     default_time_limit_s=settings.race_time_limit_s,
                     min_time_limit_s=settings.race_min_time_limit_s,
                     max_time_limit_s=settings.race_max_time_limit_s,
+                    grace_s=settings.race_grace_s,
+                    instance_timeout_s=settings.instance_timeout,
                 ),
                 analyzer=analyzer,
                 write_timeout_s=settings.db_write_timeout_s,
             )
             app[SERVICES] = services
             hub = app[HUB] = Hub(services)
+            await services.presence.register()
+            registered = True
             listener = Listener(direct_url, hub.handle, hub.resync)
             await listener.start()
-            # Finish races whose time is up (and close stale lobbies).
+
+            async def sweep() -> None:
+                # Finish races whose time is up (and close stale lobbies); keep this process's
+                # presence record fresh and move the players of the rooms along.
+                try:
+                    await services.races.sweep()
+                finally:
+                    if not await services.presence.sweep():
+                        log.warning("presence: this process was taken for dead; recording again")
+                        await services.presence.refollow(hub.follows_all())
+
             sweeper = asyncio.create_task(
-                _periodically("the race sweep", settings.race_sweep_s, services.races.sweep)
+                _periodically("the race sweep", settings.race_sweep_s, sweep)
             )
             if settings.daily_prepare_every_s > 0:
                 lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)
@@ -151,6 +166,8 @@ def _database(  # type: ignore[no-untyped-def]
             if preparer is not None:
                 preparer.cancel()
                 await _bounded("the daily preparer", preparer)
+            if registered:
+                await _bounded("the presence records", app[SERVICES].presence.unregister())
             if listener is not None:
                 await _bounded("the event listener", listener.stop())
             if HUB in app:

@@ -31,6 +31,8 @@ class Subscriber(Protocol):
     def player_id(self) -> int | None: ...
     @property
     def locale(self) -> Locale: ...
+    @property
+    def key(self) -> str: ...
     def push(self, message: out.JSON, key: Hashable | None = None) -> None: ...
 
 
@@ -80,6 +82,15 @@ class Hub:
             for race_id, code in self._invites.items()
         )
 
+    def follows_all(self) -> list[tuple[int, int, str]]:
+        """``(race_id, player_id, connection key)`` of every local connection following a room."""
+        return [
+            (race_id, subscriber.player_id, subscriber.key)
+            for race_id, members in self._rooms.items()
+            for subscriber in members
+            if subscriber.player_id is not None
+        ]
+
     def subscribers(self, race_id: int) -> int:
         """How many local connections follow a race."""
         return len(self._rooms.get(race_id, ()))
@@ -104,7 +115,7 @@ class Hub:
             message = out.race_progress(self._invites[race_id], event)
             self._fan_out(race_id, message, ("progress", race_id, event["player_id"]))
         elif kind in ("race_room", "race_start", "race_finished"):
-            self._spawn(self._send_room(race_id))
+            self.spawn(self._send_room(race_id))
             if kind == "race_start":
                 starts_at = dt.datetime.fromisoformat(event["starts_at"])
                 self._schedule_release(race_id, event["invite"], starts_at)
@@ -112,7 +123,7 @@ class Hub:
     def resync(self) -> None:
         """After a lost event connection: send every followed room's current state again."""
         for race_id in list(self._rooms):
-            self._spawn(self._send_room(race_id))
+            self.spawn(self._send_room(race_id))
 
     # -------------------------------------------------------------------------- helpers
 
@@ -142,7 +153,7 @@ class Hub:
         delay = (starts_at - self._services.clock.now()).total_seconds()
         loop = asyncio.get_running_loop()
         self._timers[race_id] = loop.call_later(
-            max(0.0, delay), lambda: self._spawn(self._release(race_id, invite))
+            max(0.0, delay), lambda: self.spawn(self._release(race_id, invite))
         )
 
     async def _release(self, race_id: int, invite: str) -> None:
@@ -167,7 +178,8 @@ class Hub:
                 continue
             subscriber.push(out.race_go(invite, out.game_state(snapshot, subscriber.locale)))
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> None:
+        """Run ``coro`` in a task of its own, cancelled (if still running) by :meth:`close`."""
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

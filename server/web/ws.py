@@ -45,6 +45,7 @@ from server.services import Services
 from server.services.errors import ConflictError, ServiceError
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
+from server.services.presence import Connection
 from server.services.races import normalize_invite
 from server.web.hub import Hub
 from server.web.keys import HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
@@ -85,10 +86,17 @@ class _Session:
         default_factory=lambda: asyncio.Queue(MAX_WAITING_REQUESTS)
     )
     worker: asyncio.Task[None] | None = None
+    #: Whether this connection has followed a race room (then its close is recorded).
+    followed: bool = False
 
     @property
     def player_id(self) -> int | None:
         return None if self.player is None else self.player.id
+
+    @property
+    def connection(self) -> Connection:
+        """This connection as the race presence records know it."""
+        return self.services.presence.connection(self.key)
 
     def submit(self, message: ClientMessage) -> None:
         """Queue a request for the connection's worker, started when none runs: a worker runs
@@ -164,11 +172,29 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
             session.per_player[session.player.id] -= 1
         session.hub.drop(session)
         request.app[SOCKETS].discard(ws)
+        if session.followed:
+            # In a task of its own: this handler may be in the middle of being cancelled.
+            session.hub.spawn(_unfollow(session))
         await session.outbox.wait_sent(timeout=1.0)
         await session.outbox.close()
         if not ws.closed:
             await ws.close()
     return ws
+
+
+#: Seconds a closed connection's presence record may take (the sweep settles it otherwise).
+UNFOLLOW_TIMEOUT_S = 5.0
+
+
+async def _unfollow(session: _Session) -> None:
+    """The connection closed: the rooms it followed are told (its player may be reconnecting).
+    A database that does not answer in time is logged; the next sweep settles it (a connection
+    of a process taken for dead, or this one's at its shutdown)."""
+    try:
+        async with asyncio.timeout(UNFOLLOW_TIMEOUT_S):
+            await session.services.presence.unfollow(session.connection)
+    except (ServiceError, TimeoutError):
+        log.warning("presence: the close of %s was not recorded", session.key)
 
 
 async def _serve(session: _Session) -> None:
@@ -288,7 +314,8 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         session.locale = Locale.parse(message.locale)
         session.error_help = message.error_help
         games = await services.games.unfinished(me.id)
-        rooms = await services.races.active_for(me.id)
+        rooms = await services.races.active_for(me.id, session.connection)
+        session.followed = session.followed or bool(rooms)
         for room in rooms:
             session.hub.subscribe(session, room)
         welcome = out.welcome(me, games, session.locale, rooms, services.clock.now())
@@ -333,14 +360,22 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         await session.send(out.hint(message.game_id, best, message.id))
     elif isinstance(message, RaceCreate):
         room = await services.races.create(
-            player, message.game_code(), message.rule_set(), message.time_limit_s
+            player,
+            message.game_code(),
+            message.rule_set(),
+            message.time_limit_s,
+            connection=session.connection,
         )
+        session.followed = True
         session.hub.subscribe(session, room)
         await session.send(
             out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
         )
     elif isinstance(message, RaceJoin):
-        joined = await services.races.join(player, message.invite, watch=message.watch)
+        joined = await services.races.join(
+            player, message.invite, watch=message.watch, connection=session.connection
+        )
+        session.followed = True
         session.hub.subscribe(session, joined.room)
         game = None
         started = (
@@ -361,7 +396,10 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
     elif isinstance(message, RaceLeave):
         invite = normalize_invite(message.invite)
         room = await services.races.leave(
-            player, invite, watching=session.hub.follows(session, invite)
+            player,
+            invite,
+            watching=session.hub.follows(session, invite),
+            connection=session.connection,
         )
         session.hub.unsubscribe(session, room.id)
         await session.send(out.race_left(room.invite, message.id))

@@ -1,0 +1,564 @@
+"""Presence in race rooms: who is there, who is reconnecting, who is gone (docs/rules.md §4
+"Presence").
+
+Every open websocket that follows a room is on record (``race_connections``, under its server
+process, ``server_instances``), so any process can tell whether a player still has one. A racer
+or watcher is
+
+- ``connected`` while at least one of their connections follows the room;
+- ``reconnecting`` from the moment their last one closes (cleanly, or dropped by the heartbeat,
+  or with its server process): their seat and game are kept for the grace period;
+- ``gone`` when they leave, or when the grace period ends without them. In a lobby the host's
+  role passes to the first seated racer who is connected, a start deals them out, and a newcomer
+  may take their seat in a full room; in a running race their game is resigned.
+
+Each change bumps the room's ``version`` and is announced (``race_room``) in the transaction
+that makes it. Every transaction here locks the rooms it touches (``races`` rows, in id order)
+before their presence rows, as the room operations do, so they never wait on each other in a
+cycle.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from server.services.clock import Clock
+from server.services.errors import ServiceError, UnavailableError
+from server.services.games import GameService
+from server.storage.events import publish
+from server.storage.models import (
+    Game,
+    Race,
+    RaceConnection,
+    RacePlayer,
+    RacePresence,
+    ServerInstance,
+)
+
+log = logging.getLogger(__name__)
+
+CONNECTED = "connected"
+RECONNECTING = "reconnecting"
+GONE = "gone"
+RACER = "racer"
+WATCHER = "watcher"
+#: Room states in which presence is kept (a finished or closed room has nobody to wait for).
+OPEN_ROOMS = ("lobby", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """One websocket as the presence records know it: its server process and its key there."""
+
+    instance: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Presence:
+    """A racer's or watcher's presence in a room.
+
+    Attributes:
+        state: ``connected``, ``reconnecting`` or ``gone``.
+        since: when the state began (UTC).
+        until: for ``reconnecting``, when the grace period ends (UTC); otherwise None.
+    """
+
+    state: str
+    since: dt.datetime
+    until: dt.datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Watcher:
+    """A player watching a room without a seat."""
+
+    player_id: int
+    name: str
+    presence: Presence
+
+
+def presence_of(state: str, since: dt.datetime, grace_s: float) -> Presence:
+    """A stored presence row as shown: ``until`` is the end of a reconnecting player's grace."""
+    until = since + dt.timedelta(seconds=grace_s) if state == RECONNECTING else None
+    return Presence(state, since, until)
+
+
+# ------------------------------------------------------------------ within a room's transaction
+
+
+async def follow(
+    session: AsyncSession,
+    race: Race,
+    player_id: int,
+    role: str,
+    connection: Connection,
+    now: dt.datetime,
+) -> bool:
+    """Record that ``connection`` follows ``race`` (locked by the caller) for the player:
+    they are connected, as ``role``. Does nothing for a room that is not open.
+
+    Returns:
+        True when the room's presence changed (the caller announces it).
+    """
+    if race.status not in OPEN_ROOMS:
+        return False
+    # The process's record may have been dropped (taken for dead after a stall): put it back
+    # (its sweep then notices the new record and records its other connections again).
+    await session.execute(
+        insert(ServerInstance).values(id=connection.instance).on_conflict_do_nothing()
+    )
+    await session.execute(
+        insert(RaceConnection)
+        .values(
+            race_id=race.id,
+            instance_id=connection.instance,
+            connection=connection.key,
+            player_id=player_id,
+            connected_at=now,
+        )
+        .on_conflict_do_nothing()
+    )
+    row = await session.get(RacePresence, (race.id, player_id), with_for_update=True)
+    if row is None:
+        session.add(
+            RacePresence(
+                race_id=race.id, player_id=player_id, role=role, state=CONNECTED, since=now
+            )
+        )
+        return True
+    if row.state == CONNECTED and row.role == role:
+        return False
+    if row.state != CONNECTED:
+        row.state, row.since = CONNECTED, now
+    row.role = role
+    return True
+
+
+async def forget(session: AsyncSession, race_id: int, player_id: int) -> None:
+    """Drop a player's presence in a room and their connections to it (they left the lobby)."""
+    await session.execute(
+        delete(RaceConnection).where(
+            RaceConnection.race_id == race_id, RaceConnection.player_id == player_id
+        )
+    )
+    await session.execute(
+        delete(RacePresence).where(
+            RacePresence.race_id == race_id, RacePresence.player_id == player_id
+        )
+    )
+
+
+async def unfollow_one(
+    session: AsyncSession, race_id: int, player_id: int, connection: Connection
+) -> bool:
+    """A watcher stops watching from ``connection``. With no other connection to the room left,
+    they are no longer listed.
+
+    Returns:
+        True when the room's presence changed.
+    """
+    await _drop_connection(session, race_id, connection)
+    if await _connections(session, race_id, player_id):
+        return False
+    removed = await session.execute(
+        delete(RacePresence).where(
+            RacePresence.race_id == race_id, RacePresence.player_id == player_id
+        )
+    )
+    return bool(removed.rowcount)  # type: ignore[attr-defined]
+
+
+async def mark_gone(
+    session: AsyncSession,
+    race_id: int,
+    player_id: int,
+    connection: Connection | None,
+    now: dt.datetime,
+) -> None:
+    """A racer left a running race: they are gone now (their game is resigned by the caller)."""
+    if connection is not None:
+        await _drop_connection(session, race_id, connection)
+    await session.execute(
+        update(RacePresence)
+        .where(RacePresence.race_id == race_id, RacePresence.player_id == player_id)
+        .values(state=GONE, since=now)
+    )
+
+
+async def gone_racers(session: AsyncSession, race_id: int) -> list[int]:
+    """The seated racers of a room who are gone, longest gone first."""
+    return list(
+        (
+            await session.scalars(
+                select(RacePresence.player_id)
+                .join(
+                    RacePlayer,
+                    (RacePlayer.race_id == RacePresence.race_id)
+                    & (RacePlayer.player_id == RacePresence.player_id),
+                )
+                .where(RacePresence.race_id == race_id, RacePresence.state == GONE)
+                .order_by(RacePresence.since, RacePresence.player_id)
+            )
+        ).all()
+    )
+
+
+async def announce(session: AsyncSession, race: Race) -> None:
+    """Bump the room's version and announce its change (``race_room``)."""
+    race.version += 1
+    await publish(
+        session,
+        {"kind": "race_room", "race_id": race.id, "invite": race.invite, "version": race.version},
+    )
+
+
+async def _drop_connection(session: AsyncSession, race_id: int, connection: Connection) -> None:
+    await session.execute(
+        delete(RaceConnection).where(
+            RaceConnection.race_id == race_id,
+            RaceConnection.instance_id == connection.instance,
+            RaceConnection.connection == connection.key,
+        )
+    )
+
+
+async def _connections(session: AsyncSession, race_id: int, player_id: int) -> int:
+    return (
+        await session.scalar(
+            select(func.count())
+            .select_from(RaceConnection)
+            .where(RaceConnection.race_id == race_id, RaceConnection.player_id == player_id)
+        )
+    ) or 0
+
+
+async def _lock_rooms(session: AsyncSession, race_ids: Iterable[int]) -> list[Race]:
+    ids = sorted(set(race_ids))
+    if not ids:
+        return []
+    return list(
+        (
+            await session.scalars(
+                select(Race).where(Race.id.in_(ids)).order_by(Race.id).with_for_update()
+            )
+        ).all()
+    )
+
+
+# ----------------------------------------------------------------------------------- service
+
+
+class PresenceService:
+    """Keeps the presence records of this server process's connections, and (from any process,
+    each sweep) moves players along: dead processes' connections dropped, grace periods ended,
+    gone racers' games resigned.
+
+    Args:
+        sessions: database session factory.
+        clock: the UTC clock (presence times, grace periods).
+        games: the game service (a gone racer's game is resigned through it).
+        instance: this process's id in ``server_instances``.
+        grace_s: seconds a reconnecting racer or watcher keeps their place.
+        instance_timeout_s: seconds after which a process that has not refreshed its
+            ``seen_at`` (the database's clock) is taken for dead.
+    """
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Clock,
+        games: GameService,
+        instance: str,
+        grace_s: float,
+        instance_timeout_s: float,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self._games = games
+        self.instance = instance
+        self.grace_s = grace_s
+        self.instance_timeout_s = instance_timeout_s
+        #: ``started_at`` of this process's record as it registered it: a record with another
+        #: one was dropped and made again meanwhile.
+        self._registered_at: dt.datetime | None = None
+
+    def connection(self, key: str) -> Connection:
+        """This process's connection ``key`` as the presence records know it."""
+        return Connection(self.instance, key)
+
+    async def register(self) -> None:
+        """Record this process as running (at start, before it serves anyone)."""
+        async with self._sessions() as session:
+            self._registered_at = await self._record(session)
+            await session.commit()
+
+    async def unregister(self) -> None:
+        """At shutdown: every connection of this process is closed; its players start
+        reconnecting (to another process, or to this one restarted)."""
+        await self._drop_instances([self.instance])
+
+    async def unfollow(self, connection: Connection) -> None:
+        """A connection closed: its player, left with no other connection to a room it
+        followed, is reconnecting there.
+
+        Raises:
+            UnavailableError: the database failed (the sweep settles it later).
+        """
+        try:
+            async with self._sessions() as session:
+                race_ids = (
+                    await session.scalars(
+                        select(RaceConnection.race_id).where(
+                            RaceConnection.instance_id == connection.instance,
+                            RaceConnection.connection == connection.key,
+                        )
+                    )
+                ).all()
+                rooms = await _lock_rooms(session, race_ids)
+                pairs = (
+                    await session.execute(
+                        delete(RaceConnection)
+                        .where(
+                            RaceConnection.instance_id == connection.instance,
+                            RaceConnection.connection == connection.key,
+                        )
+                        .returning(RaceConnection.race_id, RaceConnection.player_id)
+                    )
+                ).all()
+                await self._settle(session, rooms, [(p.race_id, p.player_id) for p in pairs])
+                await session.commit()
+        except SQLAlchemyError as exc:
+            log.warning("presence: a closed connection was not recorded", exc_info=exc)
+            raise UnavailableError("the game database is unavailable") from exc
+
+    async def refollow(self, follows: Iterable[tuple[int, int, str]]) -> None:
+        """Record again connections this process holds, after its records were dropped (it was
+        taken for dead, say after a long stall).
+
+        Args:
+            follows: ``(race_id, player_id, connection key)`` of each connection following a room.
+        """
+        wanted = list(follows)
+        async with self._sessions() as session:
+            rooms = {room.id: room for room in await _lock_rooms(session, (f[0] for f in wanted))}
+            changed: set[int] = set()
+            now = self._clock.now()
+            for race_id, player_id, key in wanted:
+                room = rooms.get(race_id)
+                if room is None:
+                    continue
+                seated = await session.get(RacePlayer, (race_id, player_id))
+                role = RACER if seated is not None else WATCHER
+                if await follow(session, room, player_id, role, self.connection(key), now):
+                    changed.add(race_id)
+            for race_id in sorted(changed):
+                await announce(session, rooms[race_id])
+            await session.commit()
+
+    async def sweep(self) -> bool:
+        """One pass, from any process: refresh this process's ``seen_at``; drop the connections
+        of processes unseen for :attr:`instance_timeout_s`; end grace periods (gone); resign the
+        games of gone racers in running races.
+
+        Returns:
+            False when this process's own records had been dropped (it was taken for dead):
+            the caller records its connections again (:meth:`refollow`).
+        """
+        async with self._sessions() as session:
+            started = await session.scalar(
+                update(ServerInstance)
+                .where(ServerInstance.id == self.instance)
+                .values(seen_at=func.statement_timestamp())
+                .returning(ServerInstance.started_at)
+            )
+            if started is None:
+                started = await self._record(session)
+            alive = started == self._registered_at
+            self._registered_at = started
+            dead = (
+                await session.scalars(
+                    select(ServerInstance.id).where(
+                        ServerInstance.seen_at
+                        < func.statement_timestamp()
+                        - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
+                        ServerInstance.id != self.instance,
+                    )
+                )
+            ).all()
+            await session.commit()
+        if dead:
+            log.warning("presence: server processes %s stopped answering", ", ".join(dead))
+            await self._drop_instances(list(dead))
+        await self._end_grace()
+        await self._resign_gone()
+        return alive
+
+    # ------------------------------------------------------------------------------ helpers
+
+    async def _record(self, session: AsyncSession) -> dt.datetime:
+        """Make this process's record if there is none; its ``started_at``."""
+        await session.execute(
+            insert(ServerInstance).values(id=self.instance).on_conflict_do_nothing()
+        )
+        started = await session.scalar(
+            select(ServerInstance.started_at).where(ServerInstance.id == self.instance)
+        )
+        assert started is not None
+        return started
+
+    async def _drop_instances(self, instances: list[str]) -> None:
+        async with self._sessions() as session:
+            race_ids = (
+                await session.scalars(
+                    select(RaceConnection.race_id)
+                    .where(RaceConnection.instance_id.in_(instances))
+                    .distinct()
+                )
+            ).all()
+            rooms = await _lock_rooms(session, race_ids)
+            pairs = (
+                await session.execute(
+                    delete(RaceConnection)
+                    .where(RaceConnection.instance_id.in_(instances))
+                    .returning(RaceConnection.race_id, RaceConnection.player_id)
+                )
+            ).all()
+            await self._settle(session, rooms, [(p.race_id, p.player_id) for p in pairs])
+            await session.execute(delete(ServerInstance).where(ServerInstance.id.in_(instances)))
+            await session.commit()
+
+    async def _settle(
+        self, session: AsyncSession, rooms: list[Race], pairs: list[tuple[int, int]]
+    ) -> None:
+        """Players of ``pairs`` left with no connection to a room (locked in ``rooms``) start
+        reconnecting; each room so changed is announced."""
+        by_id = {room.id: room for room in rooms}
+        changed: set[int] = set()
+        now = self._clock.now()
+        for race_id, player_id in sorted(set(pairs)):
+            room = by_id.get(race_id)
+            if room is None or room.status not in OPEN_ROOMS:
+                continue  # a finished or closed room's presence stays as it ended
+            if await _connections(session, race_id, player_id):
+                continue
+            moved = await session.execute(
+                update(RacePresence)
+                .where(
+                    RacePresence.race_id == race_id,
+                    RacePresence.player_id == player_id,
+                    RacePresence.state == CONNECTED,
+                )
+                .values(state=RECONNECTING, since=now)
+            )
+            if moved.rowcount:  # type: ignore[attr-defined]
+                changed.add(race_id)
+        for race_id in sorted(changed):
+            await announce(session, by_id[race_id])
+
+    async def _end_grace(self) -> None:
+        """Reconnecting players whose grace period is over are gone; a lobby whose host is gone
+        passes the role on."""
+        now = self._clock.now()
+        cutoff = now - dt.timedelta(seconds=self.grace_s)
+        async with self._sessions() as session:
+            race_ids = (
+                await session.scalars(
+                    select(RacePresence.race_id)
+                    .join(Race, Race.id == RacePresence.race_id)
+                    .where(
+                        RacePresence.state == RECONNECTING,
+                        RacePresence.since <= cutoff,
+                        Race.status.in_(OPEN_ROOMS),
+                    )
+                    .distinct()
+                )
+            ).all()
+            for race in await _lock_rooms(session, race_ids):
+                gone = (
+                    await session.scalars(
+                        update(RacePresence)
+                        .where(
+                            RacePresence.race_id == race.id,
+                            RacePresence.state == RECONNECTING,
+                            RacePresence.since <= cutoff,
+                        )
+                        .values(state=GONE, since=now)
+                        .returning(RacePresence.player_id)
+                    )
+                ).all()
+                if not gone or race.status not in OPEN_ROOMS:
+                    continue
+                if race.status == "lobby" and race.host_id in gone:
+                    heir = await session.scalar(
+                        select(RacePlayer.player_id)
+                        .join(
+                            RacePresence,
+                            (RacePresence.race_id == RacePlayer.race_id)
+                            & (RacePresence.player_id == RacePlayer.player_id),
+                        )
+                        .where(RacePlayer.race_id == race.id, RacePresence.state == CONNECTED)
+                        .order_by(RacePlayer.seat)
+                        .limit(1)
+                    )
+                    if heir is not None:
+                        race.host_id = heir
+                await announce(session, race)
+            await session.commit()
+
+    async def _resign_gone(self) -> None:
+        """Resign the games of gone racers in running races (again on the next sweep, should
+        one fail: the race's start not reached yet, a busy row, the database)."""
+        now = self._clock.now()
+        async with self._sessions() as session:
+            rows = (
+                await session.execute(
+                    select(Game.player_id, Game.id)
+                    .join(Race, Race.id == Game.race_id)
+                    .join(
+                        RacePresence,
+                        (RacePresence.race_id == Game.race_id)
+                        & (RacePresence.player_id == Game.player_id),
+                    )
+                    .where(
+                        Race.status == "running",
+                        Race.starts_at <= now,
+                        RacePresence.state == GONE,
+                        Game.status == "playing",
+                    )
+                )
+            ).all()
+        for player_id, game_id in rows:
+            try:
+                await self._games.resign(player_id, game_id)
+                log.info("presence: player %s is gone; game %s resigned", player_id, game_id)
+            except ServiceError as exc:
+                log.info("presence: game %s of a gone racer not resigned (%s)", game_id, exc.code)
+
+
+__all__ = [
+    "CONNECTED",
+    "GONE",
+    "RACER",
+    "RECONNECTING",
+    "WATCHER",
+    "Connection",
+    "Presence",
+    "PresenceService",
+    "Watcher",
+    "announce",
+    "follow",
+    "forget",
+    "gone_racers",
+    "mark_gone",
+    "presence_of",
+    "unfollow_one",
+]
