@@ -1,12 +1,13 @@
 """A race between two browsers: create, share the link, see the room before joining, join,
-countdown, live progress, results; and whose deal it is (the host's, or a random sealed one)."""
+countdown, live progress, results; whose deal it is (the host's, or a random sealed one); and
+who is there (racers and watchers connected, reconnecting, gone)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import TestClient, TestServer
 from playwright.async_api import Browser, expect
 
 from server.engine import Action, GameCode
@@ -24,7 +25,8 @@ from tests.browser.support import (
     shown,
 )
 from tests.conftest import ServerFactory
-from tests.helpers import find_winning_line
+from tests.helpers import WsPlayer, find_winning_line
+from tests.helpers import register as register_rest
 
 CODE = GameCode.parse("TP1-E-AAAAAAB")
 HOST_DEAL = "Host's deal — the host chose this code and may know its cards."
@@ -219,4 +221,121 @@ async def test_a_random_race_is_a_sealed_deal_and_its_code_reads_well_on_a_phone
 
     await host_ctx.close()
     await viewer_ctx.close()
+    assert page_errors == []
+
+
+async def test_the_lobby_shows_who_is_reconnecting_gone_or_watching(
+    browser: Browser,
+    make_server: ServerFactory,
+    clock: FakeClock,
+    page_errors: list[str],
+    tmp_path: Path,
+) -> None:
+    # The grace period runs on the service's (fake) clock: the test moves it on.
+    server: TestServer = await make_server(race_sweep_s=0.05, race_grace_s=30.0)
+    base = str(server.make_url("")).rstrip("/")
+
+    host_ctx, host = await open_page(browser, base, page_errors)
+    await register(host, "Hana")
+    await host.click(".race-create summary")
+    await host.click("#btn-race-create")
+    invite_el = host.locator("#race-invite-code")
+    await expect(invite_el).to_have_text(re.compile(r"^[0-9A-Z]{6}$"))
+    invite = await invite_el.inner_text()
+    players = host.locator("#race-players li")
+    await expect(players.and_(host.locator("[data-presence=connected]"))).to_have_count(1)
+    await expect(host.locator("#race-watchers")).to_have_count(0)  # nobody watches yet
+
+    # A racer takes a seat from the link; a watcher follows the room over a websocket.
+    racer_ctx, racer = await open_page(browser, base, page_errors, f"/race/{invite}")
+    await register(racer, "Gus")
+    await racer.click("#invite-join")
+    await expect(racer.locator("#race-wait")).to_be_visible()
+    gus = host.locator("#race-players li", has_text="Gus")
+    await expect(gus).to_have_attribute("data-presence", "connected")
+    await expect(gus.locator(".presence")).to_have_count(0)  # connected: only the dot
+    async with TestClient(server) as http:
+        wes = await register_rest(http, "Wes")
+        watcher, _ = await WsPlayer.connect(http, wes["token"])
+        reply = await watcher.request({"type": "race_join", "invite": invite, "watch": True})
+        assert reply["type"] == "race", reply
+        await expect(host.locator("#race-watchers-title")).to_have_text("Watching (1)")
+        watching = host.locator("#race-watchers li")
+        await expect(watching).to_have_count(1)
+        await expect(watching).to_contain_text("Wes")
+        await expect(watching).to_have_attribute("data-presence", "connected")
+        assert await players.count() == 2  # watching takes no seat
+
+        # The racer's page closes: the host sees them reconnecting, seat kept, counting down
+        # the grace period (on server time) second by second.
+        await racer_ctx.close()
+        reconnecting = host.locator("#race-players li[data-presence=reconnecting]")
+        await expect(reconnecting).to_have_count(1)
+        await expect(reconnecting).to_contain_text("Gus")
+        mark = reconnecting.locator(".presence")
+        await expect(mark).to_have_text(re.compile(r"^↻reconnecting — \d+ s left$"))
+        left = int(re.sub(r"\D", "", await mark.inner_text()))
+        assert 0 < left <= 30
+        await host.wait_for_function(
+            """n => {
+                const el = document.querySelector("#race-players li[data-presence=reconnecting]");
+                const m = el && el.textContent.match(/(\\d+) s left/);
+                return m !== null && Number(m[1]) < n;
+            }""",
+            arg=left,
+        )
+        await expect(mark).to_have_attribute("title", re.compile(r"kept until \d"))
+        await host.screenshot(path=str(tmp_path / "race-lobby-reconnecting.png"), full_page=True)
+        await expect(host.locator("#race-start-note")).to_have_count(0)  # nobody gone yet
+
+        # The watcher's connection closes too: they are reconnecting in the watchers' list.
+        await watcher.ws.close()
+        await expect(host.locator("#race-watchers li[data-presence=reconnecting]")).to_contain_text(
+            "Wes"
+        )
+
+        # The grace period ends without them: gone, since a time of day; the host is told a
+        # start leaves the gone racer out.
+        clock.advance(seconds=31)
+        gone = host.locator("#race-players li[data-presence=gone]")
+        await expect(gone).to_have_count(1)
+        await expect(gone).to_contain_text("Gus")
+        await expect(gone.locator(".presence")).to_have_text(
+            re.compile(r"^⊘gone since \d{1,2}:\d{2}(\s?[AP]M)?$")
+        )
+        await expect(host.locator("#race-start-note")).to_have_text(
+            "Gone racers are left out when you start."
+        )
+        await expect(host.locator("#race-start")).to_have_attribute(
+            "aria-describedby", "race-start-note"
+        )
+        await expect(host.locator("li[data-presence=reconnecting]")).to_have_count(0)
+        await host.screenshot(path=str(tmp_path / "race-lobby-presence.png"), full_page=True)
+
+        # In Traditional Chinese too.
+        await host.select_option("#lang-select", "zh-Hant")
+        await expect(gone.locator(".presence")).to_contain_text("起已離開")
+        await expect(host.locator("#race-start-note")).to_have_text(
+            "開始時，已離開的玩家不會參加比賽。"
+        )
+        await host.select_option("#lang-select", "en")
+
+        # Someone who opens the link sees the same on the invite page.
+        guest_ctx, guest = await open_page(browser, base, page_errors, f"/race/{invite}")
+        await register(guest, "Ivy")
+        await expect(guest.locator("#invite-players li")).to_have_count(2)
+        await expect(guest.locator("#invite-players li[data-presence=gone]")).to_contain_text("Gus")
+        await expect(guest.locator("#invite-players li[data-presence=connected]")).to_contain_text(
+            "Hana"
+        )
+        await expect(guest.locator("#invite-watchers li")).to_contain_text("Wes")
+        await guest_ctx.close()
+
+        # The host starts without the gone racer: the server deals them out.
+        await host.click("#race-start")
+        await expect(host.locator("#race-countdown")).to_be_attached()
+        await expect(players).to_have_count(1)
+        await expect(players).to_contain_text("Hana")
+        await host_ctx.close()  # before the client closes the server (TestClient does)
+
     assert page_errors == []

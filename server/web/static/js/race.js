@@ -2,7 +2,7 @@
 // of every racer, and the results; and the invite page a player sees before joining. It only
 // shows the ROOM object and race_progress pushes.
 import { codeLine, codeText } from "./code.js";
-import { formatTime, t, tn, tNodes } from "./i18n.js";
+import { formatTime, locale, t, tn, tNodes } from "./i18n.js";
 import { clear, h } from "./dom.js";
 
 /** Server time now, from the offset measured with the ROOM object's `server_time`. */
@@ -37,6 +37,119 @@ function nameLine(p, me) {
   return h("span", { class: "name-line" }, h("span", { class: "name" }, p.name), ...tags);
 }
 
+/** A racer's or watcher's presence state ("connected", "reconnecting", "gone"), or null. */
+function presenceState(p) {
+  const state = p && p.presence ? p.presence.state : null;
+  return state === "connected" || state === "reconnecting" || state === "gone" ? state : null;
+}
+
+/** The data attributes of a racer's or watcher's row: their id, and their presence if known. */
+function rowData(p) {
+  const data = { player: String(p.player_id) };
+  const state = presenceState(p);
+  if (state) data.presence = state;
+  return data;
+}
+
+/**
+ * Server times are shown on the viewer's clock (`offset`: server minus ours), e.g. "12:03" —
+ * with the seconds when `seconds`.
+ */
+function clockTime(serverMs, offset, seconds = false) {
+  const options = seconds ? { hour: "numeric", minute: "2-digit", second: "2-digit" } : { hour: "numeric", minute: "2-digit" };
+  return new Intl.DateTimeFormat(locale(), options).format(new Date(serverMs - offset));
+}
+
+/** The clock offset of a room fetched on its own (the invite page), measured when first shown. */
+const roomOffsets = new WeakMap();
+function offsetOf(room) {
+  if (!roomOffsets.has(room)) roomOffsets.set(room, room.server_time ? Date.parse(room.server_time) - Date.now() : 0);
+  return roomOffsets.get(room);
+}
+
+/**
+ * How a racer or watcher is there, beside their name: nothing when connected (their row's dot
+ * says it) or unknown; "reconnecting — 42 s left" (counting down to the end of the grace
+ * period, on server time) while their place is kept; "gone since 12:03" once gone.
+ */
+function presenceMark(p, offset) {
+  const state = presenceState(p);
+  if (state === "reconnecting") {
+    const until = p.presence.until ? Date.parse(p.presence.until) : NaN;
+    const attrs = { class: "presence reconnecting" };
+    if (!Number.isNaN(until)) {
+      attrs.dataset = { until: String(until), offset: String(offset) };
+      attrs.title = t("presence.keptUntil", { time: clockTime(until, offset, true) });
+    }
+    const mark = h(
+      "span",
+      attrs,
+      h("span", { class: "presence-icon", "aria-hidden": "true" }, "↻"),
+      h("span", { class: "presence-text" }),
+    );
+    showCountdown(mark);
+    if (mark.dataset.until) followCountdowns();
+    return mark;
+  }
+  if (state === "gone") {
+    const since = Date.parse(p.presence.since);
+    const text = Number.isNaN(since) ? t("presence.gone") : t("presence.goneSince", { time: clockTime(since, offset) });
+    return h(
+      "span",
+      { class: "presence gone" },
+      h("span", { class: "presence-icon", "aria-hidden": "true" }, "⊘"),
+      h("span", { class: "presence-text" }, text),
+    );
+  }
+  return null;
+}
+
+/** A reconnecting mark's text: the seconds left of the grace period, or just "reconnecting…". */
+function showCountdown(mark) {
+  let text = t("presence.reconnecting");
+  if (mark.dataset.until) {
+    const now = Date.now() + Number(mark.dataset.offset || 0);
+    const left = Math.ceil((Number(mark.dataset.until) - now) / 1000);
+    if (left > 0) text = t("presence.reconnectingLeft", { n: left });
+  }
+  const el = mark.querySelector(".presence-text");
+  if (el.textContent !== text) el.textContent = text;
+}
+
+/** Every shown countdown is refreshed while one is on the page (the panel and the invite page). */
+let countdownTimer = null;
+function followCountdowns() {
+  if (countdownTimer) return;
+  countdownTimer = setInterval(() => {
+    const marks = document.querySelectorAll(".presence.reconnecting[data-until]");
+    if (!marks.length) {
+      clearInterval(countdownTimer);
+      countdownTimer = null;
+    }
+    for (const mark of marks) showCountdown(mark);
+  }, 250);
+}
+
+/**
+ * Who watches the room, under its racers: "Watching (N)" and their names with their presence.
+ * Nothing when nobody watches.
+ */
+function watcherList(room, me, offset, { id, heading }) {
+  const listed = room.watchers || [];
+  const total = Math.max(room.watchers_total || 0, listed.length);
+  if (!total) return [];
+  const list = h("ul", { class: "racers watchers", id, "aria-labelledby": `${id}-title` });
+  for (const w of listed) {
+    const mine = me && w.player_id === me.id;
+    const cls = mine ? "racer watcher me" : "racer watcher";
+    list.append(h("li", { class: cls, dataset: rowData(w) }, nameLine(w, me), presenceMark(w, offset)));
+  }
+  const more = total - listed.length;
+  const shown = [h(heading, { id: `${id}-title` }, t("race.watching", { n: total })), list];
+  if (more > 0) shown.push(h("p", { class: "muted watchers-more" }, tn("count.moreWatchers", more)));
+  return shown;
+}
+
 function rulesLimit(room) {
   return t("race.rulesLimit", { rules: t(`rules.short.${room.rules}`), minutes: Math.round(room.time_limit_s / 60) });
 }
@@ -64,7 +177,9 @@ export function renderInvite(root, state, me, on) {
     }
     return;
   }
-  const full = room.players.length >= room.max_players;
+  // A gone racer's seat in a full lobby goes to a newcomer (docs/rules.md §4 "Presence").
+  const full = room.players.filter((p) => presenceState(p) !== "gone").length >= room.max_players;
+  const offset = offsetOf(room);
   const host = room.players.find((p) => p.host);
   let status = t(`invite.status.${room.status}`);
   if (room.status === "lobby" && full) status = t("invite.status.full");
@@ -76,8 +191,13 @@ export function renderInvite(root, state, me, on) {
   if (host) el.append(h("p", { id: "invite-host" }, t("invite.host", { name: host.name })));
   if (room.players.length) {
     const list = h("ul", { class: "racers", id: "invite-players" });
-    for (const p of room.players) list.append(h("li", { class: "racer" }, nameLine(p, me)));
+    for (const p of room.players) {
+      list.append(h("li", { class: "racer", dataset: rowData(p) }, nameLine(p, me), presenceMark(p, offset)));
+    }
     el.append(h("h2", {}, t("race.players", { n: room.players.length, max: room.max_players })), list);
+  }
+  if (room.status === "lobby" || room.status === "running") {
+    el.append(...watcherList(room, me, offset, { id: "invite-watchers", heading: "h2" }));
   }
   if (state.joinError) el.append(h("p", { class: "error", role: "alert", id: "invite-error" }, on.errorText(state.joinError)));
   const actions = h("div", { class: "race-actions" });
@@ -171,11 +291,25 @@ export class RacePanel {
       dealMark(room, "race-deal"),
       h("h3", {}, t("race.players", { n: room.players.length, max: room.max_players })),
       this._racers(room, false),
+      ...this._watchers(room),
     );
     const actions = h("div", { class: "race-actions" });
     if (this.race.role === "racer" && this._isHost(room)) {
+      // Gone racers are dealt out at the start (docs/rules.md §4 "Presence"): the host is told.
+      const someGone = room.players.some((p) => presenceState(p) === "gone");
+      if (someGone) this.el.append(h("p", { class: "start-note", id: "race-start-note" }, t("race.goneLeftOut")));
       actions.append(
-        h("button", { type: "button", class: "primary", id: "race-start", onclick: () => this.on.start() }, t("race.start")),
+        h(
+          "button",
+          {
+            type: "button",
+            class: "primary",
+            id: "race-start",
+            "aria-describedby": someGone ? "race-start-note" : null,
+            onclick: () => this.on.start(),
+          },
+          t("race.start"),
+        ),
       );
     } else {
       if (this.race.role !== "racer") this.el.append(h("p", { class: "muted" }, t("race.spectating")));
@@ -197,6 +331,7 @@ export class RacePanel {
       ),
       h("p", { class: "muted", id: "race-time-left" }),
       this._racers(room, true),
+      ...this._watchers(room),
     );
     const actions = h("div", { class: "race-actions" });
     const mine = this.game && this.game.mode === "race" && this.game.status === "playing";
@@ -267,16 +402,16 @@ export class RacePanel {
     );
   }
 
-  /** Every racer with a progress bar (cards removed of 28), cards left and score. */
+  /**
+   * Every racer with their presence, and in a running race a progress bar (cards removed of
+   * 28), cards left and score.
+   */
   _racers(room, withProgress) {
     const list = h("ul", { class: "racers", id: "race-players" });
     for (const p of room.players) {
       const mine = this.me && p.player_id === this.me.id;
-      const item = h(
-        "li",
-        { class: mine ? "racer me" : "racer", dataset: { player: String(p.player_id) } },
-        nameLine(p, this.me),
-      );
+      const mark = presenceMark(p, this.race.offset);
+      const parts = [nameLine(p, this.me)];
       if (withProgress) {
         const prog = this._progress(p, mine);
         const cards = prog ? prog.cards_left : 28;
@@ -284,14 +419,22 @@ export class RacePanel {
         const status = prog ? prog.status : "playing";
         let detail = t("race.progressRow", { cards: tn("count.cardsLeft", cards), score });
         if (status && status !== "playing") detail += ` · ${t(`race.status.${status}`)}`;
-        item.append(
+        parts.push(
           h("span", { class: "detail" }, detail),
+          mark,
           h("progress", { max: "28", value: String(28 - cards), "aria-label": `${p.name}: ${detail}` }),
         );
+      } else {
+        parts.push(mark);
       }
-      list.append(item);
+      list.append(h("li", { class: mine ? "racer me" : "racer", dataset: rowData(p) }, parts));
     }
     return list;
+  }
+
+  /** The room's watchers, under its racers (nothing when nobody watches). */
+  _watchers(room) {
+    return watcherList(room, this.me, this.race.offset, { id: "race-watchers", heading: "h3" });
   }
 
   /** The freshest progress known for a racer: my own STATE, a race_progress push, or the room. */
