@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import case, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -209,6 +209,27 @@ async def gone_racers(session: AsyncSession, race_id: int) -> list[int]:
                 .order_by(RacePresence.since, RacePresence.player_id)
             )
         ).all()
+    )
+
+
+async def next_host(session: AsyncSession, race_id: int, *, connected_only: bool) -> int | None:
+    """Who the host's role passes to in a lobby: the racer in the lowest seat who is connected;
+    else (unless ``connected_only``) the racer in the lowest seat; None when there is nobody."""
+    query = (
+        select(RacePlayer.player_id)
+        .outerjoin(
+            RacePresence,
+            (RacePresence.race_id == RacePlayer.race_id)
+            & (RacePresence.player_id == RacePlayer.player_id),
+        )
+        .where(RacePlayer.race_id == race_id)
+    )
+    if connected_only:
+        query = query.where(RacePresence.state == CONNECTED)
+    return await session.scalar(
+        query.order_by(case((RacePresence.state == CONNECTED, 0), else_=1), RacePlayer.seat).limit(
+            1
+        )
     )
 
 
@@ -498,17 +519,7 @@ class PresenceService:
                 if not gone or race.status not in OPEN_ROOMS:
                     continue
                 if race.status == "lobby" and race.host_id in gone:
-                    heir = await session.scalar(
-                        select(RacePlayer.player_id)
-                        .join(
-                            RacePresence,
-                            (RacePresence.race_id == RacePlayer.race_id)
-                            & (RacePresence.player_id == RacePlayer.player_id),
-                        )
-                        .where(RacePlayer.race_id == race.id, RacePresence.state == CONNECTED)
-                        .order_by(RacePlayer.seat)
-                        .limit(1)
-                    )
+                    heir = await next_host(session, race.id, connected_only=True)
                     if heir is not None:
                         race.host_id = heir
                 await announce(session, race)
@@ -559,6 +570,7 @@ __all__ = [
     "forget",
     "gone_racers",
     "mark_gone",
+    "next_host",
     "presence_of",
     "unfollow_one",
 ]

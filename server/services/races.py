@@ -46,6 +46,7 @@ from server.services.presence import (
     forget,
     gone_racers,
     mark_gone,
+    next_host,
     presence_of,
     unfollow_one,
 )
@@ -628,18 +629,7 @@ class RaceService:
         )
         await forget(session, race.id, player_id)
         if race.host_id == player_id:
-            # The first seated racer who is connected, else the first seated.
-            heir = await session.scalar(
-                select(RacePlayer.player_id)
-                .outerjoin(
-                    RacePresence,
-                    (RacePresence.race_id == RacePlayer.race_id)
-                    & (RacePresence.player_id == RacePlayer.player_id),
-                )
-                .where(RacePlayer.race_id == race.id)
-                .order_by(case((RacePresence.state == CONNECTED, 0), else_=1), RacePlayer.seat)
-                .limit(1)
-            )
+            heir = await next_host(session, race.id, connected_only=False)
             if heir is None:
                 race.status = "closed"
                 race.finished_at = self._clock.now()
