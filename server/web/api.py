@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
+from limits.strategies import SlidingWindowCounterRateLimiter
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -38,7 +38,10 @@ from server.web.keys import SERVICES, SETTINGS
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1"
-_registrations = MovingWindowRateLimiter(MemoryStorage())
+#: Registrations per client address. A sliding window counter keeps two counters per address
+#: that expire with their windows (a moving window's memory store keeps a key for every
+#: address it has ever seen).
+_registrations = SlidingWindowCounterRateLimiter(MemoryStorage())
 _INTEGER = re.compile(r"-?[0-9]{1,12}")
 
 _STATUS: list[tuple[type[ServiceError], int]] = [

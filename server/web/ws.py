@@ -16,9 +16,6 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from aiohttp import WSCloseCode, WSMsgType, web
-from limits import RateLimitItemPerSecond
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
 from sqlalchemy.exc import SQLAlchemyError
 
 from server.engine.errors import Locale
@@ -50,6 +47,7 @@ from server.services.races import normalize_invite
 from server.web.hub import Hub
 from server.web.keys import HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
 from server.web.outbox import CLOSE_GRACE_S, Outbox
+from server.web.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +61,6 @@ MAX_WAITING_REQUESTS = 64
 WRITER_LIMIT = 16 * 1024
 UNAVAILABLE = "the game database is unavailable; nothing was changed, try again shortly"
 _connection_ids = count(1)
-_limiter = MovingWindowRateLimiter(MemoryStorage())
 
 
 @dataclass(eq=False, slots=True)
@@ -74,8 +71,10 @@ class _Session:
     hub: Hub
     ws: web.WebSocketResponse
     outbox: Outbox
-    rate: RateLimitItemPerSecond
-    flood: RateLimitItemPerSecond
+    #: The connection's request rate; a request over it is dropped (``rate_limited``).
+    rate: TokenBucket
+    #: Dropped requests: a sender that keeps going past this is a flood (closed).
+    flood: TokenBucket
     per_player: Counter[int]
     max_per_player: int
     key: str = field(default_factory=lambda: f"ws-{next(_connection_ids)}")
@@ -158,8 +157,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         hub=request.app[HUB],
         ws=ws,
         outbox=Outbox(ws, settings.ws_send_queue, transport=request.transport),
-        rate=RateLimitItemPerSecond(settings.ws_rate_per_second),
-        flood=RateLimitItemPerSecond(settings.ws_rate_per_second * 2),
+        rate=TokenBucket(settings.ws_rate_per_second, burst=settings.ws_rate_per_second),
+        flood=TokenBucket(settings.ws_rate_per_second * 2, burst=settings.ws_rate_per_second * 2),
         per_player=request.app[PLAYER_SOCKETS],
         max_per_player=settings.max_sockets_per_player,
     )
@@ -226,10 +225,10 @@ async def _serve(session: _Session) -> None:
                 return
             if msg.type is not WSMsgType.TEXT:
                 continue
-            if not _limiter.hit(session.rate, session.key):
+            if not session.rate.take():
                 # Over the rate the message is dropped; a sender that keeps going regardless
                 # (twice the rate dropped in a second, so three times the rate sent) is a flood.
-                if not _limiter.hit(session.flood, session.key):
+                if not session.flood.take():
                     session.outbox.stop_reading()
                     await session.refuse(out.error("flood", "too many messages; closing"), b"flood")
                     return
