@@ -1,0 +1,144 @@
+"""The action path side by side: servers built from one or more source trees, one run.
+
+    python benchmarks/action_path.py --tree before=/tmp/oldtree --tree after=. \\
+        --closed 200 --seconds 10 --paced 300,1000,2000
+
+For each tree (in turn, on the same machine, in one run) a real server process is started from
+that tree (``PYTHONPATH``) over a throw-away database on the PostgreSQL at ``TRIPEAKS_TEST_PG``
+(default ``postgresql://postgres@127.0.0.1:5432/postgres``), then measured by the load generator
+of *this* tree:
+
+- closed loop: ``--closed`` players acting as fast as their acks come; throughput, ack latency
+  and the server's CPU time per reply, beside a bare aiohttp websocket echo server's, driven the
+  same way in the same run (the yardstick);
+- human pace (``--paced``): for each player count, every player acting about once a second (open
+  loop), the ack latency from the planned send.
+
+Every target is on loopback; every step stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from server.bench import throwaway_database
+from server.bench.load import free_port, paced_ladder, report, run_echo, run_players
+
+
+async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.returncode is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the server did not listen within 60 s")
+
+
+async def measure(name: str, tree: Path, args: argparse.Namespace) -> None:
+    """Start a server from ``tree`` and run the chosen measurements against it."""
+    async with throwaway_database() as url:
+        port = free_port()
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(tree),
+            "DATABASE_URL": url,
+            "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
+            "TRIPEAKS_WS_RATE_PER_SECOND": "10000",
+            "TRIPEAKS_REGISTER_PER_MINUTE": "1000000",
+            "TRIPEAKS_MAX_SOCKETS_PER_PLAYER": "8",
+            "TRIPEAKS_SOLVER_WORKERS": "0",
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "server",
+            "serve",
+            "--port",
+            str(port),
+            env=env,
+            cwd=tree,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        try:
+            await _wait_listening(port, process)
+            base = f"http://127.0.0.1:{port}"
+            print(f"\n=== {name}: {tree}")
+            if args.closed:
+                stats, spent = await run_players(
+                    base, args.closed, args.seconds, "free", process.pid
+                )
+                report(f"{name}: closed loop, {args.closed} players", stats, spent)
+                if args.echo and stats.request_bytes:
+                    req = int(statistics.median(stats.request_bytes))
+                    rep = int(statistics.median(stats.reply_bytes))
+                    echo = await run_echo(args.closed, args.seconds, req, rep)
+                    report(f"echo yardstick ({req} B -> {rep} B)", echo, args.seconds)
+                    ours = _cpu_per_reply(stats.server_cpu_s, sum(stats.outcomes.values()))
+                    theirs = _cpu_per_reply(echo.server_cpu_s, sum(echo.outcomes.values()))
+                    if ours and theirs:
+                        print(
+                            f"  server CPU per reply: {ours:,.0f} us vs echo {theirs:,.0f} us "
+                            f"= {ours / theirs:.1f}x"
+                        )
+            if args.paced:
+                counts = [int(c) for c in args.paced.split(",")]
+                await paced_ladder(
+                    base, counts, args.seconds, args.pace, args.jitter, process.pid, 50.0
+                )
+        finally:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+def _cpu_per_reply(cpu_s: float | None, replies: int) -> float | None:
+    return None if cpu_s is None or not replies else cpu_s / replies * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="A source tree to measure (repeat; default: this one, as 'this').",
+    )
+    parser.add_argument("--closed", type=int, default=200, help="Closed-loop players (0: skip).")
+    parser.add_argument("--echo", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--paced", default="", help="Human-pace player counts, e.g. 300,1000.")
+    parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")
+    parser.add_argument("--jitter", type=float, default=0.5)
+    parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per measurement.")
+    parser.add_argument("--rounds", type=int, default=1, help="Measure every tree this often.")
+    args = parser.parse_args()
+    named = [t.split("=", 1) for t in args.tree] or [["this", str(Path(__file__).parent.parent)]]
+    trees = [(name, Path(path).resolve()) for name, path in named]
+    asyncio.run(_rounds(trees, args))
+
+
+async def _rounds(trees: list[tuple[str, Path]], args: argparse.Namespace) -> None:
+    for round_ in range(args.rounds):
+        if args.rounds > 1:
+            print(f"\n##### round {round_ + 1} of {args.rounds}")
+        for name, tree in trees:
+            await measure(name, tree, args)
+
+
+if __name__ == "__main__":
+    main()
