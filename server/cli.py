@@ -87,7 +87,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
     except SecretError as exc:
         raise click.UsageError(f"invalid configuration: {exc}") from None
     settings = _with_database(settings)
-    app = create_app(settings, daily_secret=daily_secret)
+    app = create_app(settings, daily_secret=daily_secret, freeze_startup=True)
     try:
         web.run_app(
             app,
