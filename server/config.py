@@ -35,8 +35,9 @@ Environment variables (all optional):
   ``TRIPEAKS_RACE_COUNTDOWN_S`` (5), ``TRIPEAKS_RACE_TIME_LIMIT_S`` (600, the default limit),
   ``TRIPEAKS_RACE_MIN_TIME_LIMIT_S`` (30), ``TRIPEAKS_RACE_MAX_TIME_LIMIT_S`` (7200),
   ``TRIPEAKS_RACE_SWEEP_S`` (1, how often time limits and presence are checked).
-- ``TRIPEAKS_WS_HEARTBEAT_S``: seconds between websocket pings (30); a connection that does not
-  answer within half of that is closed (a racer is then reconnecting).
+- ``TRIPEAKS_WS_HEARTBEAT_S``: seconds without a frame from a client after which it is pinged
+  (30); a connection that does not answer within half of that is closed (a racer is then
+  reconnecting).
 - ``TRIPEAKS_RACE_GRACE_S``: seconds a reconnecting racer or watcher keeps their place (60).
 - ``TRIPEAKS_INSTANCE_TIMEOUT_S``: seconds after which a process that stopped refreshing its
   record is taken for dead (30, or three sweeps if longer).

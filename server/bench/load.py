@@ -515,9 +515,14 @@ def report(title: str, stats: Stats, seconds: float) -> float:
     return rate
 
 
+#: Seconds the server's CPU time is watched while the idle connections stay open.
+IDLE_WATCH_S = 10.0
+
+
 async def idle_connections(base: str, count: int, pid: int | None) -> None:
     """Open ``count`` idle websockets, each authenticated as a player of its own (as real
-    players are), and report the server's memory per connection."""
+    players are), and report the server's memory per connection and the CPU it spends on
+    them while nothing happens (pings and timers only) over :data:`IDLE_WATCH_S`."""
     before = rss_kb(pid) if pid else None
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
@@ -535,7 +540,27 @@ async def idle_connections(base: str, count: int, pid: int | None) -> None:
                 f"  server RSS {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB: "
                 f"{per:.1f} KiB per connection"
             )
+        if pid:
+            cpu_before, started = cpu_s(pid), time.monotonic()
+            # Read whatever the server sends (its pings are answered as they come).
+            readers = [asyncio.create_task(_drain(ws)) for ws in sockets]
+            await asyncio.sleep(IDLE_WATCH_S)
+            used = cpu_since(pid, cpu_before)
+            for task in readers:
+                task.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+            if used is not None:
+                print(
+                    f"  server CPU while idle: {used / (time.monotonic() - started):.2%} of one "
+                    f"core over {IDLE_WATCH_S:g} s"
+                )
         await asyncio.gather(*(ws.close() for ws in sockets))
+
+
+async def _drain(ws: aiohttp.ClientWebSocketResponse) -> None:
+    """Read a socket until it closes (answering pings on the way)."""
+    async for _ in ws:
+        pass
 
 
 async def main_async(
