@@ -521,40 +521,47 @@ IDLE_WATCH_S = 10.0
 
 async def idle_connections(base: str, count: int, pid: int | None) -> None:
     """Open ``count`` idle websockets, each authenticated as a player of its own (as real
-    players are), and report the server's memory per connection and the CPU it spends on
-    them while nothing happens (pings and timers only) over :data:`IDLE_WATCH_S`."""
+    players are) and read all along (so the server's pings are answered, as a browser does),
+    and report the server's memory per connection and the CPU it spends on them while nothing
+    happens (pings and timers only) over :data:`IDLE_WATCH_S`."""
     before = rss_kb(pid) if pid else None
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        sockets = []
-        for start in range(0, count, 200):
-            sockets += await asyncio.gather(
-                *(_connect_player(http, base, "idle") for _ in range(min(200, count - start)))
-            )
-        await asyncio.sleep(2)
-        after = rss_kb(pid) if pid else None
-        print(f"idle connections open: {len(sockets)}")
-        if before is not None and after is not None:
-            per = (after - before) / max(1, len(sockets))
-            print(
-                f"  server RSS {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB: "
-                f"{per:.1f} KiB per connection"
-            )
-        if pid:
-            cpu_before, started = cpu_s(pid), time.monotonic()
-            # Read whatever the server sends (its pings are answered as they come).
-            readers = [asyncio.create_task(_drain(ws)) for ws in sockets]
-            await asyncio.sleep(IDLE_WATCH_S)
-            used = cpu_since(pid, cpu_before)
+        sockets: list[aiohttp.ClientWebSocketResponse] = []
+        readers: list[asyncio.Task[None]] = []
+        try:
+            for start in range(0, count, 200):
+                opened = await asyncio.gather(
+                    *(_connect_player(http, base, "idle") for _ in range(min(200, count - start)))
+                )
+                sockets += opened
+                readers += [asyncio.create_task(_drain(ws)) for ws in opened]
+            await asyncio.sleep(2)
+            after = rss_kb(pid) if pid else None
+            print(f"idle connections open: {len(sockets)}")
+            if before is not None and after is not None:
+                per = (after - before) / max(1, len(sockets))
+                print(
+                    f"  server RSS {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB: "
+                    f"{per:.1f} KiB per connection"
+                )
+            if pid:
+                cpu_before, started = cpu_s(pid), time.monotonic()
+                await asyncio.sleep(IDLE_WATCH_S)
+                used = cpu_since(pid, cpu_before)
+                if used is not None:
+                    print(
+                        f"  server CPU while idle: {used / (time.monotonic() - started):.2%} of "
+                        f"one core over {IDLE_WATCH_S:g} s"
+                    )
+            closed = Counter(ws.close_code for ws in sockets if ws.closed)
+            if closed:
+                print(f"  closed by the server meanwhile (by close code): {dict(closed)}")
+        finally:
             for task in readers:
                 task.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
-            if used is not None:
-                print(
-                    f"  server CPU while idle: {used / (time.monotonic() - started):.2%} of one "
-                    f"core over {IDLE_WATCH_S:g} s"
-                )
-        await asyncio.gather(*(ws.close() for ws in sockets))
+            await asyncio.gather(*(ws.close() for ws in sockets))
 
 
 async def _drain(ws: aiohttp.ClientWebSocketResponse) -> None:

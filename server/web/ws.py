@@ -87,6 +87,8 @@ class _Session:
     worker: asyncio.Task[None] | None = None
     #: Whether this connection has followed a race room (then its close is recorded).
     followed: bool = False
+    #: ``hello`` messages read but not yet answered (the hello deadline waits for them).
+    hellos_pending: int = 0
 
     @property
     def player_id(self) -> int | None:
@@ -209,6 +211,11 @@ async def _serve(session: _Session) -> None:
             try:
                 msg = await ws.receive(timeout=timeout)
             except TimeoutError:
+                if session.player is not None:
+                    continue  # a hello was answered meanwhile: no deadline any more
+                if session.hellos_pending:
+                    deadline = time.monotonic() + HELLO_TIMEOUT_S  # one is being answered
+                    continue
                 await session.refuse(
                     out.error("hello_timeout", "send 'hello' with a token first"), b"no hello"
                 )
@@ -256,6 +263,8 @@ async def _accept(session: _Session, raw: str) -> None:
         return
     try:
         session.submit(message)
+        if isinstance(message, Hello):
+            session.hellos_pending += 1
     except asyncio.QueueFull:
         await session.send(
             out.error(
@@ -278,6 +287,14 @@ async def _work(session: _Session) -> None:
 
 
 async def _handle(session: _Session, message: ClientMessage) -> None:
+    try:
+        await _answer(session, message)
+    finally:
+        if isinstance(message, Hello):
+            session.hellos_pending -= 1
+
+
+async def _answer(session: _Session, message: ClientMessage) -> None:
     request_id = message.id
     try:
         await _dispatch(session, message)

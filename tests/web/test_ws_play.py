@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -449,6 +450,40 @@ async def test_hello_timeout_closes_with_1008(
         ws = await client.ws_connect("/ws")
         reply = await ws.receive_json()
         assert reply["code"] == "hello_timeout"
+        msg = await ws.receive()
+        assert msg.type.name == "CLOSE" and msg.data == 1008
+
+
+async def test_a_player_who_said_hello_may_stay_quiet_past_the_hello_timeout(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.web import ws as ws_module
+
+    monkeypatch.setattr(ws_module, "HELLO_TIMEOUT_S", 0.2)
+    server = await make_server()
+    async with TestClient(server) as client:
+        info = await register(client, "Quiet")
+        ws, _ = await WsPlayer.connect(client, info["token"])
+        # Quiet for several hello time-outs, reading all along: nothing comes, and the
+        # connection stays open.
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(ws.ws.receive(), timeout=1.0)
+        assert not ws.ws.closed
+        assert (await ws.request({"type": "ping"}))["type"] == "pong"
+
+
+async def test_a_refused_hello_still_leaves_the_hello_timeout_running(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.web import ws as ws_module
+
+    monkeypatch.setattr(ws_module, "HELLO_TIMEOUT_S", 0.3)
+    server = await make_server()
+    async with TestClient(server) as client:
+        ws = await client.ws_connect("/ws")
+        await ws.send_json({"type": "hello", "token": "not-a-token", "id": 1})
+        assert (await ws.receive_json())["code"] == "unauthorized"
+        assert (await ws.receive_json())["code"] == "hello_timeout"
         msg = await ws.receive()
         assert msg.type.name == "CLOSE" and msg.data == 1008
 
