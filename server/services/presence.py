@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import case, delete, func, select, text, update
@@ -52,6 +53,9 @@ RACER = "racer"
 WATCHER = "watcher"
 #: Room states in which presence is kept (a finished or closed room has nobody to wait for).
 OPEN_ROOMS = ("lobby", "running")
+#: Longest a presence transaction waits for a room row another transaction holds (seconds);
+#: past it, the change is left to the next sweep.
+LOCK_WAIT_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,9 @@ async def follow(
     now: dt.datetime,
 ) -> bool:
     """Record that ``connection`` follows ``race`` (locked by the caller) for the player:
-    they are connected, as ``role``. Does nothing for a room that is not open.
+    they are connected, as ``role``. Does nothing for a room that is not open. A racer who
+    comes back to a lobby whose host is gone takes the host's role if they are the first
+    connected seat.
 
     Returns:
         True when the room's presence changed (the caller announces it).
@@ -112,7 +118,7 @@ async def follow(
     if race.status not in OPEN_ROOMS:
         return False
     # The process's record may have been dropped (taken for dead after a stall): put it back
-    # (its sweep then notices the new record and records its other connections again).
+    # (its heartbeat then notices the new record and records its other connections again).
     await session.execute(
         insert(ServerInstance).values(id=connection.instance).on_conflict_do_nothing()
     )
@@ -134,17 +140,38 @@ async def follow(
                 race_id=race.id, player_id=player_id, role=role, state=CONNECTED, since=now
             )
         )
-        return True
-    if row.state == CONNECTED and row.role == role:
-        return False
-    if row.state != CONNECTED:
-        row.state, row.since = CONNECTED, now
-    row.role = role
-    return True
+        changed = True
+    else:
+        changed = row.state != CONNECTED or row.role != role
+        if row.state != CONNECTED:
+            row.state, row.since = CONNECTED, now
+        row.role = role
+    if changed and role == RACER and race.status == "lobby" and race.host_id != player_id:
+        await session.flush()
+        host = await session.get(RacePresence, (race.id, race.host_id))
+        if host is not None and host.state == GONE:
+            heir = await next_host(session, race.id, connected_only=True)
+            if heir is not None:
+                race.host_id = heir
+    return changed
 
 
-async def forget(session: AsyncSession, race_id: int, player_id: int) -> None:
-    """Drop a player's presence in a room and their connections to it (they left the lobby)."""
+async def leave_seat(
+    session: AsyncSession, race_id: int, player_id: int, connection: Connection | None
+) -> None:
+    """A racer's lobby seat is freed (the caller deletes it). Freed by the player from
+    ``connection``: that connection stops following the room, and if the player still follows
+    it from another, they are listed as a watcher from then on. Freed for them (dealt out,
+    their seat given away; ``connection`` None): their presence in the room ends."""
+    if connection is not None:
+        await _drop_connection(session, race_id, connection)
+        if await _connections(session, race_id, player_id):
+            await session.execute(
+                update(RacePresence)
+                .where(RacePresence.race_id == race_id, RacePresence.player_id == player_id)
+                .values(role=WATCHER)
+            )
+            return
     await session.execute(
         delete(RaceConnection).where(
             RaceConnection.race_id == race_id, RaceConnection.player_id == player_id
@@ -192,6 +219,12 @@ async def mark_gone(
         .where(RacePresence.race_id == race_id, RacePresence.player_id == player_id)
         .values(state=GONE, since=now)
     )
+
+
+async def limit_lock_waits(session: AsyncSession, seconds: float = LOCK_WAIT_S) -> None:
+    """Make this transaction fail, rather than wait, when a row it locks stays locked by another
+    transaction for more than ``seconds`` (a stuck session must not hold presence up)."""
+    await session.execute(text(f"SET LOCAL lock_timeout = {max(1, int(seconds * 1000))}"))
 
 
 async def gone_racers(session: AsyncSession, race_id: int) -> list[int]:
@@ -280,8 +313,8 @@ async def _lock_rooms(session: AsyncSession, race_ids: Iterable[int]) -> list[Ra
 
 class PresenceService:
     """Keeps the presence records of this server process's connections, and (from any process,
-    each sweep) moves players along: dead processes' connections dropped, grace periods ended,
-    gone racers' games resigned.
+    each sweep) moves players along: dead processes' connections dropped, this process's
+    records of closed connections dropped, grace periods ended, gone racers' games resigned.
 
     Args:
         sessions: database session factory.
@@ -311,6 +344,11 @@ class PresenceService:
         #: ``started_at`` of this process's record as it registered it: a record with another
         #: one was dropped and made again meanwhile.
         self._registered_at: dt.datetime | None = None
+        #: Since when (monotonic s) every heartbeat has reached the database in time: a process
+        #: that could not refresh its own record (a database outage, a stall) does not take
+        #: the others for dead until it has been refreshing its own for a whole time-out.
+        self._healthy_since: float | None = None
+        self._last_beat: float | None = None
 
     def connection(self, key: str) -> Connection:
         """This process's connection ``key`` as the presence records know it."""
@@ -321,45 +359,105 @@ class PresenceService:
         async with self._sessions() as session:
             self._registered_at = await self._record(session)
             await session.commit()
+        self._healthy_since = self._last_beat = time.monotonic()
 
     async def unregister(self) -> None:
         """At shutdown: every connection of this process is closed; its players start
         reconnecting (to another process, or to this one restarted)."""
         await self._drop_instances([self.instance])
 
+    async def heartbeat(self) -> bool:
+        """Refresh this process's ``seen_at`` (by the database's clock).
+
+        Returns:
+            False when its record had been dropped meanwhile (it was taken for dead): the
+            caller records its connections again (:meth:`refollow`).
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError, OSError: the database did not answer.
+        """
+        try:
+            async with self._sessions() as session:
+                started = await session.scalar(
+                    update(ServerInstance)
+                    .where(ServerInstance.id == self.instance)
+                    .values(seen_at=func.statement_timestamp())
+                    .returning(ServerInstance.started_at)
+                )
+                if started is None:
+                    started = await self._record(session)
+                await session.commit()
+        except BaseException:
+            self._healthy_since = None
+            raise
+        now = time.monotonic()
+        late = self._last_beat is None or now - self._last_beat > self.instance_timeout_s / 2
+        if self._healthy_since is None or late:
+            self._healthy_since = now
+        self._last_beat = now
+        alive = started == self._registered_at
+        self._registered_at = started
+        return alive
+
+    async def follow_rooms(self, player_id: int, connection: Connection) -> bool:
+        """``connection`` (which said hello for the player) follows every open room the player
+        sits in: they are connected there.
+
+        Returns:
+            Whether the player sits in any open room.
+
+        Raises:
+            UnavailableError: the database failed, or a room stayed locked (nothing recorded).
+        """
+        try:
+            async with self._sessions() as session:
+                await limit_lock_waits(session)
+                race_ids = (
+                    await session.scalars(
+                        select(RacePlayer.race_id)
+                        .join(Race, Race.id == RacePlayer.race_id)
+                        .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
+                    )
+                ).all()
+                now = self._clock.now()
+                for race in await _lock_rooms(session, race_ids):
+                    if await follow(session, race, player_id, RACER, connection, now):
+                        await announce(session, race)
+                await session.commit()
+                return bool(race_ids)
+        except SQLAlchemyError as exc:
+            raise _unavailable("following the player's rooms", exc) from exc
+
     async def unfollow(self, connection: Connection) -> None:
         """A connection closed: its player, left with no other connection to a room it
         followed, is reconnecting there.
 
         Raises:
-            UnavailableError: the database failed (the sweep settles it later).
+            UnavailableError: the database failed or a room stayed locked (the sweep drops
+                the closed connection's records later).
         """
         try:
             async with self._sessions() as session:
+                await limit_lock_waits(session)
+                where = (
+                    RaceConnection.instance_id == connection.instance,
+                    RaceConnection.connection == connection.key,
+                )
                 race_ids = (
-                    await session.scalars(
-                        select(RaceConnection.race_id).where(
-                            RaceConnection.instance_id == connection.instance,
-                            RaceConnection.connection == connection.key,
-                        )
-                    )
+                    await session.scalars(select(RaceConnection.race_id).where(*where))
                 ).all()
                 rooms = await _lock_rooms(session, race_ids)
                 pairs = (
                     await session.execute(
                         delete(RaceConnection)
-                        .where(
-                            RaceConnection.instance_id == connection.instance,
-                            RaceConnection.connection == connection.key,
-                        )
+                        .where(*where)
                         .returning(RaceConnection.race_id, RaceConnection.player_id)
                     )
                 ).all()
                 await self._settle(session, rooms, [(p.race_id, p.player_id) for p in pairs])
                 await session.commit()
         except SQLAlchemyError as exc:
-            log.warning("presence: a closed connection was not recorded", exc_info=exc)
-            raise UnavailableError("the game database is unavailable") from exc
+            raise _unavailable("recording a closed connection", exc) from exc
 
     async def refollow(self, follows: Iterable[tuple[int, int, str]]) -> None:
         """Record again connections this process holds, after its records were dropped (it was
@@ -370,6 +468,7 @@ class PresenceService:
         """
         wanted = list(follows)
         async with self._sessions() as session:
+            await limit_lock_waits(session)
             rooms = {room.id: room for room in await _lock_rooms(session, (f[0] for f in wanted))}
             changed: set[int] = set()
             now = self._clock.now()
@@ -385,43 +484,35 @@ class PresenceService:
                 await announce(session, rooms[race_id])
             await session.commit()
 
-    async def sweep(self) -> bool:
-        """One pass, from any process: refresh this process's ``seen_at``; drop the connections
-        of processes unseen for :attr:`instance_timeout_s`; end grace periods (gone); resign the
-        games of gone racers in running races.
-
-        Returns:
-            False when this process's own records had been dropped (it was taken for dead):
-            the caller records its connections again (:meth:`refollow`).
+    async def sweep(self, open_keys: Collection[str]) -> None:
+        """One pass: drop the connections of processes unseen for :attr:`instance_timeout_s`
+        (only once this process has itself been seen in time for as long); drop this process's
+        records of connections no longer open (``open_keys`` are those that are: a close
+        recorded too late or not at all); end grace periods (gone); resign the games of gone
+        racers in running races. Each step is its own transaction; one that fails (a locked
+        room, the database) is tried again by the next sweep.
         """
-        async with self._sessions() as session:
-            started = await session.scalar(
-                update(ServerInstance)
-                .where(ServerInstance.id == self.instance)
-                .values(seen_at=func.statement_timestamp())
-                .returning(ServerInstance.started_at)
-            )
-            if started is None:
-                started = await self._record(session)
-            alive = started == self._registered_at
-            self._registered_at = started
-            dead = (
-                await session.scalars(
-                    select(ServerInstance.id).where(
-                        ServerInstance.seen_at
-                        < func.statement_timestamp()
-                        - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
-                        ServerInstance.id != self.instance,
+        healthy = self._healthy_since is not None and (
+            time.monotonic() - self._healthy_since >= self.instance_timeout_s
+        )
+        if healthy:
+            async with self._sessions() as session:
+                dead = (
+                    await session.scalars(
+                        select(ServerInstance.id).where(
+                            ServerInstance.seen_at
+                            < func.statement_timestamp()
+                            - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
+                            ServerInstance.id != self.instance,
+                        )
                     )
-                )
-            ).all()
-            await session.commit()
-        if dead:
-            log.warning("presence: server processes %s stopped answering", ", ".join(dead))
-            await self._drop_instances(list(dead))
+                ).all()
+            if dead:
+                log.warning("presence: server processes %s stopped answering", ", ".join(dead))
+                await self._drop_instances(list(dead))
+        await self._drop_closed(open_keys)
         await self._end_grace()
         await self._resign_gone()
-        return alive
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -436,8 +527,23 @@ class PresenceService:
         assert started is not None
         return started
 
+    async def _drop_closed(self, open_keys: Collection[str]) -> None:
+        async with self._sessions() as session:
+            keys = (
+                await session.scalars(
+                    select(RaceConnection.connection)
+                    .where(RaceConnection.instance_id == self.instance)
+                    .distinct()
+                )
+            ).all()
+        for key in keys:
+            if key not in open_keys:
+                log.info("presence: dropping the records of closed connection %s", key)
+                await self.unfollow(self.connection(key))
+
     async def _drop_instances(self, instances: list[str]) -> None:
         async with self._sessions() as session:
+            await limit_lock_waits(session)
             race_ids = (
                 await session.scalars(
                     select(RaceConnection.race_id)
@@ -486,8 +592,9 @@ class PresenceService:
             await announce(session, by_id[race_id])
 
     async def _end_grace(self) -> None:
-        """Reconnecting players whose grace period is over are gone; a lobby whose host is gone
-        passes the role on."""
+        """Reconnecting players whose grace period is over are gone (each room in its own
+        transaction, so a locked room holds up only itself); a lobby whose host is gone passes
+        the role on."""
         now = self._clock.now()
         cutoff = now - dt.timedelta(seconds=self.grace_s)
         async with self._sessions() as session:
@@ -503,27 +610,40 @@ class PresenceService:
                     .distinct()
                 )
             ).all()
-            for race in await _lock_rooms(session, race_ids):
-                gone = (
-                    await session.scalars(
-                        update(RacePresence)
-                        .where(
-                            RacePresence.race_id == race.id,
-                            RacePresence.state == RECONNECTING,
-                            RacePresence.since <= cutoff,
+        for race_id in race_ids:
+            try:
+                async with self._sessions() as session:
+                    await limit_lock_waits(session)
+                    rooms = await _lock_rooms(session, [race_id])
+                    if not rooms or rooms[0].status not in OPEN_ROOMS:
+                        continue
+                    race = rooms[0]
+                    gone = (
+                        await session.scalars(
+                            update(RacePresence)
+                            .where(
+                                RacePresence.race_id == race.id,
+                                RacePresence.state == RECONNECTING,
+                                RacePresence.since <= cutoff,
+                            )
+                            .values(state=GONE, since=now)
+                            .returning(RacePresence.player_id)
                         )
-                        .values(state=GONE, since=now)
-                        .returning(RacePresence.player_id)
-                    )
-                ).all()
-                if not gone or race.status not in OPEN_ROOMS:
-                    continue
-                if race.status == "lobby" and race.host_id in gone:
-                    heir = await next_host(session, race.id, connected_only=True)
-                    if heir is not None:
-                        race.host_id = heir
-                await announce(session, race)
-            await session.commit()
+                    ).all()
+                    if not gone:
+                        continue
+                    if race.status == "lobby" and race.host_id in gone:
+                        heir = await next_host(session, race.id, connected_only=True)
+                        if heir is not None:
+                            race.host_id = heir
+                    await announce(session, race)
+                    await session.commit()
+            except SQLAlchemyError as exc:
+                log.info(
+                    "presence: room %s left for the next sweep (%s)",
+                    race_id,
+                    exc.__class__.__name__,
+                )
 
     async def _resign_gone(self) -> None:
         """Resign the games of gone racers in running races (again on the next sweep, should
@@ -555,6 +675,11 @@ class PresenceService:
                 log.info("presence: game %s of a gone racer not resigned (%s)", game_id, exc.code)
 
 
+def _unavailable(what: str, exc: BaseException) -> UnavailableError:
+    log.warning("presence: %s failed (%s)", what, exc.__class__.__name__)
+    return UnavailableError("the game database is unavailable; try again shortly")
+
+
 __all__ = [
     "CONNECTED",
     "GONE",
@@ -567,8 +692,9 @@ __all__ = [
     "Watcher",
     "announce",
     "follow",
-    "forget",
     "gone_racers",
+    "leave_seat",
+    "limit_lock_waits",
     "mark_gone",
     "next_host",
     "presence_of",

@@ -43,8 +43,8 @@ from server.services.presence import (
     Watcher,
     announce,
     follow,
-    forget,
     gone_racers,
+    leave_seat,
     mark_gone,
     next_host,
     presence_of,
@@ -377,7 +377,7 @@ class RaceService:
                 if seat is None and not watching:
                     raise ConflictError(f"you are not in race {invite}", code="not_in_race")
                 if seat is not None and race.status == "lobby":
-                    await self._unseat(session, race, player.id)
+                    await self._unseat(session, race, player.id, connection)
                     race.version += 1
                     await _room_event(session, race)
                 elif seat is not None and race.status == "running":
@@ -402,9 +402,12 @@ class RaceService:
                 # otherwise the game is already over, or the race ended: nothing to resign
         return await self.room(invite)
 
-    async def start(self, player: PlayerInfo, raw_invite: str) -> Room:
+    async def start(
+        self, player: PlayerInfo, raw_invite: str, connection: Connection | None = None
+    ) -> Room:
         """The host starts the race: the countdown begins and every racer gets a game of the
-        room's deal, released at ``starts_at``.
+        room's deal, released at ``starts_at``. ``connection`` (the host's) follows the room:
+        the host is connected; racers who are gone are dealt out.
 
         Raises:
             InvalidInputError: ``bad_invite``.
@@ -422,6 +425,9 @@ class RaceService:
                     raise ConflictError("this race room is closed", code="race_closed")
                 if race.status != "lobby":
                     raise ConflictError("the race has already started", code="already_started")
+                if connection is not None:
+                    await follow(session, race, player.id, RACER, connection, self._clock.now())
+                    await session.flush()
                 for gone in await gone_racers(session, race.id):  # dealt out (rules §4)
                     await self._unseat(session, race, gone)
                 seats = (
@@ -479,27 +485,18 @@ class RaceService:
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from exc
 
-    async def active_for(self, player_id: int, connection: Connection | None = None) -> list[Room]:
-        """The rooms (lobby or running) the player sits in, newest first; ``connection``
-        follows them from now on (the player is connected there)."""
+    async def active_for(self, player_id: int) -> list[Room]:
+        """The rooms (lobby or running) the player sits in, newest first."""
         try:
             async with self._sessions() as session:
-                query = (
-                    select(Race)
-                    .join(RacePlayer, RacePlayer.race_id == Race.id)
-                    .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
-                )
-                if connection is not None:
-                    # Locked in id order, as every presence change locks rooms.
-                    query = query.order_by(Race.id).with_for_update(of=Race)
-                races = list((await session.scalars(query)).all())
-                if connection is not None and races:
-                    now = self._clock.now()
-                    for race in races:
-                        if await follow(session, race, player_id, RACER, connection, now):
-                            await announce(session, race)
-                    await session.commit()
-                races.sort(key=lambda race: (race.created_at, race.id), reverse=True)
+                races = (
+                    await session.scalars(
+                        select(Race)
+                        .join(RacePlayer, RacePlayer.race_id == Race.id)
+                        .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
+                        .order_by(Race.created_at.desc(), Race.id.desc())
+                    )
+                ).all()
                 return [await self._room(session, race) for race in races]
         except SQLAlchemyError as exc:
             raise _unavailable(exc) from exc
@@ -619,15 +616,22 @@ class RaceService:
             await announce(session, race)
         await session.commit()
 
-    async def _unseat(self, session: AsyncSession, race: Race, player_id: int) -> None:
-        """Free a lobby seat (the room is locked): the host's role passes to the next seated
-        racer; a lobby left empty closes. The caller announces the change."""
+    async def _unseat(
+        self,
+        session: AsyncSession,
+        race: Race,
+        player_id: int,
+        connection: Connection | None = None,
+    ) -> None:
+        """Free a lobby seat (the room is locked) — by the player from ``connection``, or for
+        them (None: dealt out, or their seat given away): the host's role passes to the next
+        seated racer; a lobby left empty closes. The caller announces the change."""
         await session.execute(
             delete(RacePlayer).where(
                 RacePlayer.race_id == race.id, RacePlayer.player_id == player_id
             )
         )
-        await forget(session, race.id, player_id)
+        await leave_seat(session, race.id, player_id, connection)
         if race.host_id == player_id:
             heir = await next_host(session, race.id, connected_only=False)
             if heir is None:

@@ -106,6 +106,7 @@ def _database(  # type: ignore[no-untyped-def]
         )
         listener: Listener | None = None
         sweeper: asyncio.Task[None] | None = None
+        beater: asyncio.Task[None] | None = None
         preparer: asyncio.Task[None] | None = None
         registered = False
         analyzer = shared
@@ -142,16 +143,24 @@ def _database(  # type: ignore[no-untyped-def]
             listener = Listener(direct_url, hub.handle, hub.resync)
             await listener.start()
 
+            async def heartbeat() -> None:
+                # This process's presence record, kept fresh on its own (a sweep held up by a
+                # locked room must not get the process taken for dead).
+                if not await services.presence.heartbeat():
+                    log.warning("presence: this process was taken for dead; recording again")
+                    await services.presence.refollow(hub.follows_all())
+
             async def sweep() -> None:
-                # Finish races whose time is up (and close stale lobbies); keep this process's
-                # presence record fresh and move the players of the rooms along.
+                # Finish races whose time is up (and close stale lobbies); move the players of
+                # the rooms along.
                 try:
                     await services.races.sweep()
                 finally:
-                    if not await services.presence.sweep():
-                        log.warning("presence: this process was taken for dead; recording again")
-                        await services.presence.refollow(hub.follows_all())
+                    await services.presence.sweep(hub.open_keys())
 
+            beater = asyncio.create_task(
+                _periodically("the presence heartbeat", settings.race_sweep_s, heartbeat)
+            )
             sweeper = asyncio.create_task(
                 _periodically("the race sweep", settings.race_sweep_s, sweep)
             )
@@ -169,12 +178,9 @@ def _database(  # type: ignore[no-untyped-def]
         finally:
             # Each step is bounded: one that hangs (a dead peer, a stuck connection) is logged
             # and passed over, so that the process still exits promptly.
-            if sweeper is not None:
-                sweeper.cancel()
-                await _bounded("the race sweeper", sweeper)
-            if preparer is not None:
-                preparer.cancel()
-                await _bounded("the daily preparer", preparer)
+            await _stop("the race sweeper", sweeper)
+            await _stop("the presence heartbeat", beater)
+            await _stop("the daily preparer", preparer)
             if registered:
                 await _bounded("the presence records", app[SERVICES].presence.unregister())
             if listener is not None:
@@ -194,17 +200,33 @@ def _database(  # type: ignore[no-untyped-def]
 CLEANUP_STEP_S = 2.0
 
 
+async def _stop(what: str, task: asyncio.Task[None] | None) -> None:
+    """Cancel a background task and wait for it to end, for at most :data:`CLEANUP_STEP_S`
+    (its own cancellation is not the shutdown's)."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.wait({task}, timeout=CLEANUP_STEP_S)
+    if not task.done():
+        log.error("shutdown: %s did not stop within %.0f s; going on", what, CLEANUP_STEP_S)
+
+
 async def _bounded(what: str, step: Awaitable[object]) -> None:
     """Await one clean-up step for at most :data:`CLEANUP_STEP_S`; log it if it fails or
-    hangs (the shutdown goes on either way)."""
+    hangs (the shutdown goes on either way). The clean-up may itself run in a task being
+    cancelled (``aiohttp.web.run_app`` cancels its main task to stop): only a cancellation
+    that comes during the step stops the shutdown."""
+    task = asyncio.current_task()
+    cancelling = task.cancelling() if task is not None else 0
     try:
         async with asyncio.timeout(CLEANUP_STEP_S):
             await step
     except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
+        if task is not None and task.cancelling() > cancelling:
             raise  # the shutdown itself is being cancelled
-        # otherwise the step was a task cancelled on purpose (the sweeper)
+        if not (isinstance(step, asyncio.Future) and step.cancelled()):
+            log.error("shutdown: %s was cancelled; going on", what)
+        # otherwise the step was a task cancelled on purpose
     except TimeoutError:
         log.error("shutdown: %s did not stop within %.0f s; going on", what, CLEANUP_STEP_S)
     except Exception:

@@ -50,6 +50,24 @@ class Hub:
         self._released: set[int] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: dict[int, asyncio.TimerHandle] = {}
+        #: Rooms being read to be sent; a room changed again meanwhile is read once more after.
+        self._reading: dict[int, bool] = {}
+        #: Keys of this process's open connections (those not here are closed).
+        self._open: set[str] = set()
+
+    # ----------------------------------------------------------------------- connections
+
+    def opened(self, key: str) -> None:
+        """A connection of this process opened."""
+        self._open.add(key)
+
+    def closed(self, key: str) -> None:
+        """A connection of this process closed."""
+        self._open.discard(key)
+
+    def open_keys(self) -> frozenset[str]:
+        """The keys of this process's open connections."""
+        return frozenset(self._open)
 
     # --------------------------------------------------------------------- subscriptions
 
@@ -115,7 +133,7 @@ class Hub:
             message = out.race_progress(self._invites[race_id], event)
             self._fan_out(race_id, message, ("progress", race_id, event["player_id"]))
         elif kind in ("race_room", "race_start", "race_finished"):
-            self.spawn(self._send_room(race_id))
+            self._refresh_room(race_id)
             if kind == "race_start":
                 starts_at = dt.datetime.fromisoformat(event["starts_at"])
                 self._schedule_release(race_id, event["invite"], starts_at)
@@ -123,13 +141,33 @@ class Hub:
     def resync(self) -> None:
         """After a lost event connection: send every followed room's current state again."""
         for race_id in list(self._rooms):
-            self.spawn(self._send_room(race_id))
+            self._refresh_room(race_id)
 
     # -------------------------------------------------------------------------- helpers
 
     def _fan_out(self, race_id: int, message: out.JSON, key: Hashable | None) -> None:
         for subscriber in list(self._rooms.get(race_id, ())):
             subscriber.push(message, key)
+
+    def _refresh_room(self, race_id: int) -> None:
+        """Send a changed room to its followers: read it now, or, when a read of it is already
+        under way, once more after that one (a burst of changes costs two reads, not one each;
+        the last read is after the last change)."""
+        if race_id in self._reading:
+            self._reading[race_id] = True
+            return
+        self._reading[race_id] = False
+        self.spawn(self._send_room_until_settled(race_id))
+
+    async def _send_room_until_settled(self, race_id: int) -> None:
+        try:
+            while True:
+                await self._send_room(race_id)
+                if not self._reading.get(race_id):
+                    return
+                self._reading[race_id] = False
+        finally:
+            self._reading.pop(race_id, None)
 
     async def _send_room(self, race_id: int) -> None:
         invite = self._invites.get(race_id)

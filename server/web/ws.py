@@ -77,7 +77,7 @@ class _Session:
     flood: TokenBucket
     per_player: Counter[int]
     max_per_player: int
-    key: str = field(default_factory=lambda: f"ws-{next(_connection_ids)}")
+    key: str
     player: PlayerInfo | None = None
     locale: Locale = Locale.EN
     error_help: bool = True
@@ -154,6 +154,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         # wrong (aiohttp finishes this response quietly on the closed connection).
         return web.Response(status=400, text="the connection closed during the upgrade")
     request.app[SOCKETS].add(ws)
+    key = f"ws-{next(_connection_ids)}"
+    request.app[HUB].opened(key)
     session = _Session(
         services=request.app[SERVICES],
         hub=request.app[HUB],
@@ -163,6 +165,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         flood=TokenBucket(settings.ws_rate_per_second * 2, burst=settings.ws_rate_per_second * 2),
         per_player=request.app[PLAYER_SOCKETS],
         max_per_player=settings.max_sockets_per_player,
+        key=key,
     )
     try:
         await _serve(session)
@@ -172,6 +175,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         if session.player is not None:
             session.per_player[session.player.id] -= 1
         session.hub.drop(session)
+        session.hub.closed(session.key)
         request.app[SOCKETS].discard(ws)
         if session.followed:
             # In a task of its own: this handler may be in the middle of being cancelled.
@@ -194,8 +198,23 @@ async def _unfollow(session: _Session) -> None:
     try:
         async with asyncio.timeout(UNFOLLOW_TIMEOUT_S):
             await session.services.presence.unfollow(session.connection)
-    except (ServiceError, TimeoutError):
-        log.warning("presence: the close of %s was not recorded", session.key)
+    except Exception:  # the database, a locked room, the time-out: the sweep settles it
+        log.warning("presence: the close of %s was not recorded at once", session.key)
+
+
+async def _follow_later(session: _Session, player_id: int) -> None:
+    """Record the rooms a connection follows after its hello could not (a room locked for a
+    while, the database away): tried a few times, while the connection is open."""
+    for delay in (1.0, 2.0, 4.0, 8.0, 16.0):
+        await asyncio.sleep(delay)
+        if session.ws.closed:
+            return
+        try:
+            await session.services.presence.follow_rooms(player_id, session.connection)
+            return
+        except ServiceError:
+            continue
+    log.warning("presence: the rooms of %s could not be recorded", session.key)
 
 
 async def _serve(session: _Session) -> None:
@@ -330,8 +349,12 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         session.locale = Locale.parse(message.locale)
         session.error_help = message.error_help
         games = await services.games.unfinished(me.id)
-        rooms = await services.races.active_for(me.id, session.connection)
-        session.followed = session.followed or bool(rooms)
+        try:
+            session.followed |= await services.presence.follow_rooms(me.id, session.connection)
+        except ServiceError:  # a locked room, the database: recorded again in the background
+            session.followed = True
+            session.hub.spawn(_follow_later(session, me.id))
+        rooms = await services.races.active_for(me.id)
         for room in rooms:
             session.hub.subscribe(session, room)
         welcome = out.welcome(me, games, session.locale, rooms, services.clock.now())
@@ -375,6 +398,7 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         best = await services.games.hint(player.id, message.game_id)
         await session.send(out.hint(message.game_id, best, message.id))
     elif isinstance(message, RaceCreate):
+        session.followed = True  # before: a close while it commits still unfollows
         room = await services.races.create(
             player,
             message.game_code(),
@@ -382,16 +406,15 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
             message.time_limit_s,
             connection=session.connection,
         )
-        session.followed = True
         session.hub.subscribe(session, room)
         await session.send(
             out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
         )
     elif isinstance(message, RaceJoin):
+        session.followed = True  # before: a close while it commits still unfollows
         joined = await services.races.join(
             player, message.invite, watch=message.watch, connection=session.connection
         )
-        session.followed = True
         session.hub.subscribe(session, joined.room)
         game = None
         started = (
@@ -420,7 +443,8 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         session.hub.unsubscribe(session, room.id)
         await session.send(out.race_left(room.invite, message.id))
     elif isinstance(message, RaceStart):
-        room = await services.races.start(player, message.invite)
+        session.followed = True
+        room = await services.races.start(player, message.invite, session.connection)
         session.hub.subscribe(session, room)
         await session.send(
             out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
+import asyncpg
 import pytest
 
 from server.bench.load import free_port
@@ -151,6 +152,13 @@ async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
             assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
     assert proc.wait(timeout=10) == 0
     assert time.monotonic() - started < 10
+    # The whole clean-up ran (aiohttp stops by cancelling its main task): the process took its
+    # presence record away with it.
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM server_instances") == 0
+    finally:
+        await conn.close()
 
 
 def test_deal_and_solve_take_tp2_codes_with_or_without_group_hyphens() -> None:

@@ -479,3 +479,199 @@ async def _no_connections(server: TestServer) -> bool:
     services = server.app[SERVICES]
     async with services.db.connect() as conn:
         return (await conn.exec_driver_sql("SELECT count(*) FROM race_connections")).scalar() == 0
+
+
+# ------------------------------------------------------------------ faults on the way
+
+
+async def test_a_closed_connection_left_on_record_is_dropped_by_the_sweep(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    server = await make_server(**SETTINGS)
+    async with TestClient(server) as client:
+        host = await _player(client, "Host")
+        ann = await _player(client, "Ann")
+        await _open_room(host, ann)
+        room = await _room_until(host, _is(ann.player_id, "connected"))
+        # A record of a connection this process does not hold (its close was never recorded:
+        # cancelled as it committed, or the database was away at the time).
+        instance = server.app[SERVICES].presence.instance
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(
+                "INSERT INTO race_connections "
+                "(race_id, instance_id, connection, player_id, connected_at) "
+                "VALUES ($1, $2, 'ws-closed-long-ago', $3, now())",
+                room["race_id"],
+                instance,
+                ann.player_id,
+            )
+        finally:
+            await conn.close()
+        await ann.close()
+        await _room_until(host, _is(ann.player_id, "reconnecting"))
+        assert await _presence_rows(server, "connected", 1)  # only the host's own
+
+
+async def test_a_close_while_the_room_is_locked_is_recorded_once_it_is_free(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    server = await make_server(**SETTINGS)
+    async with TestClient(server) as client:
+        host = await _player(client, "Host")
+        ann = await _player(client, "Ann")
+        invite = await _open_room(host, ann)
+        room = await _room_until(host, _is(ann.player_id, "connected"))
+        locker = await asyncpg.connect(database_url)
+        try:
+            tx = locker.transaction()
+            await tx.start()
+            await locker.execute("SELECT id FROM races WHERE id = $1 FOR UPDATE", room["race_id"])
+            await ann.close()
+            # The close cannot be recorded while the room is locked (each try gives up after
+            # the lock wait); the sweep keeps trying.
+            await eventually(
+                lambda: _waiting_on_a_lock(locker), "a presence write to wait on the room's lock"
+            )
+            await tx.rollback()
+        finally:
+            await locker.close()
+        await _room_until(host, _is(ann.player_id, "reconnecting"))
+        body = await (await client.get(f"/api/v1/races/{invite}")).json()
+        assert _state(body, ann.player_id) == "reconnecting"
+
+
+async def _waiting_on_a_lock(conn: asyncpg.Connection) -> bool:
+    waiting = await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    return bool(waiting)
+
+
+async def test_a_process_that_shuts_down_hands_its_racers_over_at_once(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    hosts = await make_server(**{**SETTINGS, "instance_timeout_s": 3600.0})
+    leaving = await make_server(**{**SETTINGS, "instance_timeout_s": 3600.0})
+    async with TestClient(hosts) as client:
+        host = await _player(client, "Host")
+        info = await register(client, "Ann")
+        leaving_client = TestClient(leaving)
+        await leaving_client.start_server()
+        ann, _ = await WsPlayer.connect(leaving_client, info["token"])
+        invite = await _open_room(host, ann)
+        await _room_until(host, _is(ann.player_id, "connected"))
+        await leaving_client.close()  # a clean shutdown: no waiting for the instance time-out
+        await _room_until(host, _is(ann.player_id, "reconnecting"))
+        body = await (await client.get(f"/api/v1/races/{invite}")).json()
+        assert _state(body, ann.player_id) == "reconnecting"
+
+
+async def test_a_locked_room_does_not_get_healthy_processes_taken_for_dead(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    first = await make_server(**SETTINGS)
+    second = await make_server(**SETTINGS)
+    async with TestClient(first) as client, TestClient(second) as other_client:
+        host = await _player(client, "Host")
+        ann = await _player(client, "Ann")
+        locked_invite = await _open_room(host, ann)
+        await ann.close()
+        locked = await _room_until(host, _is(ann.player_id, "reconnecting"))
+        # Another room, followed through the second process.
+        info = await register(client, "Bea")
+        bea, _ = await WsPlayer.connect(other_client, info["token"])
+        cat = await _player(client, "Cat")
+        invite = await _open_room(cat, bea)
+        steady = await _room_until(cat, _is(bea.player_id, "connected"))
+        locker = await asyncpg.connect(database_url)
+        try:
+            tx = locker.transaction()
+            await tx.start()
+            await locker.execute("SELECT id FROM races WHERE id = $1 FOR UPDATE", locked["race_id"])
+            clock.advance(seconds=GRACE_S + 1)  # the sweeps now want the locked room
+            await eventually(lambda: _waiting_on_a_lock(locker), "a sweep to wait on the lock")
+            # Held past the instance time-out (1 s) and then some: the heartbeats go on.
+            for _ in range(3):
+                await eventually(lambda: _waiting_on_a_lock(locker), "the sweeps to keep trying")
+                await asyncio.sleep(1.0)
+            await tx.rollback()
+        finally:
+            await locker.close()
+        await _room_until(host, _is(ann.player_id, "gone"))
+        body = await (await client.get(f"/api/v1/races/{invite}")).json()
+        assert body["version"] == steady["version"]  # nobody in it was ever dropped
+        assert _state(body, bea.player_id) == "connected"
+        assert locked_invite != invite
+
+
+async def test_leaving_a_lobby_from_one_tab_keeps_the_player_watching_from_another(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    server = await make_server(**SETTINGS)
+    async with TestClient(server) as client:
+        host = await _player(client, "Host")
+        ben = await _player(client, "Ben")
+        invite = await _open_room(host, ben)
+        tab, _ = await WsPlayer.connect(client, ben.token)  # follows the room too (seated)
+        await ben.request({"type": "race_leave", "invite": invite})
+        room = await _room_until(host, lambda r: _racer(r, ben.player_id) is None)
+        assert _state(room, ben.player_id) == "connected"  # a watcher now, from the other tab
+        again = await ben.request({"type": "race_join", "invite": invite})
+        assert again["role"] == "racer"
+        await ben.close()
+        await eventually(lambda: _presence_rows(server, "connected", 2), "the close to be recorded")
+        body = await (await client.get(f"/api/v1/races/{invite}")).json()
+        assert _state(body, ben.player_id) == "connected"  # the other tab is still there
+        await tab.close()
+        await _room_until(host, _is(ben.player_id, "reconnecting"))
+
+
+async def test_starting_from_another_tab_makes_the_host_connected(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    server = await make_server(**SETTINGS)
+    async with TestClient(server) as client:
+        host = await _player(client, "Host")
+        other_tab, _ = await WsPlayer.connect(client, host.token)  # open before the room
+        ann = await _player(client, "Ann")
+        invite = await _open_room(host, ann)
+        await host.close()
+        await _room_until(ann, _is(host.player_id, "reconnecting"))
+        # Within the grace period, the host starts from the tab that never followed the room.
+        started = await other_tab.request({"type": "race_start", "invite": invite})
+        assert started["race"]["status"] == "running", started
+        assert _state(started["race"], host.player_id) == "connected"
+        assert [p["player_id"] for p in started["race"]["players"]] == [
+            host.player_id,
+            ann.player_id,
+        ]
+        await other_tab.until("race_go", invite=invite)
+
+
+async def test_a_racer_back_in_a_lobby_whose_host_is_gone_takes_the_host_role(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    server = await make_server(**SETTINGS)
+    async with TestClient(server) as client:
+        host = await _player(client, "Host")
+        ann = await _player(client, "Ann")
+        watcher = await _player(client, "Watcher")
+        invite = await _open_room(host, ann)
+        await watcher.request({"type": "race_join", "invite": invite, "watch": True})
+        await ann.close()
+        await _room_until(watcher, _is(ann.player_id, "reconnecting"))
+        await host.close()
+        await _room_until(watcher, _is(host.player_id, "reconnecting"))
+        clock.advance(seconds=GRACE_S + 1)
+        room = await _room_until(
+            watcher,
+            lambda r: _state(r, host.player_id) == _state(r, ann.player_id) == "gone",
+        )
+        assert room["host_id"] == host.player_id  # nobody connected to pass it to
+        back, _ = await WsPlayer.connect(client, ann.token)
+        room = await _room_until(watcher, _is(ann.player_id, "connected"))
+        assert room["host_id"] == ann.player_id
+        started = await back.request({"type": "race_start", "invite": invite})
+        assert [p["player_id"] for p in started["race"]["players"]] == [ann.player_id]

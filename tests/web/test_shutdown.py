@@ -35,3 +35,29 @@ async def test_a_failing_step_is_logged_and_a_cancelled_task_is_awaited_quietly(
     assert "stopping a failing step failed" in caplog.text
     assert "a cancelled task" not in caplog.text
     assert task.cancelled()
+
+
+async def test_every_step_runs_when_the_clean_up_runs_in_a_task_being_cancelled() -> None:
+    # aiohttp's run_app stops by cancelling its main task: the clean-up then runs in a task
+    # whose cancellation is under way, and every step must still run.
+    done: list[str] = []
+
+    async def step(name: str) -> None:
+        await asyncio.sleep(0)
+        done.append(name)
+
+    async def main() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            background = asyncio.create_task(asyncio.sleep(3600))
+            await app_module._stop("a background task", background)
+            await app_module._bounded("first", step("first"))
+            await app_module._bounded("second", step("second"))
+
+    task = asyncio.create_task(main())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert done == ["first", "second"]
