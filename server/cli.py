@@ -51,12 +51,15 @@ def _with_database(settings: Settings) -> Settings:
     return settings.model_copy(update={"database_url": url})
 
 
-def _configure_logging(level: str) -> None:
+def _configure_logging(level: str, worker: int | None = None) -> None:
+    tag = "" if worker is None else f"[worker {worker}] "
     logging.basicConfig(
         level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=f"%(asctime)s %(levelname)s {tag}%(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # Alembic names each of its plugins as it loads them; nothing an operator acts on.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
 
 @click.group()
@@ -73,26 +76,49 @@ def main() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Data folder for the embedded database and the daily secret (default ./.tripeaks).",
 )
-def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
+@click.option(
+    "--workers",
+    type=int,
+    help="Server processes sharing the port, e.g. one per core (env TRIPEAKS_WORKERS, default 1).",
+)
+def serve(host: str | None, port: int | None, data_dir: Path | None, workers: int | None) -> None:
     """Run the server (migrates the database first)."""
-    from aiohttp import web
-
     from server.config import SecretError, load_or_create_daily_secret
-    from server.web.app import create_app
 
-    settings = _settings(host=host, port=port, data_dir=data_dir)
+    settings = _settings(host=host, port=port, data_dir=data_dir, workers=workers)
     _configure_logging(settings.log_level)
     try:  # before the embedded database is started; generated only beside it
         daily_secret = load_or_create_daily_secret(settings, generate=not settings.database_url)
     except SecretError as exc:
         raise click.UsageError(f"invalid configuration: {exc}") from None
-    settings = _with_database(settings)
+    if settings.workers == 1:
+        _serve(_with_database(settings), daily_secret)
+        return
+    from server.workers import PortTaken, check_port, run_workers
+
+    try:
+        check_port(settings.host, settings.port)
+    except PortTaken as exc:
+        raise click.ClickException(f"{exc}; choose another with --port or TRIPEAKS_PORT") from None
+    status = run_workers(settings.workers, _with_database(settings), daily_secret, _worker_main)
+    log.info("stopped")
+    if status:
+        sys.exit(status)
+
+
+def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None) -> None:
+    """Run one server process until SIGINT or SIGTERM (a worker shares its port with others)."""
+    from aiohttp import web
+
+    from server.web.app import create_app
+
     app = create_app(settings, daily_secret=daily_secret, freeze_startup=True)
     try:
         web.run_app(
             app,
             host=settings.host,
             port=settings.port,
+            reuse_port=worker is not None,
             shutdown_timeout=8.0,
             print=lambda _banner: log.info(
                 "serving on http://%s:%s (Ctrl-C to stop)", settings.host, settings.port
@@ -106,7 +132,19 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
                 "choose another with --port or TRIPEAKS_PORT"
             ) from None
         raise
-    log.info("stopped")
+    if worker is None:
+        log.info("stopped")
+
+
+def _worker_main(number: int, dumped: dict[str, Any], daily_secret: bytes) -> None:
+    """A worker process of ``serve --workers`` (started by :mod:`server.workers`)."""
+    from server.workers import detach_from_terminal_signals, stop_with_parent
+
+    detach_from_terminal_signals()
+    stop_with_parent()
+    settings = Settings(**dumped)
+    _configure_logging(settings.log_level, number)
+    _serve(settings, daily_secret, worker=number)
 
 
 @main.command()

@@ -47,6 +47,7 @@ Environment variables (all optional):
 - ``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``: websockets one player may hold open in one process (8).
 - ``TRIPEAKS_SOLVER_WORKERS``: solver processes (1); 0 turns the solver off (daily deals are
   then not checked for winnability, and there is no par and no hint).
+- ``TRIPEAKS_WORKERS``: server processes sharing the port (1), e.g. one per core.
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ class Settings(BaseSettings):
     #: None: 30 s, or three sweeps if those are longer.
     instance_timeout_s: float | None = Field(default=None, gt=0, le=3600)
     solver_workers: int = Field(default=1, ge=0, le=64)
+    workers: int = Field(default=1, ge=1, le=64)
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False
     max_sockets_per_player: int = Field(default=8, ge=1, le=10_000)

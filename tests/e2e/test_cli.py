@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import aiohttp
@@ -18,6 +18,7 @@ import pytest
 
 from server.bench.load import free_port
 from server.engine import GameCode
+from tests.helpers import eventually
 
 TRIPEAKS = [sys.executable, "-m", "server"]
 
@@ -92,11 +93,11 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
             proc.wait(10)
 
 
-async def _play_a_little(base: str) -> None:
+async def _play_a_little(base: str, name: str = "Cli Player") -> None:
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{base}/healthz") as resp:
             assert resp.status == 200
-        async with http.post(f"{base}/api/v1/players", json={"name": "Cli Player"}) as resp:
+        async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
             assert resp.status == 201
             token = (await resp.json())["token"]
         async with http.ws_connect(f"{base}/ws") as ws:
@@ -214,3 +215,117 @@ def test_serve_refuses_an_external_database_without_a_good_daily_secret(
     assert "TRIPEAKS_DAILY_SECRET" in result.stderr
     assert "secrets.token_hex(32)" in result.stderr
     assert not (tmp_path / "data" / "daily_secret").exists()
+
+
+def _children(pid: int) -> set[int]:
+    """The pids of a process's living worker children (Linux ``/proc``; multiprocessing's
+    resource tracker, also a child, is not one)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) != pid or fields[0] == "Z":
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in command:
+            found.add(int(entry.name))
+    return found
+
+
+async def _instances(database_url: str) -> int:
+    conn = await asyncpg.connect(database_url)
+    try:
+        count: int = await conn.fetchval("SELECT count(*) FROM server_instances")
+        return count
+    finally:
+        await conn.close()
+
+
+async def test_serve_with_workers_runs_processes_on_one_port_and_restarts_a_dead_one(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    env = _env(
+        TRIPEAKS_PORT=str(port),
+        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
+        TRIPEAKS_WORKERS="2",
+        TRIPEAKS_SOLVER_WORKERS="0",
+    )
+    proc = _start(env, port, tmp_path / "server.log")
+    processes.append(proc)
+    await eventually(lambda: _instances(database_url), "the workers to start", every_s=0.1)
+    await eventually(
+        lambda: _equals(_instances(database_url), 2), "both workers to be up", every_s=0.1
+    )
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    base = f"http://127.0.0.1:{port}"
+    for i in range(4):  # connections land on either worker
+        await _play_a_little(base, f"Worker Player {i}")
+
+    # A worker that dies is started again; the service answers meanwhile.
+    dead = min(workers)
+    os.kill(dead, signal.SIGKILL)
+    await eventually(lambda: len(_children(proc.pid) - {dead}) == 2, "a new worker", every_s=0.1)
+    await _play_a_little(base, "After Restart")
+    log = (tmp_path / "server.log").read_text()
+    assert "exited with -9" in log and "started again" in log
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert not _children(proc.pid)
+    # Both workers took their presence records away (the killed one's is left to the
+    # others' time-out; the one started again replaced it with its own).
+    assert await _instances(database_url) <= 1
+
+
+async def _equals(value: Awaitable[int], expected: int) -> bool:
+    return await value == expected
+
+
+async def test_workers_stop_when_their_supervisor_is_killed(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    env = _env(
+        TRIPEAKS_PORT=str(port),
+        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
+        TRIPEAKS_WORKERS="2",
+        TRIPEAKS_SOLVER_WORKERS="0",
+    )
+    proc = _start(env, port, tmp_path / "server.log")
+    processes.append(proc)
+    await eventually(
+        lambda: _equals(_instances(database_url), 2), "both workers to be up", every_s=0.1
+    )
+    workers = _children(proc.pid)
+    proc.kill()
+    proc.wait(10)
+
+    def stopped() -> bool:
+        return not any(Path(f"/proc/{pid}").exists() for pid in workers)
+
+    await eventually(stopped, "the orphaned workers to stop")
+    # They stopped cleanly: their presence records went with them.
+    assert await _instances(database_url) == 0
+
+
+def test_serve_refuses_a_worker_count_below_one(tmp_path: Path) -> None:
+    env = _env(TRIPEAKS_DATA_DIR=str(tmp_path / "data"), TRIPEAKS_WORKERS="0")
+    result = subprocess.run(
+        [*TRIPEAKS, "serve"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "TRIPEAKS_WORKERS" in result.stderr
