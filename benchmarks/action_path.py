@@ -45,8 +45,9 @@ async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> Non
     raise RuntimeError("the server did not listen within 60 s")
 
 
-async def measure(name: str, tree: Path, args: argparse.Namespace) -> None:
-    """Start a server from ``tree`` and run the chosen measurements against it."""
+async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int = 1) -> None:
+    """Start a server from ``tree`` (``workers`` processes) and run the chosen measurements
+    against it."""
     async with throwaway_database() as url:
         port = free_port()
         env = {
@@ -58,6 +59,7 @@ async def measure(name: str, tree: Path, args: argparse.Namespace) -> None:
             "TRIPEAKS_REGISTER_PER_MINUTE": "1000000",
             "TRIPEAKS_MAX_SOCKETS_PER_PLAYER": "8",
             "TRIPEAKS_SOLVER_WORKERS": "0",
+            "TRIPEAKS_WORKERS": str(workers),
         }
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -74,7 +76,7 @@ async def measure(name: str, tree: Path, args: argparse.Namespace) -> None:
         try:
             await _wait_listening(port, process)
             base = f"http://127.0.0.1:{port}"
-            print(f"\n=== {name}: {tree}")
+            print(f"\n=== {name}: {tree}, {workers} worker(s)")
             if args.closed:
                 stats, spent = await run_players(
                     base, args.closed, args.seconds, "free", process.pid
@@ -126,6 +128,11 @@ def main() -> None:
     parser.add_argument("--jitter", type=float, default=0.5)
     parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per measurement.")
     parser.add_argument("--rounds", type=int, default=1, help="Measure every tree this often.")
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="Server processes of each tree, comma-separated counts measured in turn (1,2).",
+    )
     args = parser.parse_args()
     named = [t.split("=", 1) for t in args.tree] or [["this", str(Path(__file__).parent.parent)]]
     trees = [(name, Path(path).resolve()) for name, path in named]
@@ -137,7 +144,8 @@ async def _rounds(trees: list[tuple[str, Path]], args: argparse.Namespace) -> No
         if args.rounds > 1:
             print(f"\n##### round {round_ + 1} of {args.rounds}")
         for name, tree in trees:
-            await measure(name, tree, args)
+            for workers in [int(w) for w in args.workers.split(",")]:
+                await measure(name, tree, args, workers)
 
 
 if __name__ == "__main__":

@@ -410,14 +410,36 @@ def rss_kb(pid: int) -> int | None:
     return None
 
 
-def cpu_s(pid: int) -> float | None:
-    """CPU time (user + system) a process has used so far, in seconds (Linux), or None."""
+def _stat(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
+            return stat.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float | None:
+    """CPU time (user + system) a process and its living descendants (the workers of
+    ``serve --workers``, solver processes) have used so far, in seconds (Linux), or None."""
+    fields = _stat(pid)
+    if fields is None:
+        return None
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (other := _stat(int(entry))) is not None:
+            parents[int(entry)] = int(other[1])
+    family, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent]
+        family.update(children)
+        frontier += children
+    ticks = 0
+    for member in family:
+        member_fields = fields if member == pid else _stat(member)
+        if member_fields is not None:
+            ticks += int(member_fields[11]) + int(member_fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_since(pid: int, before: float | None) -> float | None:
