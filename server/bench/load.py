@@ -351,9 +351,12 @@ async def paced_ladder(
     )
     print(" players    acks    p50 ms    p95 ms    p99 ms   late  errors  server CPU  client CPU")
     for count in counts:
-        client_before = cpu_s(os.getpid())
+        client_before = cpu_s(os.getpid(), descendants=False)
         stats, spent = await run_paced(base, count, seconds, pace, jitter, pid)
-        client_cpu = cpu_since(os.getpid(), client_before)
+        client_after = cpu_s(os.getpid(), descendants=False)
+        client_cpu = (
+            None if client_before is None or client_after is None else client_after - client_before
+        )
         lat = stats.latencies_ms
         acks = len(lat)
         row = PacedRow(
@@ -418,12 +421,15 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
-def cpu_s(pid: int) -> float | None:
-    """CPU time (user + system) a process and its living descendants (the workers of
-    ``serve --workers``, solver processes) have used so far, in seconds (Linux), or None."""
+def cpu_s(pid: int, *, descendants: bool = True) -> float | None:
+    """CPU time (user + system) a process and (unless told not to) its living descendants
+    (the workers of ``serve --workers``, solver processes) have used so far, in seconds
+    (Linux), or None."""
     fields = _stat(pid)
     if fields is None:
         return None
+    if not descendants:
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (other := _stat(int(entry))) is not None:
