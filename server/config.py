@@ -48,6 +48,8 @@ Environment variables (all optional):
 - ``TRIPEAKS_SOLVER_WORKERS``: solver processes (1); 0 turns the solver off (daily deals are
   then not checked for winnability, and there is no par and no hint).
 - ``TRIPEAKS_WORKERS``: server processes sharing the port (1), e.g. one per core.
+- ``TRIPEAKS_ADMISSION_WAIT_S``: how long a player arriving in a crowd (registering, saying
+  hello) waits for their turn before being told ``server_busy`` and when to come back (10).
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class Settings(BaseSettings):
     instance_timeout_s: float | None = Field(default=None, gt=0, le=3600)
     solver_workers: int = Field(default=1, ge=0, le=64)
     workers: int = Field(default=1, ge=1, le=64)
+    admission_wait_s: float = Field(default=10.0, gt=0, le=120)
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False
     max_sockets_per_player: int = Field(default=8, ge=1, le=10_000)

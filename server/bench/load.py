@@ -84,8 +84,11 @@ class Stats:
     #: Paced play: actions sent later than planned (the previous ack was late), and how late.
     late: int = 0
     late_ms: list[float] = field(default_factory=list)
+    #: Times a simulated player was told ``server_busy`` while getting in, and came back.
+    busy_retries: int = 0
 
     def merge(self, other: Stats) -> None:
+        self.busy_retries += other.busy_retries
         self.late += other.late
         self.late_ms += other.late_ms
         self.latencies_ms += other.latencies_ms
@@ -145,25 +148,46 @@ class _Refused(Exception):
     """The server refused a simulated player (registration or hello); the message says why."""
 
 
+#: Longest a simulated player keeps coming back when told ``server_busy`` (s).
+PATIENCE_S = 120.0
+
+
 async def _connect_player(
-    http: aiohttp.ClientSession, base: str, prefix: str
+    http: aiohttp.ClientSession, base: str, prefix: str, stats: Stats | None = None
 ) -> aiohttp.ClientWebSocketResponse:
-    """Register a new player, open a websocket and say hello; returns the open socket.
+    """Register a new player, open a websocket and say hello; returns the open socket. Told
+    ``server_busy`` (a crowd arriving), it comes back when told to, as a real client does, for
+    up to :data:`PATIENCE_S`; each such return is counted in ``stats.busy_retries``.
 
     Raises:
         _Refused: ``register_<status>`` or the hello's error code.
     """
+    deadline = time.monotonic() + PATIENCE_S
     name = f"{prefix}{secrets.token_hex(5)}"
-    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-        if resp.status != 201:
-            raise _Refused(f"register_{resp.status}")
-        token = (await resp.json())["token"]
+    while True:
+        async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+            if resp.status == 201:
+                token = (await resp.json())["token"]
+                break
+            busy = resp.status == 503 and "Retry-After" in resp.headers
+            if not busy or time.monotonic() > deadline:
+                raise _Refused(f"register_{resp.status}")
+            wait_s = float(resp.headers["Retry-After"])
+        if stats is not None:
+            stats.busy_retries += 1
+        await asyncio.sleep(wait_s)
     ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", max_msg_size=1 << 20)
     try:
-        await ws.send_json({"type": "hello", "token": token})
-        reply = await ws.receive_json()
-        if reply.get("type") != "welcome":
-            raise _Refused(reply.get("code", "hello_refused"))
+        while True:
+            await ws.send_json({"type": "hello", "token": token})
+            reply = await ws.receive_json()
+            if reply.get("type") == "welcome":
+                break
+            if reply.get("code") != "server_busy" or time.monotonic() > deadline:
+                raise _Refused(reply.get("code", "hello_refused"))
+            if stats is not None:
+                stats.busy_retries += 1
+            await asyncio.sleep(reply.get("retry_after_ms", 1000) / 1000)
     except BaseException:
         await ws.close()
         raise
@@ -175,7 +199,7 @@ async def _player(
 ) -> None:
     rng = random.Random(seed)
     try:
-        ws = await _connect_player(http, base, "load")
+        ws = await _connect_player(http, base, "load", stats)
     except _Refused as refused:
         stats.errors[str(refused)] += 1
         return
@@ -238,7 +262,7 @@ async def _paced_player(
     from the planned send, so a slow server is not hidden by players who wait for it."""
     rng = random.Random(seed)
     try:
-        ws = await _connect_player(http, base, "pace")
+        ws = await _connect_player(http, base, "pace", stats)
     except _Refused as refused:
         stats.errors[str(refused)] += 1
         return
@@ -379,6 +403,8 @@ async def paced_ladder(
         )
         if stats.errors:
             print(f"          errors: {dict(stats.errors)}")
+        if stats.busy_retries:
+            print(f"          told server_busy while getting in, came back: {stats.busy_retries}")
     within = [r.players for r in rows if r.p99 < target_p99_ms and not r.errors]
     best = max(within) if within else None
     print(

@@ -179,6 +179,15 @@ def error(code: str, message: str, request_id: int | str | None = None) -> JSON:
     return _with_id({"type": "error", "code": code, "message": message}, request_id)
 
 
+def busy(message: str, retry_after_s: float, request_id: int | str | None = None) -> JSON:
+    """Too many players are arriving (or every database connection is taken): nothing was
+    done; try again after ``retry_after_ms``. Shape: ``{type: "error", code: "server_busy",
+    message, retry_after_ms, id?}``."""
+    reply = error("server_busy", message, request_id)
+    reply["retry_after_ms"] = int(retry_after_s * 1000)
+    return reply
+
+
 def pong(request_id: int | str | None) -> JSON:
     """Reply to ``ping``."""
     return _with_id({"type": "pong"}, request_id)

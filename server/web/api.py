@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,6 +18,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import SlidingWindowCounterRateLimiter
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from server.config import Settings
 from server.protocol.server import iso_time, room_state
@@ -33,7 +35,8 @@ from server.services.errors import (
 from server.services.games import GameSummary
 from server.services.leaderboards import Entry
 from server.services.players import PlayerInfo
-from server.web.keys import SERVICES, SETTINGS
+from server.web.admission import ServerBusyError
+from server.web.keys import ADMISSION, SERVICES, SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,7 @@ _STATUS: list[tuple[type[ServiceError], int]] = [
     (NotFoundError, 404),
     (ConflictError, 409),
     (UnavailableError, 503),
+    (ServerBusyError, 503),
 ]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -66,6 +70,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Turn service errors and HTTP errors under the API into JSON error bodies."""
     try:
         return await handler(request)
+    except ServerBusyError as exc:
+        return _busy(exc)
     except ServiceError as exc:
         status = next((s for cls, s in _STATUS if isinstance(exc, cls)), 400)
         return error_response(status, exc.code, exc.message)
@@ -76,6 +82,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if "Allow" in exc.headers:  # a 405 must name the allowed methods (RFC 9110 §15.5.6)
             response.headers["Allow"] = exc.headers["Allow"]
         return response
+    except PoolTimeout:
+        if not request.path.startswith(PREFIX):
+            raise
+        log.warning("no database connection free for %s %s", request.method, request.path)
+        return _busy(ServerBusyError(BUSY_RETRY_S))
     except (SQLAlchemyError, OSError):
         if not request.path.startswith(PREFIX):
             raise
@@ -83,6 +94,17 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(
             503, "unavailable", "the database is unavailable; nothing was changed, try again"
         )
+
+
+#: Seconds a client is told to wait when every database connection is taken.
+BUSY_RETRY_S = 2.0
+
+
+def _busy(exc: ServerBusyError) -> web.Response:
+    """503 ``server_busy`` with a ``Retry-After`` (whole seconds)."""
+    response = error_response(503, exc.code, exc.message)
+    response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
+    return response
 
 
 def add_routes(app: web.Application) -> None:
@@ -167,7 +189,8 @@ async def register_player(request: web.Request) -> web.Response:
     body = await _json_object(request)
     if "name" not in body:
         raise InvalidInputError("the body needs a 'name'", code="bad_name")
-    player, token = await request.app[SERVICES].players.register(body["name"])
+    async with request.app[ADMISSION].turn():
+        player, token = await request.app[SERVICES].players.register(body["name"])
     return web.json_response({"id": player.id, "name": player.name, "token": token}, status=201)
 
 

@@ -21,8 +21,9 @@ from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
 from server.web import api, ws
+from server.web.admission import Admission
 from server.web.hub import Hub
-from server.web.keys import CLOCK, HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
+from server.web.keys import ADMISSION, CLOCK, HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,9 @@ def create_app(
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()
     app[PLAYER_SOCKETS] = Counter()
+    # Newcomers use at most half the database pool, so the players already at the table keep
+    # theirs however many arrive at once.
+    app[ADMISSION] = Admission(max(1, settings.db_pool_size // 2), settings.admission_wait_s)
     app.cleanup_ctx.append(_database(run_migrations, analyzer, daily_secret))
     if freeze_startup:
         app.on_startup.append(_freeze_startup_objects)

@@ -9,12 +9,15 @@ from aiohttp import web
 from server.config import Settings
 from server.services import Services
 from server.services.clock import Clock
+from server.web.admission import Admission
 from server.web.hub import Hub
 
 SETTINGS = web.AppKey("settings", Settings)
 CLOCK = web.AppKey("clock", Clock)
 SERVICES = web.AppKey("services", Services)
 HUB = web.AppKey("hub", Hub)
+#: Players getting in (registering, saying hello) at once in this process.
+ADMISSION = web.AppKey("admission", Admission)
 SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
 #: Open authenticated websockets per player id, in this process.
 PLAYER_SOCKETS = web.AppKey("player_sockets", Counter[int])

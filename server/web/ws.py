@@ -17,6 +17,7 @@ from itertools import count
 
 from aiohttp import WSCloseCode, WSMsgType, web
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from server.engine.errors import Locale
 from server.protocol import server as out
@@ -44,8 +45,9 @@ from server.services.games import Outcome
 from server.services.players import PlayerInfo
 from server.services.presence import Connection
 from server.services.races import normalize_invite
+from server.web.admission import Admission, ServerBusyError
 from server.web.hub import Hub
-from server.web.keys import HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
+from server.web.keys import ADMISSION, HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
 from server.web.outbox import CLOSE_GRACE_S, Outbox
 from server.web.ratelimit import TokenBucket
 
@@ -60,6 +62,8 @@ MAX_WAITING_REQUESTS = 64
 #: waits, so the outbox's bound and its coalescing would only start to matter after it.
 WRITER_LIMIT = 16 * 1024
 UNAVAILABLE = "the game database is unavailable; nothing was changed, try again shortly"
+#: Seconds a client is told to wait when every database connection is taken.
+BUSY_RETRY_S = 2.0
 _connection_ids = count(1)
 
 
@@ -69,6 +73,7 @@ class _Session:
 
     services: Services
     hub: Hub
+    admission: Admission
     ws: web.WebSocketResponse
     outbox: Outbox
     #: The connection's request rate; a request over it is dropped (``rate_limited``).
@@ -159,6 +164,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     session = _Session(
         services=request.app[SERVICES],
         hub=request.app[HUB],
+        admission=request.app[ADMISSION],
         ws=ws,
         outbox=Outbox(ws, settings.ws_send_queue, transport=request.transport),
         rate=TokenBucket(settings.ws_rate_per_second, burst=settings.ws_rate_per_second),
@@ -320,10 +326,16 @@ async def _answer(session: _Session, message: ClientMessage) -> None:
     except ProtocolError as exc:
         rid = exc.request_id if exc.request_id is not None else request_id
         await session.send(out.error(exc.code, exc.message, rid))
+    except ServerBusyError as exc:
+        await session.send(out.busy(exc.message, exc.retry_after_s, request_id))
     except ServiceError as exc:
         await session.send(out.error(exc.code, exc.message, request_id))
     except (ConnectionResetError, asyncio.CancelledError):
         raise
+    except PoolTimeout:
+        log.warning("no database connection free for a websocket message")
+        busy = ServerBusyError(BUSY_RETRY_S)
+        await session.send(out.busy(busy.message, busy.retry_after_s, request_id))
     except (SQLAlchemyError, OSError):
         log.warning("database failure handling a websocket message", exc_info=True)
         await session.send(out.error("unavailable", UNAVAILABLE, request_id))
@@ -332,35 +344,43 @@ async def _answer(session: _Session, message: ClientMessage) -> None:
         await session.send(out.error("internal_error", "the server failed; try again", request_id))
 
 
+async def _hello(session: _Session, message: Hello) -> None:
+    """Authenticate the connection; answer ``welcome`` with the player's unfinished games and
+    race rooms (which the connection follows from now on)."""
+    services = session.services
+    me = await services.players.authenticate(message.token)
+    if session.player_id != me.id:
+        if session.per_player[me.id] >= session.max_per_player:
+            raise ConflictError(
+                f"you already have {session.max_per_player} connections open; close one",
+                code="too_many_connections",
+            )
+        if session.player is not None:
+            session.per_player[session.player.id] -= 1
+        session.per_player[me.id] += 1
+    session.player = me
+    session.locale = Locale.parse(message.locale)
+    session.error_help = message.error_help
+    games = await services.games.unfinished(me.id)
+    try:
+        session.followed |= await services.presence.follow_rooms(me.id, session.connection)
+    except ServiceError:  # a locked room, the database: recorded again in the background
+        session.followed = True
+        session.hub.spawn(_follow_later(session, me.id))
+    rooms = await services.races.active_for(me.id)
+    for room in rooms:
+        session.hub.subscribe(session, room)
+    welcome = out.welcome(me, games, session.locale, rooms, services.clock.now())
+    if message.id is not None:
+        welcome["id"] = message.id
+    await session.send(welcome)
+
+
 async def _dispatch(session: _Session, message: ClientMessage) -> None:
     services = session.services
     if isinstance(message, Hello):
-        me = await services.players.authenticate(message.token)
-        if session.player_id != me.id:
-            if session.per_player[me.id] >= session.max_per_player:
-                raise ConflictError(
-                    f"you already have {session.max_per_player} connections open; close one",
-                    code="too_many_connections",
-                )
-            if session.player is not None:
-                session.per_player[session.player.id] -= 1
-            session.per_player[me.id] += 1
-        session.player = me
-        session.locale = Locale.parse(message.locale)
-        session.error_help = message.error_help
-        games = await services.games.unfinished(me.id)
-        try:
-            session.followed |= await services.presence.follow_rooms(me.id, session.connection)
-        except ServiceError:  # a locked room, the database: recorded again in the background
-            session.followed = True
-            session.hub.spawn(_follow_later(session, me.id))
-        rooms = await services.races.active_for(me.id)
-        for room in rooms:
-            session.hub.subscribe(session, room)
-        welcome = out.welcome(me, games, session.locale, rooms, services.clock.now())
-        if message.id is not None:
-            welcome["id"] = message.id
-        await session.send(welcome)
+        async with session.admission.turn():
+            await _hello(session, message)
         return
     if session.player is None:
         await session.send(

@@ -212,6 +212,7 @@ export default {
   "err.game_over": "The game is already over.",
   "err.daily_closed": "This daily challenge is closed.",
   "err.unavailable": "The server is busy. Please try again shortly.",
+  "err.server_busy": "Many players are arriving at once. Please try again in a few seconds.",
   "err.rate_limited": "Slow down a little.",
   "err.bad_date": "That date is not available.",
   "err.hints_not_allowed": "Hints are only given in free play.",

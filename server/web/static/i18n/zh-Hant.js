@@ -213,6 +213,7 @@ export default {
   "err.game_over": "牌局已經結束。",
   "err.daily_closed": "本日挑戰已結束。",
   "err.unavailable": "伺服器忙碌中，請稍後再試。",
+  "err.server_busy": "許多玩家正同時進入，請幾秒後再試。",
   "err.rate_limited": "請放慢一點。",
   "err.bad_date": "無法查看這個日期。",
   "err.hints_not_allowed": "只有自由牌局可以使用提示。",

@@ -1,0 +1,87 @@
+"""Admission: how many players may be getting in at once (registering, saying hello).
+
+A crowd arriving together — the daily's first minute — would otherwise take every database
+connection at once: players already playing would wait behind it for their actions, and past the
+pool's time-out newcomers would get a failure that says nothing useful. Newcomers wait their turn
+here instead, in arrival order, using at most part of the pool; one who would wait too long is
+answered at once and clearly (``server_busy``, with a time to come back), and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from server.services.errors import ServiceError
+
+
+class ServerBusyError(ServiceError):
+    """Too many players are getting in at this moment; nothing was done. Come back after
+    ``retry_after_s`` seconds."""
+
+    code = "server_busy"
+
+    def __init__(self, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            f"too many players are arriving at once; try again in {math.ceil(retry_after_s)} s"
+        )
+
+
+class Admission:
+    """At most ``limit`` admissions at once; the others wait, first come first served, for at
+    most ``wait_s`` seconds, and at most ``queue`` of them.
+
+    Args:
+        limit: admissions in progress at once (each uses one database connection at a time).
+        wait_s: the longest a newcomer waits for their turn.
+        queue: newcomers waiting at most; one more is turned away at once.
+        retry_after_s: what a newcomer turned away is told to wait before trying again.
+    """
+
+    def __init__(
+        self, limit: int, wait_s: float = 10.0, queue: int = 2000, retry_after_s: float = 2.0
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"admission limit must be at least 1, not {limit}")
+        self._slots = asyncio.Semaphore(limit)
+        self._wait_s = wait_s
+        self._queue = queue
+        self._waiting = 0
+        self.retry_after_s = retry_after_s
+        #: Newcomers turned away so far (for the operator).
+        self.turned_away = 0
+
+    @property
+    def waiting(self) -> int:
+        """Newcomers waiting for their turn now."""
+        return self._waiting
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """Hold one admission slot for the block.
+
+        Raises:
+            ServerBusyError: the queue is full, or the turn did not come within ``wait_s``.
+        """
+        if self._waiting >= self._queue:
+            self.turned_away += 1
+            raise ServerBusyError(self.retry_after_s)
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(self._wait_s):
+                await self._slots.acquire()
+        except TimeoutError:
+            self.turned_away += 1
+            raise ServerBusyError(self.retry_after_s) from None
+        finally:
+            self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+
+__all__ = ["Admission", "ServerBusyError"]

@@ -1,0 +1,93 @@
+"""Admission: newcomers take turns for part of the database pool; one who would wait too long
+is told ``server_busy`` and when to come back, and nothing is done."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from server.web.admission import Admission, ServerBusyError
+from server.web.keys import ADMISSION
+from tests.conftest import ServerFactory
+from tests.helpers import eventually, register
+
+
+async def test_turns_are_taken_in_arrival_order_up_to_the_limit() -> None:
+    gate = Admission(limit=2, wait_s=30)
+    order: list[int] = []
+    release = asyncio.Event()
+
+    async def arrive(n: int) -> None:
+        async with gate.turn():
+            order.append(n)
+            await release.wait()
+
+    tasks = [asyncio.create_task(arrive(n)) for n in range(5)]
+    await eventually(lambda: len(order) == 2 and gate.waiting == 3, "two in, three waiting")
+    assert order == [0, 1]
+    release.set()
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3, 4]
+
+
+async def test_a_newcomer_waiting_too_long_or_beyond_the_queue_is_turned_away() -> None:
+    gate = Admission(limit=1, wait_s=0.1, queue=1, retry_after_s=3)
+    hold = asyncio.Event()
+
+    async def holder() -> None:
+        async with gate.turn():
+            await hold.wait()
+
+    task = asyncio.create_task(holder())
+    await eventually(lambda: gate.waiting == 0 and gate._slots.locked(), "the slot held")
+    with pytest.raises(ServerBusyError) as waited:
+        async with gate.turn():
+            pass
+    assert waited.value.retry_after_s == 3 and "try again in 3 s" in waited.value.message
+    waiter = asyncio.create_task(gate.turn().__aenter__())
+    await eventually(lambda: gate.waiting == 1, "one waiting")
+    with pytest.raises(ServerBusyError):  # the queue (1) is full: turned away at once
+        async with gate.turn():
+            pass
+    with pytest.raises(ServerBusyError):
+        await waiter
+    assert gate.turned_away == 3
+    hold.set()
+    await task
+
+
+def test_an_admission_that_admits_nobody_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Admission(limit=0)
+
+
+async def test_a_crowd_beyond_its_turn_is_told_server_busy_and_nothing_is_done(
+    make_server: ServerFactory,
+) -> None:
+    server = await make_server(db_pool_size=2, admission_wait_s=0.2)
+    gate = server.app[ADMISSION]
+    async with TestClient(server) as client:
+        known = await register(client, "Known")
+        held = gate.turn()
+        await held.__aenter__()  # every slot taken (half a pool of 2)
+        try:
+            resp = await client.post("/api/v1/players", json={"name": "Latecomer"})
+            assert resp.status == 503
+            assert resp.headers["Retry-After"] == "2"
+            body: dict[str, Any] = await resp.json()
+            assert body["error"]["code"] == "server_busy"
+            ws = await client.ws_connect("/ws")
+            await ws.send_json({"type": "hello", "token": known["token"], "id": "h"})
+            reply = await ws.receive_json()
+            assert (reply["type"], reply["code"], reply["id"]) == ("error", "server_busy", "h")
+            assert reply["retry_after_ms"] == 2000
+        finally:
+            await held.__aexit__(None, None, None)
+        # Nothing was done: the latecomer's name is free, and the hello works now.
+        assert (await register(client, "Latecomer"))["name"] == "Latecomer"
+        await ws.send_json({"type": "hello", "token": known["token"], "id": "h2"})
+        assert (await ws.receive_json())["type"] == "welcome"
+        await ws.close()
