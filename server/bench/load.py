@@ -194,6 +194,21 @@ async def _connect_player(
     return ws
 
 
+async def _new_table(
+    ws: aiohttp.ClientWebSocketResponse, request: dict[str, Any], stats: Stats
+) -> dict[str, Any]:
+    """Ask for a game (``new_game`` or ``join_daily``), coming back when told ``server_busy``
+    (for up to :data:`PATIENCE_S`); the last reply."""
+    deadline = time.monotonic() + PATIENCE_S
+    while True:
+        await ws.send_json(request)
+        reply: dict[str, Any] = await ws.receive_json()
+        if reply.get("code") != "server_busy" or time.monotonic() > deadline:
+            return reply
+        stats.busy_retries += 1
+        await asyncio.sleep(reply.get("retry_after_ms", 1000) / 1000)
+
+
 async def _player(
     http: aiohttp.ClientSession, base: str, start: _Start, mode: str, seed: int, stats: Stats
 ) -> None:
@@ -211,8 +226,7 @@ async def _player(
         while time.monotonic() < start.deadline:
             if state is None or state["status"] != "playing":
                 kind = "join_daily" if mode == "daily" and stats.games == 0 else "new_game"
-                await ws.send_json({"type": kind})
-                reply = await ws.receive_json()
+                reply = await _new_table(ws, {"type": kind}, stats)
                 if reply.get("type") != "game":
                     stats.errors[reply.get("code", "bad_reply")] += 1
                     return
@@ -281,8 +295,7 @@ async def _paced_player(
                 stats.late += 1
                 stats.late_ms.append((now - planned) * 1000)
             if state is None or state["status"] != "playing":
-                await ws.send_json({"type": "new_game"})
-                reply = await ws.receive_json()
+                reply = await _new_table(ws, {"type": "new_game"}, stats)
                 if reply.get("type") != "game":
                     stats.errors[reply.get("code", "bad_reply")] += 1
                     return

@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import math
+
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+log = logging.getLogger(__name__)
+
+#: Seconds a client is told to wait when the server is too busy to take its request.
+BUSY_RETRY_S = 2.0
+
 
 class ServiceError(Exception):
     """Base of every error a service raises on purpose.
@@ -54,3 +64,33 @@ class UnavailableError(ServiceError):
     """The database is unreachable or failed; nothing was changed. Retry later."""
 
     code = "unavailable"
+
+
+class ServerBusyError(ServiceError):
+    """Too many requests at this moment (a crowd arriving, every database connection taken);
+    nothing was done. Come back after ``retry_after_s`` seconds."""
+
+    code = "server_busy"
+
+    def __init__(self, retry_after_s: float = BUSY_RETRY_S, message: str | None = None) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            message
+            or f"too many players are arriving at once; try again in {math.ceil(retry_after_s)} s"
+        )
+
+
+def database_failure(exc: BaseException) -> ServiceError:
+    """What a database failure is answered with (nothing was changed either way):
+    :class:`ServerBusyError` when no connection of the pool came free in time,
+    :class:`UnavailableError` otherwise. Logged here, once."""
+    if isinstance(exc, PoolTimeout):
+        log.warning("no database connection came free in time")
+        return ServerBusyError(
+            message="the server is busy: every database connection is taken; nothing was "
+            f"changed, try again in {math.ceil(BUSY_RETRY_S)} s"
+        )
+    log.warning("database failure: %s", exc.__class__.__name__, exc_info=exc)
+    return UnavailableError(
+        "the game database is unavailable; nothing was changed, try again shortly"
+    )

@@ -34,6 +34,7 @@ from server.services.errors import (
     NotFoundError,
     ServiceError,
     UnavailableError,
+    database_failure,
 )
 from server.storage.commits import (
     DATABASE_TODAY_SQL,
@@ -365,7 +366,7 @@ class GameService:
         except IntegrityError:
             raise  # the caller decides (a concurrent daily join)
         except (SQLAlchemyError, OSError) as exc:
-            raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+            raise database_failure(exc) from exc
         live = _LiveGame(game_id, player_id, mode, code, daily_date, now, None, None, game)
         self._remember(live)
         return live
@@ -643,7 +644,7 @@ class GameService:
             return ActionResult(Outcome.REJECTED, self._snapshot(fresh), STALE_SEQ)
         except (SQLAlchemyError, OSError) as exc:
             self._forget(live.id)  # the commit's fate is unknown: reload on next use
-            raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+            raise database_failure(exc) from exc
         live.game = trial
         live.finished_at, live.elapsed_ms = finished_at, elapsed
         await self._notify_race_ended(live)
@@ -718,7 +719,7 @@ class GameService:
             raise
         except (SQLAlchemyError, OSError) as exc:
             self._forget(live.id)
-            raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+            raise database_failure(exc) from exc
         live.game = trial
         live.finished_at, live.elapsed_ms = finished_at, elapsed
 
@@ -962,7 +963,7 @@ class GameService:
         except ServiceError:
             raise
         except (DBAPIError, SQLAlchemyError, OSError) as exc:
-            raise UnavailableError(_db_failure(exc), code="unavailable") from exc
+            raise database_failure(exc) from exc
 
 
 class _Conflict(Exception):
@@ -986,11 +987,6 @@ async def _to_completion(work: Coroutine[Any, Any, T]) -> T:
         if not task.cancelled():
             task.exception()  # retrieved: nobody waits for it any more
         raise
-
-
-def _db_failure(exc: BaseException) -> str:
-    log.warning("database failure: %s", exc.__class__.__name__, exc_info=exc)
-    return "the game database is unavailable; nothing was changed, try again shortly"
 
 
 __all__: Sequence[str] = (

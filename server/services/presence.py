@@ -32,7 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from server.services.clock import Clock
-from server.services.errors import ServiceError, UnavailableError
+from server.services.errors import ServiceError, database_failure
 from server.services.games import GameService
 from server.storage.events import publish
 from server.storage.models import (
@@ -426,7 +426,7 @@ class PresenceService:
                 await session.commit()
                 return bool(race_ids)
         except SQLAlchemyError as exc:
-            raise _unavailable("following the player's rooms", exc) from exc
+            raise database_failure(exc) from exc
 
     async def unfollow(self, connection: Connection) -> None:
         """A connection closed: its player, left with no other connection to a room it
@@ -457,7 +457,7 @@ class PresenceService:
                 await self._settle(session, rooms, [(p.race_id, p.player_id) for p in pairs])
                 await session.commit()
         except SQLAlchemyError as exc:
-            raise _unavailable("recording a closed connection", exc) from exc
+            raise database_failure(exc) from exc
 
     async def refollow(self, follows: Iterable[tuple[int, int, str]]) -> None:
         """Record again connections this process holds, after its records were dropped (it was
@@ -673,11 +673,6 @@ class PresenceService:
                 log.info("presence: player %s is gone; game %s resigned", player_id, game_id)
             except ServiceError as exc:
                 log.info("presence: game %s of a gone racer not resigned (%s)", game_id, exc.code)
-
-
-def _unavailable(what: str, exc: BaseException) -> UnavailableError:
-    log.warning("presence: %s failed (%s)", what, exc.__class__.__name__)
-    return UnavailableError("the game database is unavailable; try again shortly")
 
 
 __all__ = [

@@ -30,6 +30,7 @@ from server.services.errors import (
     InvalidInputError,
     NotFoundError,
     UnavailableError,
+    database_failure,
 )
 from server.services.games import STALE_SEQ, GameService
 from server.services.players import PlayerInfo
@@ -276,7 +277,7 @@ class RaceService:
             except IntegrityError:  # an invite code collision: try another
                 continue
             except SQLAlchemyError as exc:
-                raise _unavailable(exc) from exc
+                raise database_failure(exc) from exc
         raise UnavailableError("could not allocate an invite code; try again")
 
     async def join(
@@ -342,7 +343,7 @@ class RaceService:
                 await session.commit()
                 return Joined(await self._room(session, race), True, None)
         except SQLAlchemyError as exc:
-            raise _unavailable(exc) from exc
+            raise database_failure(exc) from exc
 
     async def leave(
         self,
@@ -392,7 +393,7 @@ class RaceService:
                     await announce(session, race)
                 await session.commit()
         except SQLAlchemyError as exc:
-            raise _unavailable(exc) from exc
+            raise database_failure(exc) from exc
         if resign_game is not None:
             try:
                 await self._games.resign(player.id, resign_game)
@@ -466,7 +467,7 @@ class RaceService:
                 await session.commit()
                 return await self._room(session, race)
         except SQLAlchemyError as exc:
-            raise _unavailable(exc) from exc
+            raise database_failure(exc) from exc
 
     async def room(self, raw_invite: str) -> Room:
         """A room's current state.
@@ -483,7 +484,7 @@ class RaceService:
                     raise NotFoundError(f"there is no race {invite}", code="unknown_invite")
                 return await self._room(session, race)
         except SQLAlchemyError as exc:
-            raise _unavailable(exc) from exc
+            raise database_failure(exc) from exc
 
     async def active_for(self, player_id: int) -> list[Room]:
         """The rooms (lobby or running) the player sits in, newest first."""
@@ -499,7 +500,7 @@ class RaceService:
                 ).all()
                 return [await self._room(session, race) for race in races]
         except SQLAlchemyError as exc:
-            raise _unavailable(exc) from exc
+            raise database_failure(exc) from exc
 
     # ----------------------------------------------------------------------------- ending
 
@@ -768,13 +769,6 @@ async def _room_event(session: AsyncSession, race: Race) -> None:
 
 def _new_invite() -> str:
     return "".join(secrets.choice(INVITE_ALPHABET) for _ in range(INVITE_LENGTH))
-
-
-def _unavailable(exc: BaseException) -> UnavailableError:
-    log.warning("database failure in races: %s", exc.__class__.__name__, exc_info=exc)
-    return UnavailableError(
-        "the game database is unavailable; nothing was changed, try again shortly"
-    )
 
 
 __all__ = [

@@ -10,24 +10,10 @@ answered at once and clearly (``server_busy``, with a time to come back), and no
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from server.services.errors import ServiceError
-
-
-class ServerBusyError(ServiceError):
-    """Too many players are getting in at this moment; nothing was done. Come back after
-    ``retry_after_s`` seconds."""
-
-    code = "server_busy"
-
-    def __init__(self, retry_after_s: float) -> None:
-        self.retry_after_s = retry_after_s
-        super().__init__(
-            f"too many players are arriving at once; try again in {math.ceil(retry_after_s)} s"
-        )
+from server.services.errors import ServerBusyError
 
 
 class Admission:

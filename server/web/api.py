@@ -28,14 +28,15 @@ from server.services.errors import (
     ForbiddenError,
     InvalidInputError,
     NotFoundError,
+    ServerBusyError,
     ServiceError,
     UnauthorizedError,
     UnavailableError,
+    database_failure,
 )
 from server.services.games import GameSummary
 from server.services.leaderboards import Entry
 from server.services.players import PlayerInfo
-from server.web.admission import ServerBusyError
 from server.web.keys import ADMISSION, SERVICES, SETTINGS
 
 log = logging.getLogger(__name__)
@@ -82,11 +83,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if "Allow" in exc.headers:  # a 405 must name the allowed methods (RFC 9110 §15.5.6)
             response.headers["Allow"] = exc.headers["Allow"]
         return response
-    except PoolTimeout:
+    except PoolTimeout as exc:
         if not request.path.startswith(PREFIX):
             raise
-        log.warning("no database connection free for %s %s", request.method, request.path)
-        return _busy(ServerBusyError(BUSY_RETRY_S))
+        busy = database_failure(exc)
+        assert isinstance(busy, ServerBusyError)
+        return _busy(busy)
     except (SQLAlchemyError, OSError):
         if not request.path.startswith(PREFIX):
             raise
@@ -94,10 +96,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(
             503, "unavailable", "the database is unavailable; nothing was changed, try again"
         )
-
-
-#: Seconds a client is told to wait when every database connection is taken.
-BUSY_RETRY_S = 2.0
 
 
 def _busy(exc: ServerBusyError) -> web.Response:

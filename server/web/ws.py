@@ -40,12 +40,12 @@ from server.protocol.client import (
     peek_request_id,
 )
 from server.services import Services
-from server.services.errors import ConflictError, ServiceError
+from server.services.errors import ConflictError, ServerBusyError, ServiceError, database_failure
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
 from server.services.presence import Connection
 from server.services.races import normalize_invite
-from server.web.admission import Admission, ServerBusyError
+from server.web.admission import Admission
 from server.web.hub import Hub
 from server.web.keys import ADMISSION, HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
 from server.web.outbox import CLOSE_GRACE_S, Outbox
@@ -62,8 +62,6 @@ MAX_WAITING_REQUESTS = 64
 #: waits, so the outbox's bound and its coalescing would only start to matter after it.
 WRITER_LIMIT = 16 * 1024
 UNAVAILABLE = "the game database is unavailable; nothing was changed, try again shortly"
-#: Seconds a client is told to wait when every database connection is taken.
-BUSY_RETRY_S = 2.0
 _connection_ids = count(1)
 
 
@@ -332,9 +330,9 @@ async def _answer(session: _Session, message: ClientMessage) -> None:
         await session.send(out.error(exc.code, exc.message, request_id))
     except (ConnectionResetError, asyncio.CancelledError):
         raise
-    except PoolTimeout:
-        log.warning("no database connection free for a websocket message")
-        busy = ServerBusyError(BUSY_RETRY_S)
+    except PoolTimeout as exc:
+        busy = database_failure(exc)
+        assert isinstance(busy, ServerBusyError)
         await session.send(out.busy(busy.message, busy.retry_after_s, request_id))
     except (SQLAlchemyError, OSError):
         log.warning("database failure handling a websocket message", exc_info=True)
@@ -389,12 +387,14 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         return
     player = session.player
     if isinstance(message, NewGame):
-        snapshot = await services.games.new_free_game(
-            player.id, message.game_code(), message.rule_set()
-        )
+        async with session.admission.turn():  # a new table: part of getting in
+            snapshot = await services.games.new_free_game(
+                player.id, message.game_code(), message.rule_set()
+            )
         await session.send(out.game(snapshot, session.locale, message.id))
     elif isinstance(message, JoinDaily):
-        snapshot = await services.games.join_daily(player.id)
+        async with session.admission.turn():  # a new table: part of getting in
+            snapshot = await services.games.join_daily(player.id)
         await session.send(out.game(snapshot, session.locale, message.id))
     elif isinstance(message, Resume):
         snapshot = await services.games.resume(player.id, message.game_id)

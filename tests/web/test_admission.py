@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from server.web.admission import Admission, ServerBusyError
+from server.services.errors import ServerBusyError, UnavailableError, database_failure
+from server.web.admission import Admission
 from server.web.keys import ADMISSION
 from tests.conftest import ServerFactory
 from tests.helpers import eventually, register
@@ -71,6 +74,9 @@ async def test_a_crowd_beyond_its_turn_is_told_server_busy_and_nothing_is_done(
     gate = server.app[ADMISSION]
     async with TestClient(server) as client:
         known = await register(client, "Known")
+        seated = await client.ws_connect("/ws")
+        await seated.send_json({"type": "hello", "token": known["token"]})
+        assert (await seated.receive_json())["type"] == "welcome"
         held = gate.turn()
         await held.__aenter__()  # every slot taken (half a pool of 2)
         try:
@@ -84,6 +90,12 @@ async def test_a_crowd_beyond_its_turn_is_told_server_busy_and_nothing_is_done(
             reply = await ws.receive_json()
             assert (reply["type"], reply["code"], reply["id"]) == ("error", "server_busy", "h")
             assert reply["retry_after_ms"] == 2000
+            # A new table is part of getting in too; playing players' other requests are not.
+            await seated.send_json({"type": "new_game", "id": "n"})
+            reply = await seated.receive_json()
+            assert (reply["code"], reply["id"]) == ("server_busy", "n")
+            await seated.send_json({"type": "ping", "id": "p"})
+            assert (await seated.receive_json())["type"] == "pong"
         finally:
             await held.__aexit__(None, None, None)
         # Nothing was done: the latecomer's name is free, and the hello works now.
@@ -91,3 +103,14 @@ async def test_a_crowd_beyond_its_turn_is_told_server_busy_and_nothing_is_done(
         await ws.send_json({"type": "hello", "token": known["token"], "id": "h2"})
         assert (await ws.receive_json())["type"] == "welcome"
         await ws.close()
+        await seated.send_json({"type": "new_game", "id": "n2"})
+        assert (await seated.receive_json())["type"] == "game"
+        await seated.close()
+
+
+def test_a_pool_with_no_connection_free_is_answered_server_busy_not_unavailable() -> None:
+    busy = database_failure(PoolTimeout("QueuePool limit of size 10 overflow 10 reached"))
+    assert isinstance(busy, ServerBusyError) and busy.code == "server_busy"
+    assert busy.retry_after_s > 0 and "nothing was changed" in busy.message
+    down = database_failure(OperationalError("SELECT 1", {}, ConnectionRefusedError()))
+    assert isinstance(down, UnavailableError) and down.code == "unavailable"
