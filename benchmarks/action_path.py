@@ -12,7 +12,9 @@ of *this* tree:
   and the server's CPU time per reply, beside a bare aiohttp websocket echo server's, driven the
   same way in the same run (the yardstick);
 - human pace (``--paced``): for each player count, every player acting about once a second (open
-  loop), the ack latency from the planned send.
+  loop), the ack latency from the planned send;
+- idle (``--idle``): that many connected players doing nothing; the server's memory per
+  connection and its CPU share meanwhile.
 
 Every target is on loopback; every step stops by itself.
 """
@@ -31,7 +33,14 @@ import time
 from pathlib import Path
 
 from server.bench import throwaway_database
-from server.bench.load import free_port, paced_ladder, report, run_echo, run_players
+from server.bench.load import (
+    free_port,
+    idle_connections,
+    paced_ladder,
+    report,
+    run_echo,
+    run_players,
+)
 
 
 async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
@@ -94,6 +103,8 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
                             f"  server CPU per reply: {ours:,.0f} us vs echo {theirs:,.0f} us "
                             f"= {ours / theirs:.1f}x"
                         )
+            if args.idle:
+                await idle_connections(base, args.idle, process.pid)
             if args.paced:
                 counts = [int(c) for c in args.paced.split(",")]
                 await paced_ladder(
@@ -124,6 +135,7 @@ def main() -> None:
     parser.add_argument("--closed", type=int, default=200, help="Closed-loop players (0: skip).")
     parser.add_argument("--echo", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--paced", default="", help="Human-pace player counts, e.g. 300,1000.")
+    parser.add_argument("--idle", type=int, default=0, help="Idle connections to hold (0: skip).")
     parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")
     parser.add_argument("--jitter", type=float, default=0.5)
     parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per measurement.")
