@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import case, delete, func, select, text, update
@@ -349,6 +349,8 @@ class PresenceService:
         #: the others for dead until it has been refreshing its own for a whole time-out.
         self._healthy_since: float | None = None
         self._last_beat: float | None = None
+        #: This process's records were dropped and not all recorded again yet.
+        self._refollow_pending = False
 
     def connection(self, key: str) -> Connection:
         """This process's connection ``key`` as the presence records know it."""
@@ -370,8 +372,9 @@ class PresenceService:
         """Refresh this process's ``seen_at`` (by the database's clock).
 
         Returns:
-            False when its record had been dropped meanwhile (it was taken for dead): the
-            caller records its connections again (:meth:`refollow`).
+            False when its record had been dropped meanwhile (it was taken for dead) and its
+            connections are not all recorded again yet: the caller records them
+            (:meth:`refollow`).
 
         Raises:
             sqlalchemy.exc.SQLAlchemyError, OSError: the database did not answer.
@@ -395,9 +398,10 @@ class PresenceService:
         if self._healthy_since is None or late:
             self._healthy_since = now
         self._last_beat = now
-        alive = started == self._registered_at
+        if started != self._registered_at:
+            self._refollow_pending = True
         self._registered_at = started
-        return alive
+        return not self._refollow_pending
 
     async def follow_rooms(self, player_id: int, connection: Connection) -> bool:
         """``connection`` (which said hello for the player) follows every open room the player
@@ -459,60 +463,83 @@ class PresenceService:
         except SQLAlchemyError as exc:
             raise database_failure(exc) from exc
 
-    async def refollow(self, follows: Iterable[tuple[int, int, str]]) -> None:
+    async def refollow(self, follows: Iterable[tuple[int, int, str]]) -> bool:
         """Record again connections this process holds, after its records were dropped (it was
-        taken for dead, say after a long stall).
+        taken for dead, say after a long stall): each room in its own transaction, so a locked
+        room holds up only itself. Until every room is done, :meth:`heartbeat` keeps asking
+        for this again.
 
         Args:
             follows: ``(race_id, player_id, connection key)`` of each connection following a room.
-        """
-        wanted = list(follows)
-        async with self._sessions() as session:
-            await limit_lock_waits(session)
-            rooms = {room.id: room for room in await _lock_rooms(session, (f[0] for f in wanted))}
-            changed: set[int] = set()
-            now = self._clock.now()
-            for race_id, player_id, key in wanted:
-                room = rooms.get(race_id)
-                if room is None:
-                    continue
-                seated = await session.get(RacePlayer, (race_id, player_id))
-                role = RACER if seated is not None else WATCHER
-                if await follow(session, room, player_id, role, self.connection(key), now):
-                    changed.add(race_id)
-            for race_id in sorted(changed):
-                await announce(session, rooms[race_id])
-            await session.commit()
 
-    async def sweep(self, open_keys: Collection[str]) -> None:
+        Returns:
+            Whether every room was recorded.
+        """
+        by_room: dict[int, list[tuple[int, str]]] = {}
+        for race_id, player_id, key in follows:
+            by_room.setdefault(race_id, []).append((player_id, key))
+        done = True
+        for race_id, members in sorted(by_room.items()):
+            try:
+                async with self._sessions() as session:
+                    await limit_lock_waits(session)
+                    rooms = await _lock_rooms(session, [race_id])
+                    if not rooms:
+                        continue
+                    room, changed, now = rooms[0], False, self._clock.now()
+                    for player_id, key in members:
+                        seated = await session.get(RacePlayer, (race_id, player_id))
+                        role = RACER if seated is not None else WATCHER
+                        connection = self.connection(key)
+                        changed |= await follow(session, room, player_id, role, connection, now)
+                    if changed:
+                        await announce(session, room)
+                    await session.commit()
+            except SQLAlchemyError as exc:
+                log.info(
+                    "presence: room %s not recorded again yet (%s)", race_id, type(exc).__name__
+                )
+                done = False
+        self._refollow_pending = not done
+        return done
+
+    async def sweep(self, open_keys: Callable[[], Collection[str]]) -> None:
         """One pass: drop the connections of processes unseen for :attr:`instance_timeout_s`
         (only once this process has itself been seen in time for as long); drop this process's
-        records of connections no longer open (``open_keys`` are those that are: a close
-        recorded too late or not at all); end grace periods (gone); resign the games of gone
-        racers in running races. Each step is its own transaction; one that fails (a locked
-        room, the database) is tried again by the next sweep.
+        records of connections no longer open (``open_keys()`` gives those that are, asked
+        for each record at the moment it would be dropped: a close recorded too late or not at
+        all); end grace periods (gone); resign the games of gone racers in running races. Each
+        step, and each room within one, is its own transaction: one that fails (a locked room,
+        the database) is logged and tried again by the next sweep, and the others go on.
         """
+        for step in (self._drop_dead, self._drop_closed, self._end_grace, self._resign_gone):
+            try:
+                await step(open_keys)
+            except (SQLAlchemyError, OSError) as exc:
+                log.info(
+                    "presence: %s left for the next sweep (%s)", step.__name__, type(exc).__name__
+                )
+
+    async def _drop_dead(self, _open_keys: Callable[[], Collection[str]]) -> None:
         healthy = self._healthy_since is not None and (
             time.monotonic() - self._healthy_since >= self.instance_timeout_s
         )
-        if healthy:
-            async with self._sessions() as session:
-                dead = (
-                    await session.scalars(
-                        select(ServerInstance.id).where(
-                            ServerInstance.seen_at
-                            < func.statement_timestamp()
-                            - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
-                            ServerInstance.id != self.instance,
-                        )
+        if not healthy:
+            return
+        async with self._sessions() as session:
+            dead = (
+                await session.scalars(
+                    select(ServerInstance.id).where(
+                        ServerInstance.seen_at
+                        < func.statement_timestamp()
+                        - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
+                        ServerInstance.id != self.instance,
                     )
-                ).all()
-            if dead:
-                log.warning("presence: server processes %s stopped answering", ", ".join(dead))
-                await self._drop_instances(list(dead))
-        await self._drop_closed(open_keys)
-        await self._end_grace()
-        await self._resign_gone()
+                )
+            ).all()
+        if dead:
+            log.warning("presence: server processes %s stopped answering", ", ".join(dead))
+            await self._drop_instances(list(dead))
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -527,7 +554,7 @@ class PresenceService:
         assert started is not None
         return started
 
-    async def _drop_closed(self, open_keys: Collection[str]) -> None:
+    async def _drop_closed(self, open_keys: Callable[[], Collection[str]]) -> None:
         async with self._sessions() as session:
             keys = (
                 await session.scalars(
@@ -537,9 +564,14 @@ class PresenceService:
                 )
             ).all()
         for key in keys:
-            if key not in open_keys:
+            # Asked now, after the records were read: a connection that opened (and recorded
+            # itself) since is open, and keys are never used twice.
+            if key not in open_keys():
                 log.info("presence: dropping the records of closed connection %s", key)
-                await self.unfollow(self.connection(key))
+                try:
+                    await self.unfollow(self.connection(key))
+                except ServiceError:
+                    continue  # its room is locked: the next sweep
 
     async def _drop_instances(self, instances: list[str]) -> None:
         async with self._sessions() as session:
@@ -591,7 +623,7 @@ class PresenceService:
         for race_id in sorted(changed):
             await announce(session, by_id[race_id])
 
-    async def _end_grace(self) -> None:
+    async def _end_grace(self, _open_keys: Callable[[], Collection[str]]) -> None:
         """Reconnecting players whose grace period is over are gone (each room in its own
         transaction, so a locked room holds up only itself); a lobby whose host is gone passes
         the role on."""
@@ -645,7 +677,7 @@ class PresenceService:
                     exc.__class__.__name__,
                 )
 
-    async def _resign_gone(self) -> None:
+    async def _resign_gone(self, _open_keys: Callable[[], Collection[str]]) -> None:
         """Resign the games of gone racers in running races (again on the next sweep, should
         one fail: the race's start not reached yet, a busy row, the database)."""
         now = self._clock.now()
@@ -678,6 +710,7 @@ class PresenceService:
 __all__ = [
     "CONNECTED",
     "GONE",
+    "LOCK_WAIT_S",
     "RACER",
     "RECONNECTING",
     "WATCHER",

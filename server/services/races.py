@@ -36,6 +36,7 @@ from server.services.games import STALE_SEQ, GameService
 from server.services.players import PlayerInfo
 from server.services.presence import (
     CONNECTED,
+    LOCK_WAIT_S,
     OPEN_ROOMS,
     RACER,
     WATCHER,
@@ -46,6 +47,7 @@ from server.services.presence import (
     follow,
     gone_racers,
     leave_seat,
+    limit_lock_waits,
     mark_gone,
     next_host,
     presence_of,
@@ -504,15 +506,22 @@ class RaceService:
 
     # ----------------------------------------------------------------------------- ending
 
-    async def maybe_finish(self, race_id: int) -> bool:
+    async def maybe_finish(self, race_id: int, *, lock_wait_s: float | None = None) -> bool:
         """Finish a running race if every racer is done or its time is up: rank the results,
         store them and announce them. Safe to call from any process, any number of times: the
         race row's lock makes exactly one caller finish it.
+
+        Args:
+            race_id: the race.
+            lock_wait_s: the longest to wait for the race row when another transaction holds
+                it (then ``sqlalchemy.exc.OperationalError``); None waits as long as it takes.
 
         Returns:
             True when this call finished the race.
         """
         async with self._sessions() as session:
+            if lock_wait_s is not None:
+                await limit_lock_waits(session, lock_wait_s)
             race = await session.scalar(select(Race).where(Race.id == race_id).with_for_update())
             if race is None or race.status != "running":
                 return False
@@ -591,8 +600,11 @@ class RaceService:
                 invite = await session.scalar(select(Race.invite).where(Race.id == race_id))
                 await publish(session, {"kind": "race_room", "race_id": race_id, "invite": invite})
             await session.commit()
-        for race_id in due:
-            await self.maybe_finish(race_id)
+        for race_id in due:  # one locked race holds up only itself
+            try:
+                await self.maybe_finish(race_id, lock_wait_s=LOCK_WAIT_S)
+            except SQLAlchemyError as exc:
+                log.info("race %s left for the next sweep (%s)", race_id, type(exc).__name__)
 
     # ---------------------------------------------------------------------------- helpers
 

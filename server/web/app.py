@@ -111,6 +111,7 @@ def _database(  # type: ignore[no-untyped-def]
         listener: Listener | None = None
         sweeper: asyncio.Task[None] | None = None
         beater: asyncio.Task[None] | None = None
+        presence_sweeper: asyncio.Task[None] | None = None
         preparer: asyncio.Task[None] | None = None
         registered = False
         analyzer = shared
@@ -154,19 +155,20 @@ def _database(  # type: ignore[no-untyped-def]
                     log.warning("presence: this process was taken for dead; recording again")
                     await services.presence.refollow(hub.follows_all())
 
-            async def sweep() -> None:
-                # Finish races whose time is up (and close stale lobbies); move the players of
-                # the rooms along.
-                try:
-                    await services.races.sweep()
-                finally:
-                    await services.presence.sweep(hub.open_keys())
-
+            # Three loops, so that none holds up another: the heartbeat; races whose time is
+            # up (and stale lobbies); the players of the rooms moved along.
             beater = asyncio.create_task(
                 _periodically("the presence heartbeat", settings.race_sweep_s, heartbeat)
             )
             sweeper = asyncio.create_task(
-                _periodically("the race sweep", settings.race_sweep_s, sweep)
+                _periodically("the race sweep", settings.race_sweep_s, services.races.sweep)
+            )
+            presence_sweeper = asyncio.create_task(
+                _periodically(
+                    "the presence sweep",
+                    settings.race_sweep_s,
+                    lambda: services.presence.sweep(hub.open_keys),
+                )
             )
             if settings.daily_prepare_every_s > 0:
                 lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)
@@ -184,6 +186,7 @@ def _database(  # type: ignore[no-untyped-def]
             # and passed over, so that the process still exits promptly.
             await _stop("the race sweeper", sweeper)
             await _stop("the presence heartbeat", beater)
+            await _stop("the presence sweep", presence_sweeper)
             await _stop("the daily preparer", preparer)
             if registered:
                 await _bounded("the presence records", app[SERVICES].presence.unregister())

@@ -206,10 +206,16 @@ async def _unfollow(session: _Session) -> None:
         log.warning("presence: the close of %s was not recorded at once", session.key)
 
 
+#: Seconds between tries to record the rooms of a hello that could not be recorded at once:
+#: doubling from the first to the last, then the last until it works or the connection closes.
+FOLLOW_RETRY_S = (0.5, 4.0)
+
+
 async def _follow_later(session: _Session, player_id: int) -> None:
     """Record the rooms a connection follows after its hello could not (a room locked for a
-    while, the database away): tried a few times, while the connection is open."""
-    for delay in (1.0, 2.0, 4.0, 8.0, 16.0):
+    while, the database away): tried again for as long as the connection is open."""
+    delay, longest = FOLLOW_RETRY_S
+    while not session.ws.closed:
         await asyncio.sleep(delay)
         if session.ws.closed:
             return
@@ -217,8 +223,7 @@ async def _follow_later(session: _Session, player_id: int) -> None:
             await session.services.presence.follow_rooms(player_id, session.connection)
             return
         except ServiceError:
-            continue
-    log.warning("presence: the rooms of %s could not be recorded", session.key)
+            delay = min(longest, delay * 2)
 
 
 async def _serve(session: _Session) -> None:

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import asyncpg
@@ -675,3 +675,100 @@ async def test_a_racer_back_in_a_lobby_whose_host_is_gone_takes_the_host_role(
         assert room["host_id"] == ann.player_id
         started = await back.request({"type": "race_start", "invite": invite})
         assert [p["player_id"] for p in started["race"]["players"]] == [ann.player_id]
+
+
+async def test_connections_opened_while_a_dead_process_is_dropped_stay_on_record(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    server = await make_server(**SETTINGS)
+    async with TestClient(server) as client:
+        host = await _player(client, "Host")
+        ann = await _player(client, "Ann")
+        await _open_room(host, ann)
+        locked = await _room_until(host, _is(ann.player_id, "connected"))
+        cat = await _player(client, "Cat")
+        invite = await _open_room(cat)
+        # A dead process with a connection in the first room, which is locked for a while: the
+        # sweep that drops it waits for the room (less than its lock wait).
+        locker = await asyncpg.connect(database_url)
+        try:
+            await locker.execute(
+                "INSERT INTO server_instances (id, seen_at) VALUES ('dead', now() - interval '1 h')"
+            )
+            await locker.execute(
+                "INSERT INTO race_connections "
+                "(race_id, instance_id, connection, player_id, connected_at) "
+                "VALUES ($1, 'dead', 'ws-1', $2, now())",
+                locked["race_id"],
+                host.player_id,
+            )
+            tx = locker.transaction()
+            await tx.start()
+            await locker.execute("SELECT id FROM races WHERE id = $1 FOR UPDATE", locked["race_id"])
+            await eventually(lambda: _waiting_on_a_lock(locker), "the sweep to wait for the room")
+            # Meanwhile Cat opens another tab (recorded at its hello).
+            tab, _ = await WsPlayer.connect(client, cat.token)
+            await tx.rollback()
+            await eventually(lambda: _instance_gone(locker, "dead"), "the dead process dropped")
+        finally:
+            await locker.close()
+        await cat.close()  # the other tab is still open: Cat stays connected
+        clock.advance(seconds=GRACE_S + 1)
+        await eventually(lambda: _no_reconnecting(server), "the sweeps to settle", every_s=0.05)
+        body = await (await client.get(f"/api/v1/races/{invite}")).json()
+        assert _state(body, cat.player_id) == "connected"
+        await tab.close()
+
+
+async def test_recording_again_after_being_taken_for_dead_is_retried_past_a_locked_room(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    # A long instance time-out: nobody takes anybody for dead again while the test holds the
+    # room (that would hide a retry that never comes).
+    slow_to_judge = {**SETTINGS, "instance_timeout_s": 60.0}
+    hosts = await make_server(**slow_to_judge)
+    theirs = await make_server(**slow_to_judge)
+    async with TestClient(hosts) as client, TestClient(theirs) as their_client:
+        host = await _player(client, "Host")
+        info = await register(client, "Ann")
+        ann, _ = await WsPlayer.connect(their_client, info["token"])
+        await _open_room(host, ann)
+        room = await _room_until(host, _is(ann.player_id, "connected"))
+        locker = await asyncpg.connect(database_url)
+        try:
+            tx = locker.transaction()
+            await tx.start()
+            await locker.execute("SELECT id FROM races WHERE id = $1 FOR UPDATE", room["race_id"])
+            # Taken for dead (as after a long stall) while the room is locked: the process
+            # notices at its next heartbeat, tries to record Ann again, and gives up on the
+            # locked room after its lock wait.
+            await asyncpg_execute(
+                database_url,
+                "DELETE FROM server_instances WHERE id = $1",
+                theirs.app[SERVICES].presence.instance,
+            )
+            await eventually(
+                lambda: _waiting_on_a_lock(locker), "the process to try to record Ann again"
+            )
+            await eventually(
+                lambda: _not(_waiting_on_a_lock(locker)), "the try to give up on the lock"
+            )
+            await tx.commit()
+        finally:
+            await locker.close()
+        # Ann's records went with the deleted process record; she is recorded again once the
+        # room is free, however long it was locked.
+        await eventually(lambda: _presence_rows(hosts, "connected", 2), "Ann recorded again")
+
+
+async def asyncpg_execute(url: str, sql: str, *args: Any) -> None:
+    """Run one statement on a connection of its own (committed at once)."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(sql, *args)
+    finally:
+        await conn.close()
+
+
+async def _not(condition: Awaitable[bool]) -> bool:
+    return not await condition
