@@ -275,8 +275,18 @@ async def _paced_player(
     comes after the next planned send delays it (a late send, counted); latency is measured
     from the planned send, so a slow server is not hidden by players who wait for it."""
     rng = random.Random(seed)
+    state: dict[str, Any] | None = None
     try:
         ws = await _connect_player(http, base, "pace", stats)
+        # Seated before the clock starts: the figures are those of steady play, not of the
+        # crowd sitting down (the arrival is measured apart, with its server_busy returns).
+        reply = await _new_table(ws, {"type": "new_game"}, stats)
+        if reply.get("type") != "game":
+            stats.errors[reply.get("code", "bad_reply")] += 1
+            await ws.close()
+            return
+        state = reply["game"]
+        stats.games += 1
     except _Refused as refused:
         stats.errors[str(refused)] += 1
         return
@@ -286,7 +296,6 @@ async def _paced_player(
         await start.go.wait()
         mean_gap = 1.0 / pace
         planned = time.monotonic() + rng.uniform(0, mean_gap)  # players spread over a gap
-        state: dict[str, Any] | None = None
         while planned < start.deadline:
             now = time.monotonic()
             if now < planned:
