@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -340,6 +341,22 @@ async def run_paced(
     """
     if pace <= 0 or not 0 <= jitter < 1:
         raise ValueError(f"pace must be > 0 and jitter in 0..1, not {pace}, {jitter}")
+
+    def player(http: aiohttp.ClientSession, start: _Start, seed: int, stats: Stats) -> Any:
+        return _paced_player(http, base, start, pace, jitter, seed, stats)
+
+    return await _crowd(players, seconds, pid, player)
+
+
+PlayerLoop = Callable[[aiohttp.ClientSession, _Start, int, Stats], Awaitable[None]]
+
+
+async def _crowd(
+    players: int, seconds: float, pid: int | None, player: PlayerLoop
+) -> tuple[Stats, float]:
+    """Run ``players`` copies of ``player`` (each with its seed and its stats), the clock
+    starting when the last one is connected; their merged stats (with the server's CPU time
+    while they played, given its ``pid``) and the time spent playing (s)."""
     stats = Stats()
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
@@ -347,10 +364,7 @@ async def run_paced(
         start = _Start(waiting=players, seconds=seconds, pid=pid)
         per_player = [Stats() for _ in range(players)]
         results = await asyncio.gather(
-            *(
-                _paced_player(http, base, start, pace, jitter, seed, s)
-                for seed, s in enumerate(per_player)
-            ),
+            *(player(http, start, seed, s) for seed, s in enumerate(per_player)),
             return_exceptions=True,
         )
         spent = time.monotonic() - (start.deadline - seconds)
@@ -520,25 +534,11 @@ async def run_players(
     Every player registers and connects first; the clock starts when the last one is
     connected, so the figures are those of steady play, not of the ramp-up. With the server's
     ``pid``, the CPU time it used while they played is recorded too."""
-    stats = Stats()
-    connector = aiohttp.TCPConnector(limit=0)
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=30)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        start = _Start(waiting=players, seconds=seconds, pid=pid)
-        per_player = [Stats() for _ in range(players)]
-        results = await asyncio.gather(
-            *(_player(http, base, start, mode, seed, s) for seed, s in enumerate(per_player)),
-            return_exceptions=True,
-        )
-        spent = time.monotonic() - (start.deadline - seconds)
-        if pid:
-            stats.server_cpu_s = cpu_since(pid, start.cpu_at_go)
-    for result in results:
-        if isinstance(result, BaseException):
-            stats.errors[type(result).__name__] += 1
-    for s in per_player:
-        stats.merge(s)
-    return stats, spent
+
+    def player(http: aiohttp.ClientSession, start: _Start, seed: int, stats: Stats) -> Any:
+        return _player(http, base, start, mode, seed, stats)
+
+    return await _crowd(players, seconds, pid, player)
 
 
 async def run_echo(players: int, seconds: float, request_bytes: int, reply_bytes: int) -> Stats:
