@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -64,6 +65,19 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def error_response(status: int, code: str, message: str) -> web.Response:
     """A JSON error body ``{"error": {"code", "message"}}`` with the given HTTP status."""
     return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+@web.middleware
+async def timing_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Say how long the server spent on each REST answer: ``Server-Timing: app;dur=<ms>``
+    (what a client sees beyond it is the network and its own side). Not for the websocket,
+    whose answer is sent before the handler ends."""
+    started = time.perf_counter()
+    response = await handler(request)
+    if not response.prepared:
+        spent_ms = (time.perf_counter() - started) * 1000
+        response.headers["Server-Timing"] = f'app;dur={spent_ms:.1f};desc="server"'
+    return response
 
 
 @web.middleware

@@ -73,7 +73,9 @@ def create_app(
     settings.check_pooler()
     if daily_secret is None:
         daily_secret = load_or_create_daily_secret(settings, generate=False)
-    app = web.Application(middlewares=[api.error_middleware], client_max_size=64 * 1024)
+    app = web.Application(
+        middlewares=[api.timing_middleware, api.error_middleware], client_max_size=64 * 1024
+    )
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()

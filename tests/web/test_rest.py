@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
@@ -359,3 +360,18 @@ async def test_database_outage_gives_503_json_and_the_api_recovers(
     assert me.status == 200
     assert (await me.json())["id"] == alice["id"]
     assert (await client.post("/api/v1/players", json={"name": "Bob"})).status == 201
+
+
+async def test_every_rest_answer_says_how_long_the_server_spent_on_it(
+    client: TestClient[object, object],
+) -> None:
+    for path, status in (
+        ("/api/v1/daily", 200),
+        ("/api/v1/games/999999", 404),
+        ("/healthz", 200),
+        ("/api/v1/nowhere", 404),
+    ):
+        resp = await client.get(path)
+        assert resp.status == status, path
+        timing = resp.headers["Server-Timing"]
+        assert re.fullmatch(r'app;dur=\d+\.\d;desc="server"', timing), (path, timing)
