@@ -512,13 +512,65 @@ class PresenceService:
         step, and each room within one, is its own transaction: one that fails (a locked room,
         the database) is logged and tried again by the next sweep, and the others go on.
         """
-        for step in (self._drop_dead, self._drop_closed, self._end_grace, self._resign_gone):
+        try:
+            due = await self._due()
+        except (SQLAlchemyError, OSError) as exc:
+            log.info("presence: the sweep is left for the next one (%s)", type(exc).__name__)
+            return
+        steps = (self._drop_dead, self._drop_closed, self._end_grace, self._resign_gone)
+        for step, needed in zip(steps, due, strict=True):
+            if not needed:
+                continue
             try:
                 await step(open_keys)
             except (SQLAlchemyError, OSError) as exc:
                 log.info(
                     "presence: %s left for the next sweep (%s)", step.__name__, type(exc).__name__
                 )
+
+    async def _due(self) -> tuple[bool, bool, bool, bool]:
+        """Which of the sweep's steps have anything to do, in one round trip: processes
+        unseen for the time-out (and this one healthy enough to judge), records of this
+        process's connections, reconnecting players past their grace, gone racers still
+        playing a running race."""
+        healthy = self._healthy_since is not None and (
+            time.monotonic() - self._healthy_since >= self.instance_timeout_s
+        )
+        now = self._clock.now()
+        cutoff = now - dt.timedelta(seconds=self.grace_s)
+        dead = (
+            select(ServerInstance.id)
+            .where(
+                ServerInstance.seen_at
+                < func.statement_timestamp()
+                - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
+                ServerInstance.id != self.instance,
+            )
+            .exists()
+        )
+        own = select(RaceConnection.race_id).where(RaceConnection.instance_id == self.instance)
+        late = select(RacePresence.race_id).where(
+            RacePresence.state == RECONNECTING, RacePresence.since <= cutoff
+        )
+        playing = (
+            select(Game.id)
+            .join(Race, Race.id == Game.race_id)
+            .join(
+                RacePresence,
+                (RacePresence.race_id == Game.race_id) & (RacePresence.player_id == Game.player_id),
+            )
+            .where(
+                Race.status == "running",
+                Race.starts_at <= now,
+                RacePresence.state == GONE,
+                Game.status == "playing",
+            )
+        )
+        async with self._sessions() as session:
+            row = (
+                await session.execute(select(dead, own.exists(), late.exists(), playing.exists()))
+            ).one()
+        return (healthy and bool(row[0]), bool(row[1]), bool(row[2]), bool(row[3]))
 
     async def _drop_dead(self, _open_keys: Callable[[], Collection[str]]) -> None:
         healthy = self._healthy_since is not None and (

@@ -159,9 +159,9 @@ def _database(  # type: ignore[no-untyped-def]
 
             # Three loops, so that none holds up another: the heartbeat; races whose time is
             # up (and stale lobbies); the players of the rooms moved along.
-            beater = asyncio.create_task(
-                _periodically("the presence heartbeat", settings.race_sweep_s, heartbeat)
-            )
+            # Six beats per instance time-out are plenty to be seen in time (5 s by default).
+            beat_s = max(settings.race_sweep_s, settings.instance_timeout / 6)
+            beater = asyncio.create_task(_periodically("the presence heartbeat", beat_s, heartbeat))
             sweeper = asyncio.create_task(
                 _periodically("the race sweep", settings.race_sweep_s, services.races.sweep)
             )

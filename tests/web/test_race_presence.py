@@ -725,7 +725,7 @@ async def test_recording_again_after_being_taken_for_dead_is_retried_past_a_lock
 ) -> None:
     # A long instance time-out: nobody takes anybody for dead again while the test holds the
     # room (that would hide a retry that never comes).
-    slow_to_judge = {**SETTINGS, "instance_timeout_s": 60.0}
+    slow_to_judge = {**SETTINGS, "instance_timeout_s": 8.0}
     hosts = await make_server(**slow_to_judge)
     theirs = await make_server(**slow_to_judge)
     async with TestClient(hosts) as client, TestClient(theirs) as their_client:
