@@ -179,34 +179,33 @@ async def _connect_player(
         await asyncio.sleep(wait_s)
     ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", max_msg_size=1 << 20)
     try:
-        while True:
-            await ws.send_json({"type": "hello", "token": token})
-            reply = await ws.receive_json()
-            if reply.get("type") == "welcome":
-                break
-            if reply.get("code") != "server_busy" or time.monotonic() > deadline:
-                raise _Refused(reply.get("code", "hello_refused"))
-            if stats is not None:
-                stats.busy_retries += 1
-            await asyncio.sleep(reply.get("retry_after_ms", 1000) / 1000)
+        reply = await _ask(ws, {"type": "hello", "token": token}, stats, deadline)
+        if reply.get("type") != "welcome":
+            raise _Refused(reply.get("code", "hello_refused"))
     except BaseException:
         await ws.close()
         raise
     return ws
 
 
-async def _new_table(
-    ws: aiohttp.ClientWebSocketResponse, request: dict[str, Any], stats: Stats
+async def _ask(
+    ws: aiohttp.ClientWebSocketResponse,
+    request: dict[str, Any],
+    stats: Stats | None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
-    """Ask for a game (``new_game`` or ``join_daily``), coming back when told ``server_busy``
-    (for up to :data:`PATIENCE_S`); the last reply."""
-    deadline = time.monotonic() + PATIENCE_S
+    """Send a request and return its reply, coming back when told ``server_busy`` (after the
+    ``retry_after_ms`` it says; each return counted in ``stats.busy_retries``) until
+    ``deadline`` (monotonic s; by default :data:`PATIENCE_S` from now)."""
+    if deadline is None:
+        deadline = time.monotonic() + PATIENCE_S
     while True:
         await ws.send_json(request)
         reply: dict[str, Any] = await ws.receive_json()
         if reply.get("code") != "server_busy" or time.monotonic() > deadline:
             return reply
-        stats.busy_retries += 1
+        if stats is not None:
+            stats.busy_retries += 1
         await asyncio.sleep(reply.get("retry_after_ms", 1000) / 1000)
 
 
@@ -227,7 +226,7 @@ async def _player(
         while time.monotonic() < start.deadline:
             if state is None or state["status"] != "playing":
                 kind = "join_daily" if mode == "daily" and stats.games == 0 else "new_game"
-                reply = await _new_table(ws, {"type": kind}, stats)
+                reply = await _ask(ws, {"type": kind}, stats)
                 if reply.get("type") != "game":
                     stats.errors[reply.get("code", "bad_reply")] += 1
                     return
@@ -281,7 +280,7 @@ async def _paced_player(
         ws = await _connect_player(http, base, "pace", stats)
         # Seated before the clock starts: the figures are those of steady play, not of the
         # crowd sitting down (the arrival is measured apart, with its server_busy returns).
-        reply = await _new_table(ws, {"type": "new_game"}, stats)
+        reply = await _ask(ws, {"type": "new_game"}, stats)
         if reply.get("type") != "game":
             stats.errors[reply.get("code", "bad_reply")] += 1
             await ws.close()
@@ -305,7 +304,7 @@ async def _paced_player(
                 stats.late += 1
                 stats.late_ms.append((now - planned) * 1000)
             if state is None or state["status"] != "playing":
-                reply = await _new_table(ws, {"type": "new_game"}, stats)
+                reply = await _ask(ws, {"type": "new_game"}, stats)
                 if reply.get("type") != "game":
                     stats.errors[reply.get("code", "bad_reply")] += 1
                     return

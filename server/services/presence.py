@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import case, delete, func, select, text, update
+from sqlalchemy import ColumnElement, Select, case, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -269,6 +269,12 @@ async def next_host(session: AsyncSession, race_id: int, *, connected_only: bool
 async def announce(session: AsyncSession, race: Race) -> None:
     """Bump the room's version and announce its change (``race_room``)."""
     race.version += 1
+    await publish_room(session, race)
+
+
+async def publish_room(session: AsyncSession, race: Race) -> None:
+    """Announce the room as it is (``race_room``, with its version), in the caller's
+    transaction."""
     await publish(
         session,
         {"kind": "race_room", "race_id": race.id, "invite": race.invite, "version": race.version},
@@ -442,23 +448,11 @@ class PresenceService:
         """
         try:
             async with self._sessions() as session:
-                await limit_lock_waits(session)
-                where = (
+                await self._drop_connections(
+                    session,
                     RaceConnection.instance_id == connection.instance,
                     RaceConnection.connection == connection.key,
                 )
-                race_ids = (
-                    await session.scalars(select(RaceConnection.race_id).where(*where))
-                ).all()
-                rooms = await _lock_rooms(session, race_ids)
-                pairs = (
-                    await session.execute(
-                        delete(RaceConnection)
-                        .where(*where)
-                        .returning(RaceConnection.race_id, RaceConnection.player_id)
-                    )
-                ).all()
-                await self._settle(session, rooms, [(p.race_id, p.player_id) for p in pairs])
                 await session.commit()
         except SQLAlchemyError as exc:
             raise database_failure(exc) from exc
@@ -508,52 +502,78 @@ class PresenceService:
         (only once this process has itself been seen in time for as long); drop this process's
         records of connections no longer open (``open_keys()`` gives those that are, asked
         for each record at the moment it would be dropped: a close recorded too late or not at
-        all); end grace periods (gone); resign the games of gone racers in running races. Each
-        step, and each room within one, is its own transaction: one that fails (a locked room,
-        the database) is logged and tried again by the next sweep, and the others go on.
+        all); end grace periods (gone); resign the games of gone racers in running races. One
+        round trip first asks which steps have anything to do. Each step, and each room within
+        one, is its own transaction: one that fails (a locked room, the database) is logged and
+        tried again by the next sweep, and the others go on.
         """
+        now = self._clock.now()
+        steps = {
+            self._drop_dead: self._dead_instances() if self._healthy() else None,
+            self._drop_closed: self._own_records(),
+            self._end_grace: self._past_grace(now),
+            self._resign_gone: self._gone_but_playing(now),
+        }
+        wanted = [query for query in steps.values() if query is not None]
         try:
-            due = await self._due()
+            async with self._sessions() as session:
+                found = iter((await session.execute(select(*(q.exists() for q in wanted)))).one())
         except (SQLAlchemyError, OSError) as exc:
             log.info("presence: the sweep is left for the next one (%s)", type(exc).__name__)
             return
-        steps = (self._drop_dead, self._drop_closed, self._end_grace, self._resign_gone)
-        for step, needed in zip(steps, due, strict=True):
-            if not needed:
+        for step, query in steps.items():
+            if query is None or not next(found):
                 continue
             try:
-                await step(open_keys)
+                await step(now, open_keys)
             except (SQLAlchemyError, OSError) as exc:
                 log.info(
                     "presence: %s left for the next sweep (%s)", step.__name__, type(exc).__name__
                 )
 
-    async def _due(self) -> tuple[bool, bool, bool, bool]:
-        """Which of the sweep's steps have anything to do, in one round trip: processes
-        unseen for the time-out (and this one healthy enough to judge), records of this
-        process's connections, reconnecting players past their grace, gone racers still
-        playing a running race."""
-        healthy = self._healthy_since is not None and (
+    # -------------------------------------------------------------------- the sweep's steps
+
+    def _healthy(self) -> bool:
+        """Whether this process has been seen in time for a whole time-out (then it may take
+        others for dead)."""
+        return self._healthy_since is not None and (
             time.monotonic() - self._healthy_since >= self.instance_timeout_s
         )
-        now = self._clock.now()
-        cutoff = now - dt.timedelta(seconds=self.grace_s)
-        dead = (
-            select(ServerInstance.id)
+
+    def _dead_instances(self) -> Select[str]:
+        """Other processes whose record is older than the time-out (the database's clock)."""
+        return select(ServerInstance.id).where(
+            ServerInstance.seen_at
+            < func.statement_timestamp()
+            - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
+            ServerInstance.id != self.instance,
+        )
+
+    def _own_records(self) -> Select[str]:
+        """The connections this process has on record."""
+        return (
+            select(RaceConnection.connection)
+            .where(RaceConnection.instance_id == self.instance)
+            .distinct()
+        )
+
+    def _past_grace(self, now: dt.datetime) -> Select[int]:
+        """Open rooms with a player reconnecting for longer than the grace period."""
+        return (
+            select(RacePresence.race_id)
+            .join(Race, Race.id == RacePresence.race_id)
             .where(
-                ServerInstance.seen_at
-                < func.statement_timestamp()
-                - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
-                ServerInstance.id != self.instance,
+                RacePresence.state == RECONNECTING,
+                RacePresence.since <= now - dt.timedelta(seconds=self.grace_s),
+                Race.status.in_(OPEN_ROOMS),
             )
-            .exists()
+            .distinct()
         )
-        own = select(RaceConnection.race_id).where(RaceConnection.instance_id == self.instance)
-        late = select(RacePresence.race_id).where(
-            RacePresence.state == RECONNECTING, RacePresence.since <= cutoff
-        )
-        playing = (
-            select(Game.id)
+
+    def _gone_but_playing(self, now: dt.datetime) -> Select[int, int]:
+        """``(player_id, game_id)`` of gone racers still playing a race that has started."""
+        return (
+            select(Game.player_id, Game.id)
             .join(Race, Race.id == Game.race_id)
             .join(
                 RacePresence,
@@ -566,29 +586,12 @@ class PresenceService:
                 Game.status == "playing",
             )
         )
-        async with self._sessions() as session:
-            row = (
-                await session.execute(select(dead, own.exists(), late.exists(), playing.exists()))
-            ).one()
-        return (healthy and bool(row[0]), bool(row[1]), bool(row[2]), bool(row[3]))
 
-    async def _drop_dead(self, _open_keys: Callable[[], Collection[str]]) -> None:
-        healthy = self._healthy_since is not None and (
-            time.monotonic() - self._healthy_since >= self.instance_timeout_s
-        )
-        if not healthy:
-            return
+    async def _drop_dead(
+        self, _now: dt.datetime, _open_keys: Callable[[], Collection[str]]
+    ) -> None:
         async with self._sessions() as session:
-            dead = (
-                await session.scalars(
-                    select(ServerInstance.id).where(
-                        ServerInstance.seen_at
-                        < func.statement_timestamp()
-                        - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
-                        ServerInstance.id != self.instance,
-                    )
-                )
-            ).all()
+            dead = (await session.scalars(self._dead_instances())).all()
         if dead:
             log.warning("presence: server processes %s stopped answering", ", ".join(dead))
             await self._drop_instances(list(dead))
@@ -606,15 +609,11 @@ class PresenceService:
         assert started is not None
         return started
 
-    async def _drop_closed(self, open_keys: Callable[[], Collection[str]]) -> None:
+    async def _drop_closed(
+        self, _now: dt.datetime, open_keys: Callable[[], Collection[str]]
+    ) -> None:
         async with self._sessions() as session:
-            keys = (
-                await session.scalars(
-                    select(RaceConnection.connection)
-                    .where(RaceConnection.instance_id == self.instance)
-                    .distinct()
-                )
-            ).all()
+            keys = (await session.scalars(self._own_records())).all()
         for key in keys:
             # Asked now, after the records were read: a connection that opened (and recorded
             # itself) since is open, and keys are never used twice.
@@ -627,25 +626,27 @@ class PresenceService:
 
     async def _drop_instances(self, instances: list[str]) -> None:
         async with self._sessions() as session:
-            await limit_lock_waits(session)
-            race_ids = (
-                await session.scalars(
-                    select(RaceConnection.race_id)
-                    .where(RaceConnection.instance_id.in_(instances))
-                    .distinct()
-                )
-            ).all()
-            rooms = await _lock_rooms(session, race_ids)
-            pairs = (
-                await session.execute(
-                    delete(RaceConnection)
-                    .where(RaceConnection.instance_id.in_(instances))
-                    .returning(RaceConnection.race_id, RaceConnection.player_id)
-                )
-            ).all()
-            await self._settle(session, rooms, [(p.race_id, p.player_id) for p in pairs])
+            await self._drop_connections(session, RaceConnection.instance_id.in_(instances))
             await session.execute(delete(ServerInstance).where(ServerInstance.id.in_(instances)))
             await session.commit()
+
+    async def _drop_connections(self, session: AsyncSession, *where: ColumnElement[bool]) -> None:
+        """Drop the connection records matching ``where`` (their rooms locked first, in id
+        order, waiting at most :data:`LOCK_WAIT_S`); players left with no connection to a room
+        start reconnecting there (:meth:`_settle`)."""
+        await limit_lock_waits(session)
+        race_ids = (
+            await session.scalars(select(RaceConnection.race_id).where(*where).distinct())
+        ).all()
+        rooms = await _lock_rooms(session, race_ids)
+        pairs = (
+            await session.execute(
+                delete(RaceConnection)
+                .where(*where)
+                .returning(RaceConnection.race_id, RaceConnection.player_id)
+            )
+        ).all()
+        await self._settle(session, rooms, [(p.race_id, p.player_id) for p in pairs])
 
     async def _settle(
         self, session: AsyncSession, rooms: list[Race], pairs: list[tuple[int, int]]
@@ -675,25 +676,13 @@ class PresenceService:
         for race_id in sorted(changed):
             await announce(session, by_id[race_id])
 
-    async def _end_grace(self, _open_keys: Callable[[], Collection[str]]) -> None:
+    async def _end_grace(self, now: dt.datetime, _open_keys: Callable[[], Collection[str]]) -> None:
         """Reconnecting players whose grace period is over are gone (each room in its own
         transaction, so a locked room holds up only itself); a lobby whose host is gone passes
         the role on."""
-        now = self._clock.now()
         cutoff = now - dt.timedelta(seconds=self.grace_s)
         async with self._sessions() as session:
-            race_ids = (
-                await session.scalars(
-                    select(RacePresence.race_id)
-                    .join(Race, Race.id == RacePresence.race_id)
-                    .where(
-                        RacePresence.state == RECONNECTING,
-                        RacePresence.since <= cutoff,
-                        Race.status.in_(OPEN_ROOMS),
-                    )
-                    .distinct()
-                )
-            ).all()
+            race_ids = (await session.scalars(self._past_grace(now))).all()
         for race_id in race_ids:
             try:
                 async with self._sessions() as session:
@@ -729,28 +718,13 @@ class PresenceService:
                     exc.__class__.__name__,
                 )
 
-    async def _resign_gone(self, _open_keys: Callable[[], Collection[str]]) -> None:
+    async def _resign_gone(
+        self, now: dt.datetime, _open_keys: Callable[[], Collection[str]]
+    ) -> None:
         """Resign the games of gone racers in running races (again on the next sweep, should
         one fail: the race's start not reached yet, a busy row, the database)."""
-        now = self._clock.now()
         async with self._sessions() as session:
-            rows = (
-                await session.execute(
-                    select(Game.player_id, Game.id)
-                    .join(Race, Race.id == Game.race_id)
-                    .join(
-                        RacePresence,
-                        (RacePresence.race_id == Game.race_id)
-                        & (RacePresence.player_id == Game.player_id),
-                    )
-                    .where(
-                        Race.status == "running",
-                        Race.starts_at <= now,
-                        RacePresence.state == GONE,
-                        Game.status == "playing",
-                    )
-                )
-            ).all()
+            rows = (await session.execute(self._gone_but_playing(now))).all()
         for player_id, game_id in rows:
             try:
                 await self._games.resign(player_id, game_id)
@@ -778,5 +752,6 @@ __all__ = [
     "mark_gone",
     "next_host",
     "presence_of",
+    "publish_room",
     "unfollow_one",
 ]

@@ -51,6 +51,7 @@ from server.services.presence import (
     mark_gone,
     next_host,
     presence_of,
+    publish_room,
     unfollow_one,
 )
 from server.storage.events import publish
@@ -273,7 +274,7 @@ class RaceService:
                     )
                     if connection is not None:
                         await follow(session, race, player.id, RACER, connection, now)
-                    await _room_event(session, race)
+                    await publish_room(session, race)
                     await session.commit()
                 return await self.room(race.invite)
             except IntegrityError:  # an invite code collision: try another
@@ -340,8 +341,7 @@ class RaceService:
                 )
                 if connection is not None:
                     await follow(session, race, player.id, RACER, connection, self._clock.now())
-                race.version += 1
-                await _room_event(session, race)
+                await announce(session, race)
                 await session.commit()
                 return Joined(await self._room(session, race), True, None)
         except SQLAlchemyError as exc:
@@ -381,8 +381,7 @@ class RaceService:
                     raise ConflictError(f"you are not in race {invite}", code="not_in_race")
                 if seat is not None and race.status == "lobby":
                     await self._unseat(session, race, player.id, connection)
-                    race.version += 1
-                    await _room_event(session, race)
+                    await announce(session, race)
                 elif seat is not None and race.status == "running":
                     resign_game = seat.game_id
                     await mark_gone(session, race.id, player.id, connection, self._clock.now())
@@ -770,13 +769,6 @@ class RaceService:
             watchers_total=watcher_rows[0].total if watcher_rows else 0,
             grace_s=grace,
         )
-
-
-async def _room_event(session: AsyncSession, race: Race) -> None:
-    await publish(
-        session,
-        {"kind": "race_room", "race_id": race.id, "invite": race.invite, "version": race.version},
-    )
 
 
 def _new_invite() -> str:
