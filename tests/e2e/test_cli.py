@@ -252,21 +252,7 @@ async def _instances(database_url: str) -> int:
 async def test_serve_with_workers_runs_processes_on_one_port_and_restarts_a_dead_one(
     database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
-    port = free_port()
-    env = _env(
-        TRIPEAKS_PORT=str(port),
-        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
-        DATABASE_URL=database_url,
-        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
-        TRIPEAKS_WORKERS="2",
-        TRIPEAKS_SOLVER_WORKERS="0",
-    )
-    proc = _start(env, port, tmp_path / "server.log")
-    processes.append(proc)
-    await eventually(lambda: _instances(database_url), "the workers to start", every_s=0.1)
-    await eventually(
-        lambda: _equals(_instances(database_url), 2), "both workers to be up", every_s=0.1
-    )
+    proc, port = await _two_workers(database_url, tmp_path, processes)
     workers = _children(proc.pid)
     assert len(workers) == 2
     base = f"http://127.0.0.1:{port}"
@@ -293,9 +279,11 @@ async def _equals(value: Awaitable[int], expected: int) -> bool:
     return await value == expected
 
 
-async def test_workers_stop_when_their_supervisor_is_killed(
+async def _two_workers(
     database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
-) -> None:
+) -> tuple[subprocess.Popen[str], int]:
+    """``tripeaks serve`` with two workers on the test's database, once both are up; the
+    supervisor's process and the port."""
     port = free_port()
     env = _env(
         TRIPEAKS_PORT=str(port),
@@ -310,6 +298,13 @@ async def test_workers_stop_when_their_supervisor_is_killed(
     await eventually(
         lambda: _equals(_instances(database_url), 2), "both workers to be up", every_s=0.1
     )
+    return proc, port
+
+
+async def test_workers_stop_when_their_supervisor_is_killed(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    proc, _port = await _two_workers(database_url, tmp_path, processes)
     workers = _children(proc.pid)
     proc.kill()
     proc.wait(10)
