@@ -36,7 +36,7 @@ from server.engine.actions import (
 from server.engine.cards import Card
 from server.engine.codes import Deal, GameCode, RuleSet
 from server.engine.errors import IllegalActionError, Rejection
-from server.engine.layout import COVERED_BY, PEAK_OF, PEAKS, POSITION_COUNT
+from server.engine.layout import COVERED_BY, COVERS, PEAK_OF, PEAKS, POSITION_COUNT
 from server.engine.rules import PEAK_BONUS, START_SCORE, UNDO_DEPTH, is_neighbour, next_score
 
 __all__ = [
@@ -98,6 +98,7 @@ class Game:
         "_ranked",
         "_rules",
         "_score",
+        "_shown",
         "_status",
         "_stock",
         "_tableau",
@@ -120,6 +121,11 @@ class Game:
         self._history: list[_Undoable] = []  # still-undoable entries, oldest first
         self._pushes = 0  # removals/draws ever pushed on the history (its serial counter)
         self._log: list[Action] = []
+        # What a player sees at each position (the card, FACE_DOWN or None once removed), kept
+        # up to date as actions apply so that a view costs no rule check.
+        self._shown: list[Card | str | None] = [
+            card if self._face_up(pos) else FACE_DOWN for pos, card in enumerate(self._tableau)
+        ]
         self._status = self._current_status()
 
     @classmethod
@@ -172,7 +178,7 @@ class Game:
         twin._score, twin._moves, twin._undos = self._score, self._moves, self._undos
         twin._cards_left, twin._peak_left = self._cards_left, list(self._peak_left)
         twin._history, twin._pushes = list(self._history), self._pushes
-        twin._status = self._status
+        twin._shown, twin._status = list(self._shown), self._status
         return twin
 
     # ----------------------------------------------------------------- actions
@@ -339,11 +345,8 @@ class Game:
         Returns:
             A :class:`GameView`; face-down cards appear as :data:`FACE_DOWN`.
         """
-        tableau: list[Card | str | None] = []
-        for pos, card in enumerate(self._tableau):
-            tableau.append(card if card is None or self._face_up(pos) else FACE_DOWN)
         return GameView(
-            tableau=tuple(tableau),
+            tableau=tuple(self._shown),
             waste=self._waste[-1],
             stock_count=len(self._stock),
             score=self._score,
@@ -478,8 +481,8 @@ class Game:
             return Status.WON
         if not self._stock and not any(
             is_neighbour(card, self._waste[-1], self._rules)
-            for pos, card in enumerate(self._tableau)
-            if card is not None and self._face_up(pos)
+            for card in self._shown
+            if isinstance(card, Card)
         ):
             return Status.BLOCKED
         return Status.PLAYING
@@ -496,6 +499,11 @@ class Game:
         assert card is not None
         self._push(ActionKind.REMOVE, pos, card)
         self._tableau[pos] = None
+        shown, tableau = self._shown, self._tableau
+        shown[pos] = None
+        for below in COVERS[pos]:  # turned face up once nothing covers them (§1)
+            if tableau[below] is not None and self._face_up(below):
+                shown[below] = tableau[below]
         self._cards_left -= 1
         self._waste.append(card)
         peak = PEAK_OF[pos]
@@ -520,6 +528,11 @@ class Game:
         assert card == entry.card
         if entry.pos is not None:
             self._tableau[entry.pos] = card
+            shown = self._shown
+            shown[entry.pos] = card
+            for below in COVERS[entry.pos]:  # covered again
+                if shown[below] is not None:
+                    shown[below] = FACE_DOWN
             self._cards_left += 1
             self._peak_left[PEAK_OF[entry.pos]] += 1
         else:

@@ -119,6 +119,16 @@ def check_against_model(game: Game, model: Model, resigned: bool = False) -> Non
     shown = {entry for entry in (*view.tableau, view.waste) if isinstance(entry, Card)}
     assert not shown & hidden
     assert sum(entry == FACE_DOWN for entry in view.tableau) == len(hidden - set(game.stock))
+    # Position by position, from the model's removals alone (§1: face up once every card
+    # covering it is removed).
+    assert view.tableau == tuple(
+        None
+        if pos in removed
+        else deal.tableau[pos]
+        if all(above in removed for above in COVERED_BY[pos])
+        else FACE_DOWN
+        for pos in range(28)
+    )
     assert (view.score, view.moves, view.stock_count) == (game.score, game.moves, len(game.stock))
 
 
