@@ -2,42 +2,88 @@
 
 Every message is a JSON object with a ``type``; a request may carry an ``id`` (a string of at most
 64 characters or an integer) that the reply echoes. Anything that is not a valid message becomes a
-:class:`ProtocolError` naming what was wrong; the rest of the server only sees typed values.
-The exact wire format is documented in ``docs/protocol.md``.
+:class:`ProtocolError` naming what was wrong; the rest of the server only sees typed values, the
+engine's own among them: a :class:`~server.engine.codes.GameCode` and a
+:class:`~server.engine.codes.RuleSet` for ``new_game`` and ``race_create``, an
+:class:`~server.engine.game.Action` for ``action``. The exact wire format is documented in
+``docs/protocol.md``; :func:`client_message_schema` gives it as a JSON Schema.
+
+>>> message = parse_client_message('{"type": "action", "game_id": 7, "seq": 3, '
+...                                '"action": "remove", "pos": 24, "id": 5}')
+>>> message.action, message.game_id, message.seq, message.id
+(Action(kind=<ActionKind.REMOVE: 'remove'>, pos=24), 7, 3, 5)
+>>> parse_client_message('{"type": "new_game", "rules": "c"}').rules
+<RuleSet.CLASSIC: 'C'>
+>>> try:
+...     parse_client_message('{"type": "resume", "game_id": "7", "id": "r1"}')
+... except ProtocolError as exc:
+...     exc.code, exc.message, exc.request_id
+('invalid_message', 'resume: game_id: Expected `int`, got `str`', 'r1')
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+import math
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    TypeAdapter,
-    ValidationError,
-)
+import msgspec
+from msgspec import Meta
+from msgspec.structs import force_setattr
 
 from server.engine.codes import GameCode, RuleSet
 from server.engine.errors import EngineError
-from server.engine.game import Action, ActionKind
+from server.engine.game import Action
+from server.engine.layout import POSITION_COUNT
+
+__all__ = [
+    "MAX_ID",
+    "MESSAGE_TYPES",
+    "ActionRequest",
+    "ClientMessage",
+    "Hello",
+    "Hint",
+    "JoinDaily",
+    "NewGame",
+    "Ping",
+    "ProtocolError",
+    "RaceCreate",
+    "RaceJoin",
+    "RaceLeave",
+    "RaceStart",
+    "Resign",
+    "Resume",
+    "client_message_schema",
+    "parse_client_message",
+    "peek_request_id",
+]
 
 #: Largest id the database can hold (PostgreSQL bigint).
 MAX_ID = 2**63 - 1
 
-RequestId = StrictInt | Annotated[StrictStr, Field(max_length=64)]
+#: Longest string ``id``.
+MAX_REQUEST_ID_LENGTH = 64
+
+RequestId = int | Annotated[str, Meta(max_length=MAX_REQUEST_ID_LENGTH)]
+RowId = Annotated[int, Meta(ge=1, le=MAX_ID)]
+Position = Annotated[int, Meta(ge=0, le=POSITION_COUNT - 1)]
+CodeText = Annotated[str, Meta(max_length=64)]
+RulesLetter = Literal["E", "C", "e", "c"]
+InviteCode = Annotated[str, Meta(min_length=1, max_length=20)]
+ActionName = Literal["remove", "draw", "undo"]
+_CHOICES: Final = {
+    "action": "expected 'remove', 'draw' or 'undo'",
+    "rules": "expected 'E', 'C', 'e' or 'c'",
+}
 
 
 class ProtocolError(ValueError):
     """A client message that cannot be accepted.
 
     Attributes:
-        code: machine-readable reason: ``bad_json``, ``not_an_object``, ``unknown_type`` or
-            ``invalid_message``.
+        code: machine-readable reason: ``bad_json``, ``not_an_object``, ``unknown_type``,
+            ``invalid_message`` or ``bad_code``.
         message: a human-readable explanation naming the offending field or value.
         request_id: the message's ``id`` when it could be read, so the error can echo it.
     """
@@ -49,160 +95,183 @@ class ProtocolError(ValueError):
         self.request_id = request_id
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Message(
+    msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True, tag_field="type"
+):
+    """Common to every message: the optional ``id``; the ``type`` is the class's tag.
+
+    A member that parsing turns into an engine value is declared with its wire type for the
+    decoder (and the JSON Schema) and with its parsed type for type checkers; ``__post_init__``
+    converts it, whether the message was decoded or built in code with either form.
+    """
 
     id: RequestId | None = None
 
 
-class Hello(_Message):
+class Hello(_Message, tag="hello", frozen=True):
     """First message of a connection: authenticates with a player's bearer token."""
 
-    type: Literal["hello"]
-    token: Annotated[StrictStr, Field(min_length=1, max_length=200)]
-    locale: Annotated[StrictStr, Field(max_length=20)] | None = None
-    error_help: StrictBool = True
+    token: Annotated[str, Meta(min_length=1, max_length=200)]
+    locale: Annotated[str, Meta(max_length=20)] | None = None
+    error_help: bool = True
 
 
-class NewGame(_Message):
-    """Start a free-play game, of the given game code or a random deal."""
-
-    type: Literal["new_game"]
-    code: Annotated[StrictStr, Field(max_length=64)] | None = None
-    rules: Literal["E", "C", "e", "c"] | None = None
-
-    def rule_set(self) -> RuleSet:
-        """The rule set for a random deal (Easy unless ``rules`` says ``C``)."""
-        return RuleSet.CLASSIC if (self.rules or "E").upper() == "C" else RuleSet.EASY
-
-    def game_code(self) -> GameCode | None:
-        """The parsed game code, or None for a random deal.
-
-        Raises:
-            ProtocolError: ``bad_code`` naming the bad code.
-        """
-        return _parse_code(self.code, self.id)
+def _rule_set(rules: str | None) -> RuleSet:
+    return RuleSet.CLASSIC if rules in ("C", "c") else RuleSet.EASY
 
 
-def _parse_code(text: str | None, request_id: int | str | None) -> GameCode | None:
-    if text is None:
-        return None
+def _game_code(code: GameCode | str | None, request_id: int | str | None) -> GameCode | None:
+    if code is None or isinstance(code, GameCode):
+        return code
     try:
-        return GameCode.parse(text)
+        return GameCode.parse(code)
     except EngineError as exc:
         raise ProtocolError("bad_code", str(exc), request_id) from None
 
 
-class JoinDaily(_Message):
+class NewGame(_Message, tag="new_game", frozen=True):
+    """Start a free-play game: of the game ``code`` (which carries its own rule set), or else of
+    a random deal under ``rules`` (Easy unless ``C`` or ``c``).
+
+    Parsed, ``code`` is a :class:`GameCode` or None and ``rules`` a :class:`RuleSet`.
+
+    Raises:
+        ProtocolError: ``bad_code`` quoting a code that is not one.
+    """
+
+    if TYPE_CHECKING:
+        code: GameCode | None = None
+        rules: RuleSet = RuleSet.EASY
+    else:
+        code: CodeText | None = None
+        rules: RulesLetter | None = None
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "code", _game_code(self.code, self.id))
+        force_setattr(self, "rules", _rule_set(self.rules))
+
+
+class JoinDaily(_Message, tag="join_daily", frozen=True):
     """Create or resume the player's one attempt at today's daily challenge."""
 
-    type: Literal["join_daily"]
 
-
-class Resume(_Message):
+class Resume(_Message, tag="resume", frozen=True):
     """Get the current state of one of the player's games."""
 
-    type: Literal["resume"]
-    game_id: Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
+    game_id: RowId
 
 
-class ActionRequest(_Message):
-    """Play a removal, a draw or an undo; ``seq`` is the number of actions the client has seen."""
+_WIRE_ACTIONS: Final[dict[tuple[str, int | None], Action]] = {
+    **{("remove", pos): Action.remove(pos) for pos in range(POSITION_COUNT)},
+    ("draw", None): Action.draw(),
+    ("undo", None): Action.undo(),
+}
 
-    type: Literal["action"]
-    game_id: Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
-    seq: Annotated[StrictInt, Field(ge=0)]
-    action: Literal["remove", "draw", "undo"]
-    pos: Annotated[StrictInt, Field(ge=0, le=27)] | None = None
 
-    def engine_action(self) -> Action:
-        """The engine action this request asks for.
+class ActionRequest(_Message, tag="action", frozen=True):
+    """Play a removal, a draw or an undo; ``seq`` is the number of actions the client has seen.
 
-        Raises:
-            ProtocolError: ``invalid_message`` when ``pos`` is missing for a removal or given
-                for a draw or an undo.
-        """
-        kind = ActionKind(self.action)
-        if kind is ActionKind.REMOVE:
-            if self.pos is None:
+    ``action`` is ``remove`` (with ``pos``, 0..27), ``draw`` or ``undo`` (without ``pos``).
+    Parsed, ``action`` is the engine's :class:`Action` and ``pos`` its position (None for a draw
+    or an undo).
+
+    Raises:
+        ProtocolError: ``invalid_message`` when ``pos`` is missing for a removal or given for a
+            draw or an undo.
+    """
+
+    game_id: RowId
+    seq: Annotated[int, Meta(ge=0)]
+    if TYPE_CHECKING:
+        action: Action
+    else:
+        action: ActionName
+    pos: Position | None = None
+
+    def __post_init__(self) -> None:
+        action: Action | str = self.action
+        if isinstance(action, Action):
+            if self.pos is not None and self.pos != action.pos:
                 raise ProtocolError(
-                    "invalid_message", "action 'remove' needs 'pos' (0..27)", self.id
+                    "invalid_message", f"'pos' {self.pos} is not the action's", self.id
                 )
-            return Action.remove(self.pos)
-        if self.pos is not None:
-            raise ProtocolError(
-                "invalid_message", f"action {self.action!r} takes no 'pos'", self.id
-            )
-        return Action.draw() if kind is ActionKind.DRAW else Action.undo()
+            force_setattr(self, "pos", action.pos)
+            return
+        engine = _WIRE_ACTIONS.get((action, self.pos))
+        if engine is None:
+            raise ProtocolError("invalid_message", _action_problem(action, self.pos), self.id)
+        force_setattr(self, "action", engine)
 
 
-class Resign(_Message):
+def _action_problem(action: str, pos: int | None) -> str:
+    if action not in ("remove", "draw", "undo"):
+        return f"action: Invalid enum value {action!r}, {_CHOICES['action']}"
+    if action != "remove":
+        return f"action {action!r} takes no 'pos'"
+    if pos is None:
+        return "action 'remove' needs 'pos' (0..27)"
+    return f"pos: Expected `int` in 0..{POSITION_COUNT - 1}, got {pos!r}"
+
+
+class Resign(_Message, tag="resign", frozen=True):
     """Give up a game."""
 
-    type: Literal["resign"]
-    game_id: Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
+    game_id: RowId
 
 
-class RaceCreate(_Message):
-    """Open a race room (a random deal unless ``code`` is given); the sender hosts it."""
+class RaceCreate(_Message, tag="race_create", frozen=True):
+    """Open a race room on the game ``code`` (which carries its own rule set), or else on a
+    random deal under ``rules`` (Easy unless ``C`` or ``c``); the sender hosts it.
 
-    type: Literal["race_create"]
-    code: Annotated[StrictStr, Field(max_length=64)] | None = None
-    rules: Literal["E", "C", "e", "c"] | None = None
-    time_limit_s: Annotated[StrictInt, Field(ge=1, le=86_400)] | None = None
+    Parsed, ``code`` is a :class:`GameCode` or None and ``rules`` a :class:`RuleSet`.
 
-    def rule_set(self) -> RuleSet:
-        """The rule set for a random deal (Easy unless ``rules`` says ``C``)."""
-        return RuleSet.CLASSIC if (self.rules or "E").upper() == "C" else RuleSet.EASY
+    Raises:
+        ProtocolError: ``bad_code`` quoting a code that is not one.
+    """
 
-    def game_code(self) -> GameCode | None:
-        """The parsed game code, or None for a random deal.
+    if TYPE_CHECKING:
+        code: GameCode | None = None
+        rules: RuleSet = RuleSet.EASY
+    else:
+        code: CodeText | None = None
+        rules: RulesLetter | None = None
+    time_limit_s: Annotated[int, Meta(ge=1, le=86_400)] | None = None
 
-        Raises:
-            ProtocolError: ``bad_code`` naming the bad code.
-        """
-        return _parse_code(self.code, self.id)
-
-
-InviteCode = Annotated[StrictStr, Field(min_length=1, max_length=20)]
+    def __post_init__(self) -> None:
+        force_setattr(self, "code", _game_code(self.code, self.id))
+        force_setattr(self, "rules", _rule_set(self.rules))
 
 
-class RaceJoin(_Message):
+class RaceJoin(_Message, tag="race_join", frozen=True):
     """Take a seat in a race room by its invite code, or watch it (``watch``, or once started)."""
 
-    type: Literal["race_join"]
     invite: InviteCode
-    watch: StrictBool = False
+    watch: bool = False
 
 
-class RaceLeave(_Message):
+class RaceLeave(_Message, tag="race_leave", frozen=True):
     """Leave a race room (in a running race, this resigns the player's game)."""
 
-    type: Literal["race_leave"]
     invite: InviteCode
 
 
-class RaceStart(_Message):
+class RaceStart(_Message, tag="race_start", frozen=True):
     """The host starts the race: countdown, then the deal for everyone at once."""
 
-    type: Literal["race_start"]
     invite: InviteCode
 
 
-class Hint(_Message):
+class Hint(_Message, tag="hint", frozen=True):
     """Ask for the best next action (free play only; the game is marked as hinted)."""
 
-    type: Literal["hint"]
-    game_id: Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
+    game_id: RowId
 
 
-class Ping(_Message):
+class Ping(_Message, tag="ping", frozen=True):
     """Keep-alive; answered with ``pong``."""
 
-    type: Literal["ping"]
 
-
-ClientMessage = Annotated[
+ClientMessage = (
     Hello
     | NewGame
     | JoinDaily
@@ -214,10 +283,8 @@ ClientMessage = Annotated[
     | RaceLeave
     | RaceStart
     | Hint
-    | Ping,
-    Field(discriminator="type"),
-]
-_ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
+    | Ping
+)
 MESSAGE_TYPES = (
     "hello",
     "new_game",
@@ -233,13 +300,37 @@ MESSAGE_TYPES = (
     "ping",
 )
 
+_DECODER: Final = msgspec.json.Decoder(ClientMessage)
 
-def _describe(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors()[:3]:
-        loc = ".".join(str(p) for p in item["loc"][1:]) or "message"
-        parts.append(f"{loc}: {item['msg']}")
-    return "; ".join(parts)
+
+class _IdOnly(msgspec.Struct):
+    id: RequestId | None = None
+
+
+_ID_DECODER: Final = msgspec.json.Decoder(_IdOnly)
+
+
+def client_message_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of a client message, generated from the message classes.
+
+    Returns:
+        A schema whose top level is an ``anyOf`` of the twelve message types, with a
+        ``discriminator`` on ``type`` mapping each ``type`` value to its definition under
+        ``$defs`` (keyed by class name: ``Hello``, ``NewGame``, ...). Each definition lists its
+        members with their JSON types and bounds, the required ones, and
+        ``"additionalProperties": false``; ``ActionRequest`` adds, as ``if``/``then``/``else``,
+        that ``pos`` is required with ``"action": "remove"`` and must be absent or null
+        otherwise. One rule is checked by :func:`parse_client_message` only: a ``code`` must be
+        a valid game code (``bad_code``).
+    """
+    schema = msgspec.json.schema(ClientMessage)
+    schema["$defs"]["ActionRequest"]["if"] = {"properties": {"action": {"const": "remove"}}}
+    schema["$defs"]["ActionRequest"]["then"] = {
+        "required": ["pos"],
+        "properties": {"pos": {"type": "integer"}},
+    }
+    schema["$defs"]["ActionRequest"]["else"] = {"properties": {"pos": {"type": "null"}}}
+    return schema
 
 
 def parse_client_message(raw: str | bytes) -> ClientMessage:
@@ -255,27 +346,98 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
 
     Raises:
         ProtocolError: with code ``bad_json`` (not JSON), ``not_an_object``, ``unknown_type``
-            (missing or unknown ``type``) or ``invalid_message`` (a field missing, of the wrong
-            type, out of range, or not allowed), naming what was wrong.
+            (missing or unknown ``type``), ``invalid_message`` (a field missing, of the wrong
+            type, out of range, or not allowed, or a string that is not valid Unicode, naming
+            the field: ``"action: game_id: Expected `int`, got `str`"``) or ``bad_code`` (a
+            ``code`` that is not a game code). Checked in that order; every code but the first
+            two carries the message's ``id`` when it is a valid one.
     """
+    try:
+        return _DECODER.decode(raw)
+    except (msgspec.DecodeError, UnicodeError, RecursionError) as exc:
+        raise _refusal(raw, exc) from None
+
+
+def _refusal(raw: str | bytes, error: Exception) -> ProtocolError:
+    """The error for a frame the decoder refused, found in the order of the checks."""
     try:
         data: Any = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise ProtocolError("bad_json", f"message is not valid JSON: {exc}") from None
+        return ProtocolError("bad_json", f"message is not valid JSON: {exc}")
     if not isinstance(data, dict):
-        raise ProtocolError("not_an_object", "message must be a JSON object with a 'type'")
+        return ProtocolError("not_an_object", "message must be a JSON object with a 'type'")
     request_id = _id_of(data)
     kind = data.get("type")
     if kind not in MESSAGE_TYPES:
         shown = kind if isinstance(kind, str) and len(kind) <= 40 else None
         what = f"unknown message type {shown!r}" if shown is not None else "missing message 'type'"
-        raise ProtocolError(
+        return ProtocolError(
             "unknown_type", f"{what}; expected one of {', '.join(MESSAGE_TYPES)}", request_id
         )
-    try:
-        return _ADAPTER.validate_python(data)
-    except ValidationError as exc:
-        raise ProtocolError("invalid_message", f"{kind}: {_describe(exc)}", request_id) from None
+    cause = error.__cause__
+    if isinstance(cause, ProtocolError):
+        return cause
+    if isinstance(error, msgspec.ValidationError):
+        detail = _describe(str(error))
+    else:
+        detail = _not_json_value(data) or "message is not valid"
+    return ProtocolError("invalid_message", f"{kind}: {detail}", request_id)
+
+
+_AT = re.compile(r"^(?P<text>.*) - at `\$\.?(?P<path>.*)`$", re.DOTALL)
+_MISSING = re.compile(r"^Object missing required field `(?P<field>.*)`$", re.DOTALL)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>.*)`$", re.DOTALL)
+
+
+def _describe(error: str) -> str:
+    """``field: what was wrong`` for one of msgspec's validation messages."""
+    if match := _MISSING.match(error):
+        return f"{match['field']}: required field missing"
+    if match := _UNKNOWN.match(error):
+        return f"{match['field']}: unknown field, not allowed"
+    if match := _AT.match(error):
+        path, text = match["path"], match["text"]
+        if text.startswith("Invalid enum value") and path in _CHOICES:
+            text = f"{text}, {_CHOICES[path]}"
+        return f"{path}: {text}" if path else text
+    return error
+
+
+def _not_json_value(data: dict[str, Any]) -> str | None:
+    """``field: what was wrong`` for the first member the standard library reads but strict JSON
+    refuses: a string holding a lone surrogate, or NaN or Infinity."""
+    for key, value in data.items():
+        if _lone_surrogate(key):
+            return f"{key!r}: a member name is not valid Unicode (a lone surrogate)"
+        if _lone_surrogate(value):
+            return f"{key}: a string is not valid Unicode (a lone surrogate)"
+        if _non_finite(value):
+            return f"{key}: NaN and Infinity are not JSON numbers"
+    return None
+
+
+def _lone_surrogate(value: object) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, list):
+        return any(_lone_surrogate(item) for item in value)
+    if isinstance(value, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
+    return False
+
+
+def _non_finite(value: object) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list):
+        return any(_non_finite(item) for item in value)
+    if isinstance(value, dict):
+        return any(_non_finite(item) for item in value.values())
+    return False
 
 
 def _id_of(data: dict[str, Any]) -> int | str | None:
@@ -283,12 +445,18 @@ def _id_of(data: dict[str, Any]) -> int | str | None:
     rid = data.get("id")
     if isinstance(rid, bool) or not isinstance(rid, int | str):
         return None
-    return rid if not isinstance(rid, str) or len(rid) <= 64 else None
+    return rid if not isinstance(rid, str) or len(rid) <= MAX_REQUEST_ID_LENGTH else None
 
 
 def peek_request_id(raw: str | bytes) -> int | str | None:
     """The ``id`` of a frame that will not be handled (say, rate-limited), so its error can
     echo it; None when the frame is not a JSON object with a valid ``id``."""
+    try:
+        return _ID_DECODER.decode(raw).id
+    except msgspec.ValidationError:
+        return None
+    except (msgspec.DecodeError, UnicodeError, RecursionError):
+        pass
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):

@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
-from server.engine.cards import Card
+import msgspec
+
+from server.engine.cards import FULL_DECK, Card
 from server.engine.codes import GameCode
 from server.engine.errors import Locale, Rejection, blocked_notice, rejection_message
-from server.engine.game import Action, GameView, Status
+from server.engine.game import FACE_DOWN, Action, GameView, Status
 
 JSON = dict[str, Any]
 
@@ -73,15 +75,26 @@ _SERVICE_REJECTIONS = {
 }
 
 
-def encode(message: JSON) -> str:
+#: One encoder for every frame (msgspec: compact JSON, UTF-8 characters kept).
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode(message: Message) -> str:
     """The text frame for a message (compact JSON, UTF-8 characters kept; a string that is
     not valid Unicode, such as a lone surrogate echoed in an ``id``, is escaped instead)."""
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
     try:
-        text.encode("utf-8")
+        return _ENCODER.encode(message).decode()
     except UnicodeEncodeError:
-        text = json.dumps(message, separators=(",", ":"))
-    return text
+        return json.dumps(msgspec.to_builtins(message), separators=(",", ":"))
+
+
+#: What a STATE's tableau shows for each thing a view holds: a card's two characters, the
+#: face-down marker, or null for a removed card.
+_SHOWN_TEXT: dict[Card | str | None, str | None] = {
+    **{card: str(card) for card in FULL_DECK},
+    FACE_DOWN: FACE_DOWN,
+    None: None,
+}
 
 
 def _with_id(message: JSON, request_id: int | str | None) -> JSON:
@@ -90,36 +103,113 @@ def _with_id(message: JSON, request_id: int | str | None) -> JSON:
     return message
 
 
-def game_state(snapshot: GameSnapshot, locale: Locale) -> JSON:
+class _Reply(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="type"):
+    """A typed server message: its ``type`` is the class's tag, written first; ``id`` (the
+    request's, when it had one) is left out when None."""
+
+
+class GameState(msgspec.Struct, frozen=True, omit_defaults=True):
     """The STATE object: what the player may see of a game (never a face-down or stock card).
 
-    Shape: ``{game_id, mode, code (null for an open daily), rules, daily_date, race_id, seq, status,
-    score, moves, undos, stock_count, waste, tableau (28 × card | "down" | null), cards_left,
-    can_undo, elapsed_ms, message?}``.
+    ``code`` is null while the deal is secret (an open daily, a running race); ``tableau`` holds
+    28 entries, each a card (``"7H"``), ``"down"`` or null (removed); ``elapsed_ms`` is server
+    time; ``message`` (the blocked notice in the player's language) only on a blocked game.
     """
+
+    game_id: int
+    mode: str
+    code: str | None
+    rules: str
+    daily_date: str | None
+    race_id: int | None
+    seq: int
+    status: str
+    score: int
+    moves: int
+    undos: int
+    stock_count: int
+    waste: str | None
+    tableau: list[str | None]
+    cards_left: int
+    can_undo: bool
+    elapsed_ms: int
+    message: str | None = None
+
+
+class GameReply(_Reply, frozen=True, tag="game"):
+    """Reply to ``new_game``, ``join_daily``, ``resume`` and ``resign``."""
+
+    game: GameState
+    id: int | str | None = None
+
+
+class Accepted(_Reply, frozen=True, tag="accepted"):
+    """An action was applied and committed (or was an exact repeat of the last one)."""
+
+    game: GameState
+    id: int | str | None = None
+
+
+class Rejected(_Reply, frozen=True, tag="rejected"):
+    """An action was refused; nothing changed. ``message`` only with error help on."""
+
+    code: str
+    game: GameState
+    message: str | None = None
+    id: int | str | None = None
+
+
+class ErrorReply(_Reply, frozen=True, tag="error"):
+    """A request could not be handled: ``code`` (machine-readable) and ``message``."""
+
+    code: str
+    message: str
+    id: int | str | None = None
+
+
+class BusyReply(_Reply, frozen=True, tag="error"):
+    """``server_busy``: nothing was done; try again after ``retry_after_ms``."""
+
+    code: str
+    message: str
+    retry_after_ms: int
+    id: int | str | None = None
+
+
+class Pong(_Reply, frozen=True, tag="pong"):
+    """Reply to ``ping``."""
+
+    id: int | str | None = None
+
+
+#: A message as the outbox takes it: a typed reply, or a JSON-ready dict.
+Message = _Reply | JSON
+
+
+def game_state(snapshot: GameSnapshot, locale: Locale) -> GameState:
+    """The STATE of ``snapshot`` for a player whose language is ``locale`` (see
+    :class:`GameState`)."""
     view = snapshot.view
-    state: JSON = {
-        "game_id": snapshot.id,
-        "mode": snapshot.mode.value,
-        "code": str(snapshot.code) if snapshot.code_visible else None,
-        "rules": snapshot.code.rules.value,
-        "daily_date": snapshot.daily_date.isoformat() if snapshot.daily_date else None,
-        "race_id": snapshot.race_id,
-        "seq": snapshot.seq,
-        "status": view.status.value,
-        "score": view.score,
-        "moves": view.moves,
-        "undos": view.undos,
-        "stock_count": view.stock_count,
-        "waste": str(view.waste),
-        "tableau": [str(c) if isinstance(c, Card) else c for c in view.tableau],
-        "cards_left": view.cards_left,
-        "can_undo": view.can_undo,
-        "elapsed_ms": snapshot.elapsed_ms,
-    }
-    if view.status is Status.BLOCKED:
-        state["message"] = blocked_notice(locale)
-    return state
+    return GameState(
+        game_id=snapshot.id,
+        mode=snapshot.mode.value,
+        code=str(snapshot.code) if snapshot.code_visible else None,
+        rules=snapshot.code.rules.value,
+        daily_date=snapshot.daily_date.isoformat() if snapshot.daily_date else None,
+        race_id=snapshot.race_id,
+        seq=snapshot.seq,
+        status=view.status.value,
+        score=view.score,
+        moves=view.moves,
+        undos=view.undos,
+        stock_count=view.stock_count,
+        waste=_SHOWN_TEXT[view.waste],
+        tableau=[_SHOWN_TEXT[c] for c in view.tableau],
+        cards_left=view.cards_left,
+        can_undo=view.can_undo,
+        elapsed_ms=snapshot.elapsed_ms,
+        message=blocked_notice(locale) if view.status is Status.BLOCKED else None,
+    )
 
 
 def welcome(
@@ -140,14 +230,14 @@ def welcome(
     }
 
 
-def game(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> JSON:
+def game(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> GameReply:
     """Reply to ``new_game``, ``join_daily``, ``resume`` and ``resign``."""
-    return _with_id({"type": "game", "game": game_state(snapshot, locale)}, request_id)
+    return GameReply(game_state(snapshot, locale), request_id)
 
 
-def accepted(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> JSON:
+def accepted(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> Accepted:
     """An action was applied and committed (or was an exact repeat of the last one)."""
-    return _with_id({"type": "accepted", "game": game_state(snapshot, locale)}, request_id)
+    return Accepted(game_state(snapshot, locale), request_id)
 
 
 def rejected(
@@ -156,15 +246,10 @@ def rejected(
     locale: Locale,
     error_help: bool,
     request_id: int | str | None,
-) -> JSON:
+) -> Rejected:
     """An action was refused; nothing changed. ``message`` is sent only with error help on."""
-    message: JSON = {"type": "rejected", "code": code}
-    if error_help:
-        text = _rejection_text(code, locale)
-        if text:
-            message["message"] = text
-    message["game"] = game_state(snapshot, locale)
-    return _with_id(message, request_id)
+    text = _rejection_text(code, locale) if error_help else None
+    return Rejected(code, game_state(snapshot, locale), text or None, request_id)
 
 
 def _rejection_text(code: str, locale: Locale) -> str | None:
@@ -174,23 +259,21 @@ def _rejection_text(code: str, locale: Locale) -> str | None:
         return _SERVICE_REJECTIONS.get(code, {}).get(locale)
 
 
-def error(code: str, message: str, request_id: int | str | None = None) -> JSON:
+def error(code: str, message: str, request_id: int | str | None = None) -> ErrorReply:
     """A request could not be handled (malformed, unauthorized, unknown game, …)."""
-    return _with_id({"type": "error", "code": code, "message": message}, request_id)
+    return ErrorReply(code, message, request_id)
 
 
-def busy(message: str, retry_after_s: float, request_id: int | str | None = None) -> JSON:
+def busy(message: str, retry_after_s: float, request_id: int | str | None = None) -> BusyReply:
     """Too many players are arriving (or every database connection is taken): nothing was
     done; try again after ``retry_after_ms``. Shape: ``{type: "error", code: "server_busy",
     message, retry_after_ms, id?}``."""
-    reply = error("server_busy", message, request_id)
-    reply["retry_after_ms"] = int(retry_after_s * 1000)
-    return reply
+    return BusyReply("server_busy", message, int(retry_after_s * 1000), request_id)
 
 
-def pong(request_id: int | str | None) -> JSON:
+def pong(request_id: int | str | None) -> Pong:
     """Reply to ``ping``."""
-    return _with_id({"type": "pong"}, request_id)
+    return Pong(request_id)
 
 
 def iso_time(when: dt.datetime | None) -> str | None:
@@ -358,7 +441,7 @@ def race(
     now: dt.datetime,
     *,
     racer: bool,
-    game: JSON | None,
+    game: GameState | None,
     request_id: int | str | None,
 ) -> JSON:
     """Reply to ``race_create``, ``race_join`` and ``race_start``: the room, the sender's role,
@@ -383,24 +466,55 @@ def race_room(room: RoomView, now: dt.datetime) -> JSON:
     return {"type": "race_room", "race": room_state(room, now)}
 
 
-def race_go(invite: str, game: JSON) -> JSON:
+def race_go(invite: str, game: GameState) -> JSON:
     """Pushed to each racer when the countdown ends: the deal, the same for everyone."""
     return {"type": "race_go", "invite": invite, "game": game}
 
 
-def race_progress(invite: str, event: dict[str, Any]) -> JSON:
+class ProgressView(Protocol):
+    """What the encoder needs of a racer's progress."""
+
+    @property
+    def player_id(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def cards_left(self) -> int: ...
+    @property
+    def score(self) -> int: ...
+    @property
+    def moves(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def elapsed_ms(self) -> int: ...
+
+
+class RaceProgress(_Reply, frozen=True, tag="race_progress"):
     """Pushed after every accepted action of a racer: their progress (never their cards)."""
-    return {
-        "type": "race_progress",
-        "invite": invite,
-        "player_id": event["player_id"],
-        "seq": event["seq"],
-        "cards_left": event["cards_left"],
-        "score": event["score"],
-        "moves": event["moves"],
-        "status": event["status"],
-        "elapsed_ms": event["elapsed_ms"],
-    }
+
+    invite: str
+    player_id: int
+    seq: int
+    cards_left: int
+    score: int
+    moves: int
+    status: str
+    elapsed_ms: int
+
+
+def race_progress(invite: str, event: ProgressView) -> RaceProgress:
+    """Pushed after every accepted action of a racer: their progress (never their cards)."""
+    return RaceProgress(
+        invite,
+        event.player_id,
+        event.seq,
+        event.cards_left,
+        event.score,
+        event.moves,
+        event.status,
+        event.elapsed_ms,
+    )
 
 
 def race_results(room: RoomView, now: dt.datetime) -> JSON:

@@ -44,7 +44,7 @@ from server.storage.commits import (
     GameMovedOn,
     GroupCommitter,
 )
-from server.storage.events import publish
+from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
 
@@ -564,12 +564,12 @@ class GameService:
             NotFoundError, ForbiddenError: unknown or someone else's game.
             UnavailableError: the database failed; nothing was applied.
         """
-        # Once the game is locked, the action runs to its end even if the caller is cancelled
+        # Once its write is queued, the action runs to its end even if the caller is cancelled
         # (a client vanishing), and the lock is released only then: the next request on the
-        # game waits for the commit's outcome instead of racing it.
+        # game waits for the commit's outcome instead of racing it (see _act_locked).
         async with self._locked(player_id, game_id) as live:
             if seq == live.game.seq:
-                result = await _to_completion(self._act_locked(live, seq, action, last_try=False))
+                result = await self._act_locked(live, seq, action, last_try=False)
                 if result is not None:
                     return result
         # A mismatch, or a copy found behind its stored row when writing, is answered from the
@@ -577,7 +577,7 @@ class GameService:
         # exact repeat of the action that moved it is then acknowledged, as on any process).
         await self._refresh(game_id)
         async with self._locked(player_id, game_id) as live:
-            result = await _to_completion(self._act_locked(live, seq, action, last_try=True))
+            result = await self._act_locked(live, seq, action, last_try=True)
             assert result is not None
             return result
 
@@ -585,7 +585,11 @@ class GameService:
         self, live: _LiveGame, seq: int, action: Action, *, last_try: bool
     ) -> ActionResult | None:
         """Apply ``action`` to a locked game; None when the write found the stored row moved on
-        and this is not the ``last_try`` (the caller reloads and tries again)."""
+        and this is not the ``last_try`` (the caller reloads and tries again).
+
+        Once the write is queued, a cancellation of the caller waits for the commit's outcome,
+        which the cached game then follows (moved on, or reloaded next time), and is raised
+        after that: a commit is never left unaccounted for."""
         game = live.game
         self._check_started(live)
         if seq != game.seq:
@@ -623,8 +627,32 @@ class GameService:
             event=self._progress_event(live, trial, now),
             pinned_today=None if live.daily_date is None else self._daily.pinned_today(),
         )
+        stored = self._committer.submit(write)
+        cancelled = await _settled(stored)
         try:
-            await self._committer.write(write)
+            result = await self._after_write(
+                live, trial, applied, (finished_at, elapsed), stored, last_try=last_try
+            )
+        finally:
+            if cancelled:
+                raise asyncio.CancelledError
+        return result
+
+    async def _after_write(
+        self,
+        live: _LiveGame,
+        trial: Game,
+        applied: AppliedAction,
+        ending: tuple[dt.datetime | None, int | None],
+        stored: asyncio.Future[None],
+        *,
+        last_try: bool,
+    ) -> ActionResult | None:
+        """The result of an action whose write is settled (``stored`` done): the cached game
+        moves on to ``trial`` (ending at ``ending``: finish time, elapsed ms) when it was
+        committed; see :meth:`_act_locked`."""
+        try:
+            stored.result()
         except DailyClosed:
             assert live.daily_date is not None
             self._daily.note_closed(live.daily_date)
@@ -646,8 +674,9 @@ class GameService:
             self._forget(live.id)  # the commit's fate is unknown: reload on next use
             raise database_failure(exc) from exc
         live.game = trial
-        live.finished_at, live.elapsed_ms = finished_at, elapsed
-        await self._notify_race_ended(live)
+        live.finished_at, live.elapsed_ms = ending
+        if live.race is not None and trial.is_over:  # the race hears of it, come what may
+            await _to_completion(self._notify_race_ended(live))
         return ActionResult(Outcome.ACCEPTED, self._snapshot(live), applied=applied)
 
     async def resign(self, player_id: int, game_id: int) -> GameSnapshot:
@@ -775,24 +804,21 @@ class GameService:
         """Whether a race game's time is up (its race may not be marked finished yet)."""
         return live.race is not None and self._clock.now() >= live.race.ends_at
 
-    def _progress_event(
-        self, live: _LiveGame, game: Game, now: dt.datetime
-    ) -> dict[str, object] | None:
+    def _progress_event(self, live: _LiveGame, game: Game, now: dt.datetime) -> RaceProgress | None:
         """A race game's progress, for every process to pass on (never its cards)."""
         if live.race is None:
             return None
-        return {
-            "kind": "race_progress",
-            "race_id": live.race.race_id,
-            "player_id": live.player_id,
-            "game_id": live.id,
-            "seq": game.seq,
-            "cards_left": game.cards_left,
-            "score": game.score,
-            "moves": game.moves,
-            "status": game.status.value,
-            "elapsed_ms": elapsed_ms(live.created_at, now),
-        }
+        return RaceProgress(
+            race_id=live.race.race_id,
+            player_id=live.player_id,
+            game_id=live.id,
+            seq=game.seq,
+            cards_left=game.cards_left,
+            score=game.score,
+            moves=game.moves,
+            status=game.status.value,
+            elapsed_ms=elapsed_ms(live.created_at, now),
+        )
 
     def _closed(self, live: _LiveGame) -> bool:
         """Whether a daily game's date is known to be over (the database's clock decides each
@@ -972,6 +998,21 @@ class _Conflict(Exception):
 
 class _DateClosed(Exception):
     """A daily game was not stored: its date is over by the database's clock."""
+
+
+async def _settled(future: asyncio.Future[None]) -> bool:
+    """Wait until ``future`` is done (its result or exception left in it), even through
+    cancellations of the caller; returns whether the caller was cancelled meanwhile (the
+    cancellation is then the caller's to raise once it has dealt with the outcome)."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)  # a future, not a coroutine: no task is made
+        except asyncio.CancelledError:
+            cancelled = cancelled or not future.cancelled()
+        except Exception:  # left in the future for the caller
+            break
+    return cancelled
 
 
 async def _to_completion(work: Coroutine[Any, Any, T]) -> T:

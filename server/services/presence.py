@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from server.services.clock import Clock
 from server.services.errors import ServiceError, database_failure
 from server.services.games import GameService
-from server.storage.events import publish
+from server.storage.events import RaceRoomChanged, publish
 from server.storage.models import (
     Game,
     Race,
@@ -275,10 +275,7 @@ async def announce(session: AsyncSession, race: Race) -> None:
 async def publish_room(session: AsyncSession, race: Race) -> None:
     """Announce the room as it is (``race_room``, with its version), in the caller's
     transaction."""
-    await publish(
-        session,
-        {"kind": "race_room", "race_id": race.id, "invite": race.invite, "version": race.version},
-    )
+    await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
 
 
 async def _drop_connection(session: AsyncSession, race_id: int, connection: Connection) -> None:

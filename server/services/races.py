@@ -54,7 +54,7 @@ from server.services.presence import (
     publish_room,
     unfollow_one,
 )
-from server.storage.events import publish
+from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted, publish
 from server.storage.models import Game as GameRow
 from server.storage.models import Player, Race, RacePlayer, RacePresence
 
@@ -455,15 +455,7 @@ class RaceService:
                 race.starts_at, race.ends_at = starts_at, ends_at
                 race.version += 1
                 await publish(
-                    session,
-                    {
-                        "kind": "race_start",
-                        "race_id": race.id,
-                        "invite": race.invite,
-                        "version": race.version,
-                        "starts_at": starts_at.isoformat(),
-                        "games": {str(pid): gid for pid, gid in games.items()},
-                    },
+                    session, RaceStarted(race.id, race.invite, race.version, starts_at, games)
                 )
                 await session.commit()
                 return await self._room(session, race)
@@ -562,15 +554,7 @@ class RaceService:
             race.finished_at = min(now, race.ends_at)
             race.results = results
             race.version += 1
-            await publish(
-                session,
-                {
-                    "kind": "race_finished",
-                    "race_id": race.id,
-                    "invite": race.invite,
-                    "version": race.version,
-                },
-            )
+            await publish(session, RaceFinished(race.id, race.invite, race.version))
             await session.commit()
             log.info("race %s finished", race.invite)
             return True
@@ -585,19 +569,18 @@ class RaceService:
                 )
             ).all()
             stale = (
-                await session.scalars(
+                await session.execute(
                     update(Race)
                     .where(
                         Race.status == "lobby",
                         Race.created_at <= now - dt.timedelta(seconds=self.limits.lobby_ttl_s),
                     )
                     .values(status="closed", finished_at=now, version=Race.version + 1)
-                    .returning(Race.id)
+                    .returning(Race.id, Race.invite)
                 )
             ).all()
-            for race_id in stale:
-                invite = await session.scalar(select(Race.invite).where(Race.id == race_id))
-                await publish(session, {"kind": "race_room", "race_id": race_id, "invite": invite})
+            for race_id, invite in stale:
+                await publish(session, RaceRoomChanged(race_id, invite))
             await session.commit()
         for race_id in due:  # one locked race holds up only itself
             try:

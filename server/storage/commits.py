@@ -10,6 +10,25 @@ coming and gives it back to the pool after a quiet moment or a failure. Each cal
 only after that commit; a write whose game had moved on is answered with :class:`GameMovedOn`
 and changes nothing.
 
+The batch goes to the database through the asyncpg connection under the engine's, as one
+array per column and the notification channel ($1..$19), not through SQLAlchemy's statement
+execution, whose own cost per statement outweighs the rest of a batch of one or a few writes
+(human-pace play; ``benchmarks/group_commit.py``: client CPU per batch of one write about
+360 µs through SQLAlchemy, about 160 µs this way). Reached directly, PostgreSQL gets the
+statement prepared once per connection (kept with the pool's record of that connection, so it
+outlives the writer's quiet moments) and executed with each batch's arrays. Behind a
+connection pooler in transaction mode no prepared statement may outlive its statement (see
+:data:`server.storage.db.TRANSACTION_POOLER_CONNECT_ARGS`): there the statement is sent
+unnamed with each batch, parsed, bound and run in one message sequence. Which of the two
+follows the driver's own rule: asyncpg names statements only while its statement cache is on,
+and :func:`server.storage.db.create_engine` turns it off for a transaction pooler.
+
+The driver's errors reach callers as the SQLAlchemy exceptions the engine raises for them,
+with no parameter values in their messages (:func:`database_error`), so a failed batch looks
+the same whichever way it was sent. After a failed batch the writer lets go of its connection
+(discarded when the driver saw it close) and of the statement prepared on it: the next batch
+takes a pre-pinged connection and prepares again.
+
 A game row locked by another transaction (a slow statement, a stuck session) holds up only
 that game's writes: the statement skips rows it cannot lock at once (``SKIP LOCKED``), stores
 the rest of the batch, and the skipped writes are tried again in later batches (after 10 ms,
@@ -26,15 +45,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
+import asyncpg
+from sqlalchemy.exc import (
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    ProgrammingError,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from server.storage.events import CHANNEL, MAX_PAYLOAD, EventTooLargeError
+from server.storage.events import CHANNEL, Event, encode_event
 
 log = logging.getLogger(__name__)
 
@@ -42,21 +69,18 @@ log = logging.getLogger(__name__)
 #: sees it: the one clock every process's daily boundary follows.
 DATABASE_TODAY_SQL = "(statement_timestamp() AT TIME ZONE 'UTC')::date"
 
-# One statement for a whole batch: move each game row on (only if it still has the expected
-# seq and status), log the actions of the rows that moved, publish their events. Run alone (no
-# BEGIN/COMMIT around it) it is its own transaction: all of it commits, or none of it.
-_COMMIT_BATCH = text(
-    f"""
+#: One statement for a whole batch: move each game row on (only if it still has the expected
+#: seq and status), log the actions of the rows that moved, publish their events. Run alone (no
+#: BEGIN/COMMIT around it) it is its own transaction: all of it commits, or none of it. Its
+#: parameters are one array per column of the batch, in the order of ``unnest`` ($1..$18, see
+#: :func:`_arguments`), and the notification channel ($19).
+COMMIT_BATCH_SQL = f"""
     WITH v AS (
         SELECT * FROM unnest(
-               CAST(:game_id AS bigint[]), CAST(:expected AS integer[]), CAST(:seq AS integer[]),
-               CAST(:status AS text[]), CAST(:score AS integer[]), CAST(:moves AS integer[]),
-               CAST(:undos AS integer[]), CAST(:finished_at AS timestamptz[]),
-               CAST(:elapsed_ms AS bigint[]), CAST(:cards_left AS smallint[]),
-               CAST(:expected_status AS text[]), CAST(:kind AS text[]), CAST(:pos AS smallint[]),
-               CAST(:card AS text[]), CAST(:score_after AS integer[]),
-               CAST(:created_at AS timestamptz[]), CAST(:event AS text[]),
-               CAST(:pinned_today AS date[])
+               $1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::integer[],
+               $6::integer[], $7::integer[], $8::timestamptz[], $9::bigint[], $10::smallint[],
+               $11::text[], $12::text[], $13::smallint[], $14::text[], $15::integer[],
+               $16::timestamptz[], $17::text[], $18::date[]
              ) AS v(game_id, expected, seq, status, score, moves, undos, finished_at, elapsed_ms,
                     cards_left, expected_status, kind, pos, card, score_after, created_at, event,
                     pinned_today)
@@ -81,7 +105,7 @@ _COMMIT_BATCH = text(
         SELECT v.game_id, v.seq, v.kind, v.pos, v.card, v.score_after, v.created_at
           FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
     ), published AS (
-        SELECT count(pg_notify(:channel, v.event)) AS n
+        SELECT count(pg_notify($19, v.event)) AS n
           FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
          WHERE v.event IS NOT NULL
     )
@@ -93,7 +117,66 @@ _COMMIT_BATCH = text(
      WHERE NOT EXISTS (SELECT 1 FROM checked WHERE checked.game_id = v.game_id)
        AND EXISTS (SELECT 1 FROM games AS g WHERE g.id = v.game_id)
     """
+
+#: The SQLAlchemy exception each error of the driver is raised as (the first entry it is an
+#: instance of wins): the ones the engine raises for the same errors, so that callers handle
+#: a failed batch as they handle any other failed statement.
+DRIVER_ERRORS: tuple[tuple[type[Exception], type[DBAPIError]], ...] = (
+    (asyncpg.IntegrityConstraintViolationError, IntegrityError),
+    (asyncpg.InvalidCachedStatementError, NotSupportedError),
+    (asyncpg.SyntaxOrAccessError, ProgrammingError),
+    (asyncpg.InternalServerError, InternalError),
+    (asyncpg.PostgresError, DBAPIError),
+    (asyncpg.InterfaceError, InterfaceError),
+    (asyncpg.InternalClientError, InternalError),
 )
+
+
+class DriverError(Exception):
+    """An error of the database driver, as the ``orig`` of the SQLAlchemy exception it is
+    raised as (the engine's own errors have one like it): the driver's message without the
+    values it may quote (the failing row of a broken constraint, a parameter it could not
+    use), which may hold a secret deal's cards.
+
+    Attributes:
+        sqlstate / pgcode: the error's SQLSTATE (None for the driver's own errors).
+    """
+
+    def __init__(self, message: str, sqlstate: str | None) -> None:
+        super().__init__(message)
+        self.sqlstate = self.pgcode = sqlstate
+
+
+def database_error(
+    exc: Exception, statement: str, *, connection_invalidated: bool = False
+) -> DBAPIError:
+    """The SQLAlchemy exception to raise for an error of the driver (see
+    :data:`DRIVER_ERRORS`), its message free of values: the driver's message without the
+    failing row it may add, and a data error's (an argument the driver could not encode, a
+    value the database refused) cut at its first colon, after which it quotes the value.
+
+    Raised from the driver's exception, it shows that in tracebacks as the engine's errors do
+    (with the failing row of a broken constraint, as theirs); raised from None for a data
+    error.
+
+    Args:
+        exc: an ``asyncpg.PostgresError``, ``asyncpg.InterfaceError`` or
+            ``asyncpg.InternalClientError``.
+        statement: the SQL that failed (its parameters are never shown).
+        connection_invalidated: the connection was lost with it.
+    """
+    kind = next((kind for driver, kind in DRIVER_ERRORS if isinstance(exc, driver)), DBAPIError)
+    message = str(exc.args[0]) if exc.args else type(exc).__name__
+    if isinstance(exc, asyncpg.DataError):
+        message = message.split(":", 1)[0]
+    orig = DriverError(f"{type(exc).__name__}: {message}", getattr(exc, "sqlstate", None))
+    return kind(
+        statement,
+        None,
+        orig,
+        hide_parameters=True,
+        connection_invalidated=connection_invalidated,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +210,7 @@ class ActionWrite:
     elapsed_ms: int | None
     cards_left: int
     expected_status: str = "playing"
-    event: dict[str, Any] | None = None
+    event: Event | None = None
     pinned_today: dt.date | None = None
 
 
@@ -161,6 +244,32 @@ class _Pending:
 #: First and longest wait before a write whose game row was locked is tried again.
 BUSY_RETRY_S = (0.01, 0.25)
 
+#: Where a connection's prepared batch statement is kept: the pool's record of the connection
+#: (``info``), which the pool empties when it replaces the connection.
+_PREPARED_KEY = "tripeaks.group_commit.prepared"
+
+
+@dataclass(slots=True, eq=False)
+class _Link:
+    """The writer's connection while it holds one.
+
+    Attributes:
+        conn: the engine's connection, checked out of its pool.
+        driver: the ``asyncpg.Connection`` under it, which the batches are sent on.
+        named: whether the batch statement is prepared on it and kept (asyncpg's statement
+            cache on: PostgreSQL reached directly) rather than sent unnamed with each batch (a
+            transaction pooler).
+        prepared: the batch statement prepared on ``driver``, once it is.
+        info: the pool's record of the connection, where ``prepared`` is kept between
+            check-outs.
+    """
+
+    conn: AsyncConnection
+    driver: Any
+    named: bool
+    prepared: Any
+    info: dict[Any, Any]
+
 
 class GroupCommitter:
     """Batches :class:`ActionWrite`\\ s into shared transactions.
@@ -171,6 +280,12 @@ class GroupCommitter:
         idle_s: seconds without writes after which the writer gives its connection back.
         timeout_s: how long a write whose game row is locked by another transaction keeps
             being tried before it fails with :class:`GameBusy`.
+
+    Attributes:
+        batches: batches committed.
+        writes: writes answered by a committed batch (stored, closed or moved on).
+        prepares: times the batch statement was prepared (once per connection, and again
+            after a failed batch).
     """
 
     def __init__(
@@ -190,6 +305,7 @@ class GroupCommitter:
         self._retrying: set[_Pending] = set()
         self.batches = 0
         self.writes = 0
+        self.prepares = 0
 
     @property
     def timeout_s(self) -> float:
@@ -206,18 +322,31 @@ class GroupCommitter:
             GameBusy: the game's row stayed locked by another transaction for ``timeout_s``;
                 nothing was stored.
             EventTooLargeError: the event does not fit a NOTIFY payload.
-            sqlalchemy.exc.SQLAlchemyError, OSError: the batch's transaction failed; nothing
-                of it was stored.
+            sqlalchemy.exc.SQLAlchemyError: the batch's transaction failed; nothing of it was
+                stored. The database's or the driver's errors are the ``DBAPIError`` the engine
+                raises for them (see :func:`database_error`): ``IntegrityError`` for a broken
+                constraint, ``InterfaceError`` for what the driver refuses (a connection it
+                has closed), ``DBAPIError`` for the rest (``connection_invalidated`` when the
+                connection was lost); its ``orig`` is a :class:`DriverError` and its message
+                holds no parameter values. Taking a connection fails as the engine does
+                (``OperationalError``, the pool's ``TimeoutError``).
+            OSError: the connection to the database failed; nothing of the batch was stored.
         """
-        event = None
-        if write.event is not None:
-            event = json.dumps(write.event, separators=(",", ":"))
-            if len(event.encode()) > MAX_PAYLOAD:
-                raise EventTooLargeError(f"event of {len(event)} bytes")
+        await self.submit(write)
+
+    def submit(self, write: ActionWrite) -> asyncio.Future[None]:
+        """Queue one action for storing; the future is done once it is committed or failed,
+        with the outcomes and errors of :meth:`write`. Cancelling the future does not take
+        the write back once its batch is sent.
+
+        Raises:
+            EventTooLargeError: the event does not fit a NOTIFY payload (nothing is queued).
+        """
+        event = None if write.event is None else encode_event(write.event)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._enqueue(_Pending(write, event, future, loop.time() + self._timeout_s))
-        await future
+        return future
 
     def _enqueue(self, pending: _Pending) -> None:
         """Queue a write for the writer task (started when it is not running)."""
@@ -267,13 +396,13 @@ class GroupCommitter:
     async def _run(self) -> None:
         assert self._queue is not None
         queue = self._queue
-        conn: AsyncConnection | None = None
+        link: _Link | None = None
         carried: _Pending | None = None
         try:
             while True:
                 if carried is not None:
                     first, carried = carried, None
-                elif conn is None:
+                elif link is None:
                     first = await queue.get()
                 else:
                     try:
@@ -282,24 +411,23 @@ class GroupCommitter:
                         async with asyncio.timeout(self._idle_s):
                             first = await queue.get()
                     except TimeoutError:  # idle: give the connection back
-                        await self._release(conn)
-                        conn = None
+                        await self._release(link.conn)
+                        link = None
                         continue
                 batch, carried = self._batch(first, queue)
                 try:
-                    if conn is not None and await self._closed(conn):
+                    if link is not None and link.driver.is_closed():
                         # The server went away while the writer held it (a database restart):
                         # nothing of this batch was sent, so it goes to a fresh connection.
-                        await conn.invalidate()
-                        await self._release(conn)
-                        conn = None
-                    if conn is None:
-                        conn = await self._engine.connect()
-                        await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    stored = await self._commit(conn, batch)
+                        await link.conn.invalidate()
+                        await self._release(link.conn)
+                        link = None
+                    if link is None:
+                        link = await self._connect()
+                    stored = await self._commit(link, batch)
                 except asyncio.CancelledError:
-                    if conn is not None:  # cancelled mid-statement: its state is unknown
-                        await conn.invalidate()
+                    if link is not None:  # cancelled mid-statement: its state is unknown
+                        await link.conn.invalidate()
                     for pending in [*batch, *([carried] if carried else [])]:
                         pending.future.cancel()
                     raise
@@ -307,9 +435,12 @@ class GroupCommitter:
                     for pending in batch:
                         if not pending.future.done():
                             pending.future.set_exception(exc)
-                    if conn is not None:  # take a fresh (pre-pinged) connection next time
-                        await self._release(conn)
-                        conn = None
+                    if link is not None:  # take a fresh (pre-pinged) connection next time
+                        link.info.pop(_PREPARED_KEY, None)
+                        if link.driver.is_closed():
+                            await link.conn.invalidate()
+                        await self._release(link.conn)
+                        link = None
                     continue
                 self.batches += 1
                 for pending in batch:
@@ -327,8 +458,8 @@ class GroupCommitter:
                     else:
                         pending.future.set_exception(GameMovedOn(pending.write.game_id))
         finally:
-            if conn is not None:
-                await self._release(conn)
+            if link is not None:
+                await self._release(link.conn)
 
     def _batch(
         self, first: _Pending, queue: asyncio.Queue[_Pending]
@@ -346,12 +477,29 @@ class GroupCommitter:
             batch.append(pending)
         return batch, None
 
-    @staticmethod
-    async def _closed(conn: AsyncConnection) -> bool:
-        """Whether the driver has seen the server close the writer's connection."""
-        raw = await conn.get_raw_connection()
+    async def _connect(self) -> _Link:
+        """Check a connection out of the engine's pool for the writer, with the batch statement
+        prepared on it earlier, if it was."""
+        conn = await self._engine.connect()
+        try:
+            # Nothing of SQLAlchemy's opens a transaction on it: each batch is its own.
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            raw = await conn.get_raw_connection()
+        except asyncio.CancelledError:
+            await conn.invalidate()
+            raise
+        except Exception:
+            await self._release(conn)
+            raise
         driver = raw.driver_connection
-        return driver is None or bool(driver.is_closed())
+        assert driver is not None  # a connection just checked out is attached to its driver
+        # asyncpg names its statements only while its statement cache is on; create_engine
+        # turns it off for a transaction pooler (TRANSACTION_POOLER_CONNECT_ARGS).
+        config = getattr(driver, "_config", None)
+        named = getattr(config, "statement_cache_size", 0) > 0
+        kept = raw.info.get(_PREPARED_KEY)
+        prepared = kept[1] if named and kept is not None and kept[0] is driver else None
+        return _Link(conn, driver, named, prepared, raw.info)
 
     @staticmethod
     async def _release(conn: AsyncConnection) -> None:
@@ -361,34 +509,60 @@ class GroupCommitter:
         except Exception:
             log.warning("group commit: closing its connection failed", exc_info=True)
 
-    @staticmethod
-    async def _commit(conn: AsyncConnection, batch: list[_Pending]) -> dict[int, str]:
+    async def _commit(self, link: _Link, batch: Sequence[_Pending]) -> dict[int, str]:
         """Store one batch in one statement (its own transaction); returns each game's outcome:
         ``stored``, ``closed`` (a daily whose date is over), ``busy`` (its row was locked by
-        another transaction: nothing of it was stored), or nothing (its row had moved on)."""
-        writes = [pending.write for pending in batch]
-        result = await conn.execute(
-            _COMMIT_BATCH,
-            {
-                "game_id": [w.game_id for w in writes],
-                "expected": [w.expected_seq for w in writes],
-                "seq": [w.seq for w in writes],
-                "status": [w.status for w in writes],
-                "score": [w.score for w in writes],
-                "moves": [w.moves for w in writes],
-                "undos": [w.undos for w in writes],
-                "finished_at": [w.finished_at for w in writes],
-                "elapsed_ms": [w.elapsed_ms for w in writes],
-                "cards_left": [w.cards_left for w in writes],
-                "expected_status": [w.expected_status for w in writes],
-                "kind": [w.kind for w in writes],
-                "pos": [w.pos for w in writes],
-                "card": [w.card for w in writes],
-                "score_after": [w.score_after for w in writes],
-                "created_at": [w.at for w in writes],
-                "event": [pending.event for pending in batch],
-                "pinned_today": [w.pinned_today for w in writes],
-                "channel": CHANNEL,
-            },
-        )
-        return {row[0]: str(row[1]) for row in result}
+        another transaction: nothing of it was stored), or nothing (its row had moved on).
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: the driver's error, as :func:`database_error` makes it.
+            OSError: the connection failed.
+        """
+        arguments = _arguments(batch)
+        try:
+            if not link.named:
+                # With asyncpg's statement cache off this is an unnamed statement, parsed,
+                # bound and run in one message sequence.
+                rows = await link.driver.fetch(COMMIT_BATCH_SQL, *arguments)
+            else:
+                if link.prepared is None:
+                    link.prepared = await link.driver.prepare(COMMIT_BATCH_SQL)
+                    link.info[_PREPARED_KEY] = (link.driver, link.prepared)
+                    self.prepares += 1
+                rows = await link.prepared.fetch(*arguments)
+        except asyncpg.DataError as exc:  # its message quotes the value: not shown
+            raise database_error(
+                exc, COMMIT_BATCH_SQL, connection_invalidated=link.driver.is_closed()
+            ) from None
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
+            raise database_error(
+                exc, COMMIT_BATCH_SQL, connection_invalidated=link.driver.is_closed()
+            ) from exc
+        return {row[0]: row[1] for row in rows}
+
+
+def _arguments(batch: Sequence[_Pending]) -> list[Any]:
+    """The batch statement's parameters: one array per column, in the order of ``unnest`` in
+    :data:`COMMIT_BATCH_SQL`, then the notification channel."""
+    writes = [pending.write for pending in batch]
+    return [
+        [w.game_id for w in writes],
+        [w.expected_seq for w in writes],
+        [w.seq for w in writes],
+        [w.status for w in writes],
+        [w.score for w in writes],
+        [w.moves for w in writes],
+        [w.undos for w in writes],
+        [w.finished_at for w in writes],
+        [w.elapsed_ms for w in writes],
+        [w.cards_left for w in writes],
+        [w.expected_status for w in writes],
+        [w.kind for w in writes],
+        [w.pos for w in writes],
+        [w.card for w in writes],
+        [w.score_after for w in writes],
+        [w.at for w in writes],
+        [pending.event for pending in batch],
+        [w.pinned_today for w in writes],
+        CHANNEL,
+    ]

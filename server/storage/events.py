@@ -3,18 +3,22 @@
 An event is published inside the transaction that makes the change it reports, so it is
 delivered exactly when (and only if) that transaction commits, to every process listening,
 the publishing one included.
+
+Events are typed: one :class:`msgspec.Struct` per ``kind``, encoded as a JSON object whose
+``kind`` names it, and decoded back into its type by the listener (a payload that is no known
+event is logged and dropped). Every event concerns one race (``race_id``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import asyncpg
+import msgspec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -26,7 +30,78 @@ CHANNEL = "tripeaks_events"
 #: PostgreSQL refuses NOTIFY payloads of 8000 bytes or more.
 MAX_PAYLOAD = 7900
 
-Event = dict[str, Any]
+
+class _Event(msgspec.Struct, frozen=True, tag_field="kind"):
+    race_id: int
+
+
+class RaceProgress(_Event, frozen=True, tag="race_progress"):
+    """A racer's accepted action (never their cards): their game's counters after it;
+    ``status`` is the engine's (``playing``, ``won``, ``blocked``, ``resigned``),
+    ``elapsed_ms`` server time since the game began."""
+
+    player_id: int
+    game_id: int
+    seq: int
+    cards_left: int
+    score: int
+    moves: int
+    status: str
+    elapsed_ms: int
+
+
+class RaceRoomChanged(_Event, frozen=True, tag="race_room"):
+    """Something about the room changed (seats, presence, host, status): re-read it.
+    ``version`` is the room's after the change (None from a sweep that closed a lobby)."""
+
+    invite: str
+    version: int | None = None
+
+
+class RaceStarted(_Event, frozen=True, tag="race_start"):
+    """The host started the race: the deal is released at ``starts_at`` (UTC); ``games``
+    maps each racer's player id to their game id."""
+
+    invite: str
+    version: int
+    starts_at: dt.datetime
+    games: dict[int, int]
+
+
+class RaceFinished(_Event, frozen=True, tag="race_finished"):
+    """The race is over and its results are stored."""
+
+    invite: str
+    version: int
+
+
+#: Every event one process may send another.
+Event = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(Event)
+
+
+def encode_event(event: Event) -> str:
+    """The NOTIFY payload of ``event`` (compact JSON, ``kind`` first).
+
+    Raises:
+        EventTooLargeError: the JSON exceeds :data:`MAX_PAYLOAD` bytes.
+    """
+    payload = _ENCODER.encode(event)
+    if len(payload) > MAX_PAYLOAD:
+        raise EventTooLargeError(f"event {type(event).__name__} is {len(payload)} bytes")
+    return payload.decode()
+
+
+def decode_event(payload: str | bytes) -> Event:
+    """The event a NOTIFY payload holds.
+
+    Raises:
+        msgspec.DecodeError: not JSON, or not a known event (its ``kind``, a field missing or
+            of the wrong type).
+    """
+    return _DECODER.decode(payload)
 
 
 class EventTooLargeError(ValueError):
@@ -38,14 +113,12 @@ async def publish(session: AsyncSession, event: Event) -> None:
 
     Args:
         session: the session whose transaction makes the change the event reports.
-        event: a JSON-serialisable dict with a ``kind``.
+        event: the event.
 
     Raises:
         EventTooLargeError: the JSON exceeds :data:`MAX_PAYLOAD` bytes.
     """
-    payload = json.dumps(event, separators=(",", ":"))
-    if len(payload.encode()) > MAX_PAYLOAD:
-        raise EventTooLargeError(f"event {event.get('kind')!r} is {len(payload)} bytes")
+    payload = encode_event(event)
     await session.execute(
         text("SELECT pg_notify(:channel, :payload)"),
         {
@@ -113,14 +186,14 @@ class Listener:
 
     def _receive(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         try:
-            event = json.loads(payload)
-        except ValueError:
-            log.warning("ignoring an event that is not JSON")
+            event = decode_event(payload)
+        except msgspec.DecodeError as exc:
+            log.warning("ignoring a payload that is no known event: %s", exc)
             return
         try:
             self._handler(event)
         except Exception:
-            log.exception("event handler failed for %s", event.get("kind"))
+            log.exception("event handler failed for %s", type(event).__name__)
 
     async def _run(self, conn: asyncpg.Connection) -> None:
         try:

@@ -19,7 +19,7 @@ from server.protocol import server as out
 from server.services import Services
 from server.services.errors import ServiceError
 from server.services.races import Room
-from server.storage.events import Event
+from server.storage.events import Event, RaceFinished, RaceProgress, RaceRoomChanged, RaceStarted
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,8 @@ class Subscriber(Protocol):
     def locale(self) -> Locale: ...
     @property
     def key(self) -> str: ...
-    def push(self, message: out.JSON, key: Hashable | None = None) -> None: ...
+    def push(self, message: out.Message, key: Hashable | None = None) -> None: ...
+    def push_frame(self, frame: str, key: Hashable | None = None) -> None: ...
 
 
 class Hub:
@@ -125,18 +126,16 @@ class Hub:
 
     def handle(self, event: Event) -> None:
         """Take one event from the listener (called on the event loop, must not block)."""
-        race_id = event.get("race_id")
-        if not isinstance(race_id, int) or race_id not in self._rooms:
+        race_id = event.race_id
+        if race_id not in self._rooms:
             return
-        kind = event.get("kind")
-        if kind == "race_progress":
+        if isinstance(event, RaceProgress):
             message = out.race_progress(self._invites[race_id], event)
-            self._fan_out(race_id, message, ("progress", race_id, event["player_id"]))
-        elif kind in ("race_room", "race_start", "race_finished"):
+            self._fan_out(race_id, message, ("progress", race_id, event.player_id))
+        elif isinstance(event, RaceRoomChanged | RaceStarted | RaceFinished):
             self._refresh_room(race_id)
-            if kind == "race_start":
-                starts_at = dt.datetime.fromisoformat(event["starts_at"])
-                self._schedule_release(race_id, event["invite"], starts_at)
+            if isinstance(event, RaceStarted):
+                self._schedule_release(race_id, event.invite, event.starts_at)
 
     def resync(self) -> None:
         """After a lost event connection: send every followed room's current state again."""
@@ -145,9 +144,14 @@ class Hub:
 
     # -------------------------------------------------------------------------- helpers
 
-    def _fan_out(self, race_id: int, message: out.JSON, key: Hashable | None) -> None:
-        for subscriber in list(self._rooms.get(race_id, ())):
-            subscriber.push(message, key)
+    def _fan_out(self, race_id: int, message: out.Message, key: Hashable | None) -> None:
+        """Queue ``message`` for every local follower of the race, encoded once for all."""
+        members = self._rooms.get(race_id)
+        if not members:
+            return
+        frame = out.encode(message)
+        for subscriber in list(members):
+            subscriber.push_frame(frame, key)
 
     def _refresh_room(self, race_id: int) -> None:
         """Send a changed room to its followers: read it now, or, when a read of it is already

@@ -120,11 +120,15 @@ class _Session:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.worker
 
-    def push(self, message: out.JSON, key: Hashable | None = None) -> None:
+    def push(self, message: out.Message, key: Hashable | None = None) -> None:
         """Queue a message (never waits for the socket)."""
         self.outbox.put(out.encode(message), key)
 
-    async def send(self, message: out.JSON) -> None:
+    def push_frame(self, frame: str, key: Hashable | None = None) -> None:
+        """Queue an encoded message (one frame shared by every follower of a race)."""
+        self.outbox.put(frame, key)
+
+    async def send(self, message: out.Message) -> None:
         """Queue a reply. A connection whose own replies pile up waits for its reader (its
         requests slow down, nobody else's); one whose reader does not catch up within the
         grace time is closed with 1008."""
@@ -134,7 +138,7 @@ class _Session:
             if self.outbox.pending > self.outbox.limit // 2:
                 await self.outbox.overflow()
 
-    async def refuse(self, error: out.JSON, reason: bytes) -> None:
+    async def refuse(self, error: out.Message, reason: bytes) -> None:
         """Send ``error`` (given a second to go out), then close with 1008 and ``reason``."""
         await self.send(error)
         await self.outbox.wait_sent(timeout=1.0)
@@ -393,9 +397,7 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
     player = session.player
     if isinstance(message, NewGame):
         async with session.admission.turn():  # a new table: part of getting in
-            snapshot = await services.games.new_free_game(
-                player.id, message.game_code(), message.rule_set()
-            )
+            snapshot = await services.games.new_free_game(player.id, message.code, message.rules)
         await session.send(out.game(snapshot, session.locale, message.id))
     elif isinstance(message, JoinDaily):
         async with session.admission.turn():  # a new table: part of getting in
@@ -405,8 +407,7 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         snapshot = await services.games.resume(player.id, message.game_id)
         await session.send(out.game(snapshot, session.locale, message.id))
     elif isinstance(message, ActionRequest):
-        action = message.engine_action()
-        result = await services.games.act(player.id, message.game_id, message.seq, action)
+        result = await services.games.act(player.id, message.game_id, message.seq, message.action)
         if result.outcome is Outcome.ACCEPTED:
             await session.send(out.accepted(result.snapshot, session.locale, message.id))
         else:
@@ -426,8 +427,8 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         session.followed = True  # before: a close while it commits still unfollows
         room = await services.races.create(
             player,
-            message.game_code(),
-            message.rule_set(),
+            message.code,
+            message.rules,
             message.time_limit_s,
             connection=session.connection,
         )

@@ -1,5 +1,7 @@
 """Group commit: batches share one statement, each write is answered after its commit, a write
-whose game moved on changes nothing, failures and cancellation leave nothing behind."""
+whose game moved on changes nothing, failures and cancellation leave nothing behind; the
+statement is prepared once per connection to PostgreSQL and never behind a transaction
+pooler; the driver's errors reach callers as the engine's."""
 
 from __future__ import annotations
 
@@ -7,25 +9,29 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import traceback
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
 from sqlalchemy import select, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.storage.commits import (
+    COMMIT_BATCH_SQL,
     ActionWrite,
     DailyClosed,
+    DriverError,
     GameBusy,
     GameMovedOn,
     GroupCommitter,
 )
-from server.storage.db import async_url, create_engine
-from server.storage.events import CHANNEL
+from server.storage.db import Pooler, async_url, create_engine
+from server.storage.events import CHANNEL, RaceProgress
 from server.storage.models import Game, GameAction
+from tests.conftest import PgBouncer
 from tests.helpers import eventually
 from tests.storage.test_models import T0, add_game, add_player
 
@@ -58,6 +64,21 @@ def draw(game_id: int, seq: int, **overrides: Any) -> ActionWrite:
     }
     values.update(overrides)
     return ActionWrite(**values)
+
+
+def progress(game_id: int) -> RaceProgress:
+    """A race progress event of game ``game_id``."""
+    return RaceProgress(
+        race_id=1,
+        player_id=1,
+        game_id=game_id,
+        seq=1,
+        cards_left=27,
+        score=495,
+        moves=1,
+        status="playing",
+        elapsed_ms=1000,
+    )
 
 
 async def stored(engine: AsyncEngine, game_id: int) -> tuple[int, list[int]]:
@@ -135,8 +156,8 @@ async def test_events_are_published_for_stored_writes_only(
     committer = GroupCommitter(db)
     try:
         await asyncio.gather(
-            committer.write(draw(moved, 0, event={"kind": "race_progress", "game_id": moved})),
-            committer.write(draw(fine, 0, event={"kind": "race_progress", "game_id": fine})),
+            committer.write(draw(moved, 0, event=progress(moved))),
+            committer.write(draw(fine, 0, event=progress(fine))),
             committer.write(draw(fine, 1)),  # no event; moves on only after the first
             return_exceptions=True,
         )
@@ -144,7 +165,8 @@ async def test_events_are_published_for_stored_writes_only(
         # order, so once it is heard, every event the writes published has been heard too.
         await listener.execute("SELECT pg_notify($1, $2)", CHANNEL, '{"kind": "marker"}')
         await eventually(lambda: {"kind": "marker"} in heard, "the marker notification")
-        assert heard == [{"kind": "race_progress", "game_id": fine}, {"kind": "marker"}]
+        assert [event.get("game_id") for event in heard] == [fine, None]
+        assert heard[0]["kind"] == "race_progress"
     finally:
         await committer.close()
         await listener.close()
@@ -355,3 +377,171 @@ async def test_closing_cancels_a_write_waiting_to_be_retried(db: AsyncEngine) ->
             await waiting
         assert waiting.cancelled()
     assert await stored(db, g) == (0, [])
+
+
+async def _prepared_here(conn: Any) -> int:
+    """How many times the batch statement is prepared on a connection's server session."""
+    n = await conn.scalar(
+        text("SELECT count(*) FROM pg_prepared_statements WHERE statement = :sql"),
+        {"sql": COMMIT_BATCH_SQL},
+    )
+    assert isinstance(n, int)
+    return n
+
+
+@pytest.mark.parametrize(("pooler", "prepares"), [("none", 1), ("transaction", 0)])
+async def test_the_statement_is_prepared_once_per_connection_and_never_for_a_pooler(
+    database_url: str, pooler: Pooler, prepares: int
+) -> None:
+    # One pooled connection: every batch, and the check afterwards, runs on the same session.
+    engine = create_engine(database_url, pool_size=1, pooler=pooler)
+    (g,) = await games(engine, 1)
+    committer = GroupCommitter(engine, idle_s=0.05)
+    try:
+        for seq in range(3):
+            await committer.write(draw(g, seq))
+        await eventually(
+            lambda: engine.pool.checkedout() == 0,  # type: ignore[attr-defined]
+            "the idle writer to give its connection back",
+        )
+        # Checked out again, the connection still has the statement prepared on it.
+        for seq in range(3, 5):
+            await committer.write(draw(g, seq))
+        assert committer.batches == 5
+        assert committer.prepares == prepares
+        await eventually(
+            lambda: engine.pool.checkedout() == 0,  # type: ignore[attr-defined]
+            "the idle writer to give its connection back",
+        )
+        async with engine.connect() as conn:
+            assert await _prepared_here(conn) == prepares
+        assert await stored(engine, g) == (5, [1, 2, 3, 4, 5])
+    finally:
+        await committer.close()
+        await engine.dispose()
+
+
+async def test_a_failed_batch_is_the_engines_error_without_values_and_is_prepared_again(
+    db: AsyncEngine,
+) -> None:
+    a, b = await games(db, 2)
+    committer = GroupCommitter(db)
+    try:
+        await committer.write(draw(a, 0))
+        assert committer.prepares == 1
+        with pytest.raises(IntegrityError) as failed:
+            # An unknown kind breaks the action log's check; the failing row would quote it.
+            await committer.write(draw(b, 0, kind="xyzzy"))
+        assert isinstance(failed.value.orig, DriverError)
+        assert failed.value.orig.sqlstate == "23514"  # check_violation
+        assert isinstance(failed.value.__cause__, asyncpg.CheckViolationError)
+        assert not failed.value.connection_invalidated
+        assert "game_actions" in str(failed.value)
+        assert "xyzzy" not in str(failed.value)
+        assert await stored(db, b) == (0, [])
+        # The next batch takes a connection again and prepares the statement again.
+        await committer.write(draw(a, 1))
+        await committer.write(draw(b, 0))
+        assert committer.prepares == 2
+        assert await stored(db, a) == (2, [1, 2])
+        assert await stored(db, b) == (1, [1])
+    finally:
+        await committer.close()
+
+
+async def test_a_value_the_driver_cannot_send_is_named_by_position_only(db: AsyncEngine) -> None:
+    (g,) = await games(db, 1)
+    committer = GroupCommitter(db)
+    try:
+        with pytest.raises(DBAPIError) as failed:
+            await committer.write(draw(g, 0, card=4_242_424))  # not a text
+        assert not isinstance(failed.value, IntegrityError)
+        assert "invalid input for query argument $14" in str(failed.value)
+        shown = "".join(traceback.format_exception(failed.value))
+        assert "4242424" not in shown
+        await committer.write(draw(g, 0))
+        assert await stored(db, g) == (1, [1])
+    finally:
+        await committer.close()
+
+
+async def _writer_waiting_on_a_lock(engine: AsyncEngine, database: str | None) -> int:
+    """The server process of the writer's statement, once it waits for a lock."""
+    query = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = :d AND wait_event_type = 'Lock' "
+        "AND pid <> pg_backend_pid()"
+    )
+    pids: list[int] = []
+
+    async def waiting() -> bool:
+        async with engine.connect() as conn:
+            pids[:] = (await conn.scalars(text(query), {"d": database})).all()
+        return len(pids) == 1
+
+    await eventually(waiting, "the writer's statement to wait for the lock")
+    return pids[0]
+
+
+@pytest.mark.parametrize(
+    ("how", "driver_error", "invalidated"),
+    [
+        ("pg_cancel_backend", asyncpg.QueryCanceledError, False),
+        ("pg_terminate_backend", asyncpg.PostgresError, True),
+    ],
+)
+async def test_a_batch_the_server_stops_fails_with_the_engines_error_and_the_writer_goes_on(
+    db: AsyncEngine,
+    database_url: str,
+    how: str,
+    driver_error: type[Exception],
+    invalidated: bool,
+) -> None:
+    g, other = await games(db, 2)
+    name = async_url(database_url).database
+    committer = GroupCommitter(db)
+    try:
+        await committer.write(draw(other, 0))  # the statement is prepared
+        async with db.begin() as blocker:
+            # The writer's statement waits inside the database for the action log's table.
+            await blocker.execute(text("LOCK TABLE game_actions IN ACCESS EXCLUSIVE MODE"))
+            pending = asyncio.ensure_future(committer.write(draw(g, 0)))
+            pid = await _writer_waiting_on_a_lock(db, name)
+            await blocker.execute(text(f"SELECT {how}(:pid)"), {"pid": pid})
+            with pytest.raises(DBAPIError) as failed:
+                await pending
+        assert not isinstance(failed.value, IntegrityError)  # not taken for a game moved on
+        assert isinstance(failed.value.__cause__, driver_error)
+        assert failed.value.connection_invalidated is invalidated
+        assert await stored(db, g) == (0, [])
+        await committer.write(draw(g, 0))  # on a connection of the pool, prepared again
+        assert committer.prepares == 2
+        assert await stored(db, g) == (1, [1])
+    finally:
+        await committer.close()
+
+
+async def test_batches_through_a_transaction_pooler_go_through(
+    pgbouncer: PgBouncer, database_url: str
+) -> None:
+    """Several writers at once through PgBouncer in transaction mode: consecutive batches of
+    one writer run on whichever server session is free, where no statement of an earlier
+    batch is prepared."""
+    engine = create_engine(pgbouncer.pooled(database_url), pool_size=4, pooler="transaction")
+    ids = await games(engine, 20)
+    committers = [GroupCommitter(engine) for _ in range(4)]
+
+    async def play(committer: GroupCommitter, mine: list[int]) -> None:
+        for seq in range(10):
+            await asyncio.gather(*(committer.write(draw(g, seq)) for g in mine))
+
+    try:
+        await asyncio.gather(
+            *(play(committer, ids[i::4]) for i, committer in enumerate(committers))
+        )
+        assert [c.prepares for c in committers] == [0, 0, 0, 0]
+        for g in ids:
+            assert await stored(engine, g) == (10, list(range(1, 11)))
+    finally:
+        for committer in committers:
+            await committer.close()
+        await engine.dispose()

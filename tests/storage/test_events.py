@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import datetime as dt
 
 import asyncpg
 import pytest
 
-from server.storage.events import CHANNEL, Listener
+from server.storage.events import (
+    CHANNEL,
+    Event,
+    Listener,
+    RaceRoomChanged,
+    RaceStarted,
+    decode_event,
+    encode_event,
+)
 from tests.helpers import WAIT_S, eventually
 
 
 async def test_the_listener_reconnects_through_any_failure_of_its_attempts(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    received: list[dict[str, Any]] = []
+    received: list[Event] = []
     reconnected = asyncio.Event()
     listener = Listener(database_url, received.append, reconnected.set)
     await listener.start()
@@ -42,9 +50,43 @@ async def test_the_listener_reconnects_through_any_failure_of_its_attempts(
         await asyncio.wait_for(reconnected.wait(), WAIT_S)
         assert failures == []
 
-        await admin.execute("SELECT pg_notify($1, $2)", CHANNEL, '{"kind": "probe"}')
+        probe = encode_event(RaceRoomChanged(7, "ACDEFG", 3))
+        await admin.execute("SELECT pg_notify($1, $2)", CHANNEL, probe)
         await eventually(lambda: received, "an event after reconnecting")
-        assert received == [{"kind": "probe"}]
+        assert received == [RaceRoomChanged(7, "ACDEFG", 3)]
     finally:
         await admin.close()
         await listener.stop()
+
+
+async def test_a_payload_that_is_no_known_event_is_dropped_and_listening_goes_on(
+    database_url: str,
+) -> None:
+    received: list[Event] = []
+    listener = Listener(database_url, received.append)
+    await listener.start()
+    admin = await asyncpg.connect(database_url)
+    try:
+        for junk in ("not json", '{"kind": "probe"}', '{"kind": "race_room", "race_id": "7"}'):
+            await admin.execute("SELECT pg_notify($1, $2)", CHANNEL, junk)
+        await admin.execute(
+            "SELECT pg_notify($1, $2)", CHANNEL, encode_event(RaceRoomChanged(8, "BCDEFG"))
+        )
+        await eventually(lambda: received, "the valid event after the junk")
+        assert received == [RaceRoomChanged(8, "BCDEFG")]
+    finally:
+        await admin.close()
+        await listener.stop()
+
+
+def test_events_round_trip_through_their_payload() -> None:
+    started = RaceStarted(
+        race_id=5,
+        invite="ACDEFG",
+        version=2,
+        starts_at=dt.datetime(2026, 3, 14, 12, 0, 5, tzinfo=dt.UTC),
+        games={11: 101, 12: 102},
+    )
+    payload = encode_event(started)
+    assert payload.startswith('{"kind":"race_start",')
+    assert decode_event(payload) == started

@@ -32,7 +32,7 @@ from server.engine import GameCode, RuleSet
 from server.services.clock import FakeClock
 from server.storage import db as db_module
 from server.storage.db import DatabaseConfigError, create_engine, migrate
-from server.storage.events import CHANNEL, Listener
+from server.storage.events import CHANNEL, Event, Listener, RaceRoomChanged, encode_event
 from tests.conftest import PgBouncer, ServerFactory
 from tests.helpers import (
     TIMEOUT,
@@ -186,17 +186,18 @@ async def test_the_listener_takes_a_url_with_the_engines_query_options(
 ) -> None:
     """``?prepared_statement_cache_size=0`` is an option of the engine's driver, not a server
     setting: the listener leaves it out rather than failing the server's start with it."""
-    received: list[dict[str, Any]] = []
+    received: list[Event] = []
     listener = Listener(f"{database_url}?prepared_statement_cache_size=0", received.append)
     await listener.start()
     try:
         conn = await asyncpg.connect(database_url)
         try:
-            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, '{"kind": "probe"}')
+            probe = encode_event(RaceRoomChanged(7, "ACDEFG", 3))
+            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, probe)
         finally:
             await conn.close()
         await _eventually(lambda: received, "the event arrives")
-        assert received == [{"kind": "probe"}]
+        assert received == [RaceRoomChanged(7, "ACDEFG", 3)]
     finally:
         await listener.stop()
 
