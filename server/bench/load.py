@@ -462,16 +462,19 @@ async def _echo_client(url: str, deadline: float, request: str, stats: Stats) ->
             stats.outcomes["accepted"] += 1
 
 
-def rss_kb(pid: int) -> int | None:
-    """Resident memory of a process in KiB (Linux), or None if it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+def rss_kb(pid: int, *, descendants: bool = True) -> int | None:
+    """Resident memory of a process and (unless told not to) its living descendants (the
+    workers of ``serve --workers``) in KiB (Linux), or None if it cannot be read."""
+    total = None
+    for member in _family(pid) if descendants else {pid}:
+        try:
+            with open(f"/proc/{member}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total = (total or 0) + int(line.split()[1])
+        except OSError:
+            continue
+    return total
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -491,6 +494,16 @@ def cpu_s(pid: int, *, descendants: bool = True) -> float | None:
         return None
     if not descendants:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = 0
+    for member in _family(pid):
+        member_fields = fields if member == pid else _stat(member)
+        if member_fields is not None:
+            ticks += int(member_fields[11]) + int(member_fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _family(pid: int) -> set[int]:
+    """``pid`` and its living descendants (Linux)."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (other := _stat(int(entry))) is not None:
@@ -501,12 +514,7 @@ def cpu_s(pid: int, *, descendants: bool = True) -> float | None:
         children = [child for child, ppid in parents.items() if ppid == parent]
         family.update(children)
         frontier += children
-    ticks = 0
-    for member in family:
-        member_fields = fields if member == pid else _stat(member)
-        if member_fields is not None:
-            ticks += int(member_fields[11]) + int(member_fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return family
 
 
 def cpu_since(pid: int, before: float | None) -> float | None:
