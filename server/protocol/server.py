@@ -160,19 +160,12 @@ class Rejected(_Reply, frozen=True, tag="rejected"):
 
 
 class ErrorReply(_Reply, frozen=True, tag="error"):
-    """A request could not be handled: ``code`` (machine-readable) and ``message``."""
+    """A request could not be handled: ``code`` (machine-readable) and ``message``;
+    ``retry_after_ms`` only with ``server_busy`` (nothing was done; try again after it)."""
 
     code: str
     message: str
-    id: int | str | None = None
-
-
-class BusyReply(_Reply, frozen=True, tag="error"):
-    """``server_busy``: nothing was done; try again after ``retry_after_ms``."""
-
-    code: str
-    message: str
-    retry_after_ms: int
+    retry_after_ms: int | None = None
     id: int | str | None = None
 
 
@@ -261,14 +254,14 @@ def _rejection_text(code: str, locale: Locale) -> str | None:
 
 def error(code: str, message: str, request_id: int | str | None = None) -> ErrorReply:
     """A request could not be handled (malformed, unauthorized, unknown game, …)."""
-    return ErrorReply(code, message, request_id)
+    return ErrorReply(code, message, id=request_id)
 
 
-def busy(message: str, retry_after_s: float, request_id: int | str | None = None) -> BusyReply:
+def busy(message: str, retry_after_s: float, request_id: int | str | None = None) -> ErrorReply:
     """Too many players are arriving (or every database connection is taken): nothing was
     done; try again after ``retry_after_ms``. Shape: ``{type: "error", code: "server_busy",
     message, retry_after_ms, id?}``."""
-    return BusyReply("server_busy", message, int(retry_after_s * 1000), request_id)
+    return ErrorReply("server_busy", message, int(retry_after_s * 1000), request_id)
 
 
 def pong(request_id: int | str | None) -> Pong:
@@ -533,3 +526,14 @@ def hint(game_id: int, action: Action | None, request_id: int | str | None) -> J
         },
         request_id,
     )
+
+
+#: The typed server messages: the game's replies and a racer's progress.
+TypedReply = GameReply | Accepted | Rejected | ErrorReply | Pong | RaceProgress
+
+
+def server_message_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12, as msgspec writes it) of the typed server messages
+    (:data:`TypedReply`), each told apart by its ``type``; the STATE is ``GameState`` in its
+    ``$defs``."""
+    return msgspec.json.schema(TypedReply)

@@ -1,0 +1,100 @@
+"""Server → client messages: the typed replies encode as docs/protocol.md shows them and agree
+with their JSON Schema."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+
+from server.engine import FACE_DOWN, Game, GameCode, GameView, Locale, RuleSet
+from server.protocol import server as out
+
+
+class _Mode(StrEnum):
+    FREE = "free"
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    id: int
+    mode: StrEnum
+    code: GameCode
+    code_visible: bool
+    daily_date: dt.date | None
+    seq: int
+    view: GameView
+    elapsed_ms: int
+    race_id: int | None
+
+
+def _snapshot(game: Game, *, visible: bool = True) -> _Snapshot:
+    return _Snapshot(
+        id=7,
+        mode=_Mode.FREE,
+        code=GameCode.random(RuleSet.EASY),
+        code_visible=visible,
+        daily_date=None,
+        seq=game.seq,
+        view=game.view(),
+        elapsed_ms=1234,
+        race_id=None,
+    )
+
+
+def test_an_accepted_reply_carries_the_state_with_the_cards_a_player_may_see() -> None:
+    code = GameCode.random(RuleSet.EASY)
+    game = Game.new(code)
+    game.draw()
+    frame = json.loads(out.encode(out.accepted(_snapshot(game), Locale.EN, "a1")))
+    assert list(frame)[:2] == ["type", "game"] and frame["id"] == "a1"
+    state = frame["game"]
+    assert state["seq"] == 1 and state["stock_count"] == len(game.stock)
+    assert state["waste"] == str(game.waste_top)
+    assert state["tableau"][:18] == [FACE_DOWN] * 18
+    assert state["tableau"][18:] == [str(game.tableau_card(pos)) for pos in range(18, 28)]
+    assert "message" not in state  # only on a blocked game
+
+
+def test_a_secret_code_is_null_not_missing_and_an_absent_id_is_left_out() -> None:
+    frame = json.loads(
+        out.encode(
+            out.game(
+                _snapshot(Game.new(GameCode.random(RuleSet.EASY)), visible=False), Locale.EN, None
+            )
+        )
+    )
+    assert frame["game"]["code"] is None and "id" not in frame
+
+
+def test_errors_carry_retry_after_only_when_busy() -> None:
+    assert json.loads(out.encode(out.error("bad", "no", 3))) == {
+        "type": "error",
+        "code": "bad",
+        "message": "no",
+        "id": 3,
+    }
+    busy = json.loads(out.encode(out.busy("later", 1.5)))
+    assert busy == {
+        "type": "error",
+        "code": "server_busy",
+        "message": "later",
+        "retry_after_ms": 1500,
+    }
+
+
+def test_a_lone_surrogate_in_an_id_is_escaped() -> None:
+    assert out.encode(out.pong("\ud800")) == '{"type": "pong", "id": "\\ud800"}'.replace(" ", "")
+
+
+def test_the_schema_names_every_typed_message() -> None:
+    schema = out.server_message_schema()
+    tags = {
+        definition["properties"]["type"]["enum"][0]
+        for definition in schema["$defs"].values()
+        if "type" in definition.get("properties", {})
+    }
+    assert tags == {"game", "accepted", "rejected", "error", "pong", "race_progress"}
+    state = schema["$defs"]["GameState"]
+    assert set(state["required"]) >= {"game_id", "code", "tableau", "elapsed_ms"}
