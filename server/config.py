@@ -50,6 +50,8 @@ Environment variables (all optional):
 - ``TRIPEAKS_WORKERS``: server processes sharing the port (1), e.g. one per core.
 - ``TRIPEAKS_ADMISSION_WAIT_S``: how long a player arriving in a crowd (registering, saying
   hello) waits for their turn before being told ``server_busy`` and when to come back (10).
+- ``TRIPEAKS_METRICS``: serve ``GET /metrics`` (Prometheus text format) on the main port
+  (on by default; ``false`` removes the route).
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ class Settings(BaseSettings):
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False
     max_sockets_per_player: int = Field(default=8, ge=1, le=10_000)
+    metrics: bool = True
 
     @field_validator("daily_rules", mode="before")
     @classmethod

@@ -8,6 +8,13 @@ database, race events cross between them by ``LISTEN/NOTIFY``, and each keeps it
 record. The parent only supervises: a worker that dies is started again (one that keeps dying
 within seconds of its start stops the whole service), and SIGINT / SIGTERM stop every worker
 cleanly before the parent exits.
+
+With metrics on (``TRIPEAKS_METRICS``), the parent also gives the workers a private directory
+for ``prometheus_client``'s multiprocess mode, in ``PROMETHEUS_MULTIPROC_DIR`` (set before any
+worker starts: a spawned worker takes the parent's environment, and reads it when it first
+imports ``prometheus_client``). Each worker keeps its metrics in files there, and the worker
+that answers a scrape of ``/metrics`` sums them all; a dead worker's open gauges are taken out
+of the sums (``mark_process_dead``), and the directory is removed when the parent stops.
 """
 
 from __future__ import annotations
@@ -16,16 +23,21 @@ import errno
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import Any
+
+from prometheus_client.multiprocess import mark_process_dead
 
 from server.config import Settings
 
@@ -39,6 +51,8 @@ MAX_EARLY_DEATHS = 3
 STOP_TIMEOUT_S = 20.0
 #: Seconds between looks at the workers.
 POLL_S = 0.2
+#: The environment variable naming ``prometheus_client``'s multiprocess directory.
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class PortTaken(Exception):
@@ -82,6 +96,38 @@ def run_workers(
     Returns:
         The exit status for the parent: 0 after a requested stop, 1 when a worker kept failing.
     """
+    if not settings.metrics:
+        return _supervise(count, settings, daily_secret, target, None)
+    with _metrics_directory() as directory:
+        return _supervise(count, settings, daily_secret, target, directory)
+
+
+@contextmanager
+def _metrics_directory() -> Iterator[str]:
+    """A fresh private directory for the workers' metrics, named in this process's
+    ``PROMETHEUS_MULTIPROC_DIR`` (which the workers inherit) for the block; the variable's
+    earlier value comes back and the directory is removed after it."""
+    directory = tempfile.mkdtemp(prefix="tripeaks-metrics-")
+    previous = os.environ.get(MULTIPROCESS_ENV)
+    os.environ[MULTIPROCESS_ENV] = directory
+    try:
+        yield directory
+    finally:
+        if previous is None:
+            os.environ.pop(MULTIPROCESS_ENV, None)
+        else:
+            os.environ[MULTIPROCESS_ENV] = previous
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _supervise(
+    count: int,
+    settings: Settings,
+    daily_secret: bytes,
+    target: Callable[[int, dict[str, Any], bytes], None],
+    metrics_dir: str | None,
+) -> int:
+    """:func:`run_workers`, with the workers' metrics in ``metrics_dir`` (None: metrics off)."""
     context = multiprocessing.get_context("spawn")
     dumped = settings.model_dump(mode="json")
     stopping: list[int] = []
@@ -111,6 +157,8 @@ def run_workers(
                 early = time.monotonic() - worker.started < EARLY_DEATH_S
                 deaths = worker.early_deaths + 1 if early else 0
                 log.error("worker %d exited with %s", worker.number, code)
+                if metrics_dir is not None:
+                    _metrics_of_dead(worker.process, metrics_dir)
                 if deaths >= MAX_EARLY_DEATHS:
                     log.error(
                         "worker %d failed %d times within %.0f s of its start; stopping",
@@ -128,6 +176,13 @@ def run_workers(
             signal.signal(sig, handler)
         _stop_all(workers)
     return status
+
+
+def _metrics_of_dead(process: BaseProcess, metrics_dir: str) -> None:
+    """Take a dead worker's gauges out of the sums (its open connections, its pool); its
+    counts stay in them."""
+    if process.pid is not None:
+        mark_process_dead(process.pid, metrics_dir)  # type: ignore[no-untyped-call]
 
 
 def _stop_all(workers: list[_Worker]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import ClientWebSocketResponse
 from aiohttp.test_utils import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from server.engine import COVERED_BY, Action, Deal, GameCode, RuleSet
 from server.services.daily import MAX_CANDIDATES, derive_daily_code
@@ -45,6 +46,27 @@ async def eventually(
             return
         assert time.monotonic() < deadline, f"timed out after {within_s} s waiting for {what}"
         await asyncio.sleep(every_s)
+
+
+#: The samples of one scrape of ``/metrics``: each series (its sample's name and labels) and
+#: its value.
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def metric_samples(text: str) -> Samples:
+    """Parse a scrape's text as Prometheus does, checking that no series appears twice."""
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = (sample.name, frozenset(sample.labels.items()))
+            assert key not in samples, f"{key} appears twice"
+            samples[key] = sample.value
+    return samples
+
+
+def metric(samples: Samples, name: str, **labels: str) -> float:
+    """A series' value in a scrape (0 when the scrape does not have it)."""
+    return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 async def register(client: TestClient[Any, Any], name: str) -> dict[str, Any]:

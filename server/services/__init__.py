@@ -4,6 +4,7 @@ store, take a clock, and know nothing of sockets or HTTP."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -46,6 +47,7 @@ class Services:
         analyzer: Analyzer | None = None,
         write_timeout_s: float = 5.0,
         instance: str | None = None,
+        observe_batch: Callable[[int, float], None] | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -59,6 +61,8 @@ class Services:
             write_timeout_s: how long an action on a game whose row is locked elsewhere keeps
                 being tried before it fails (see :class:`GroupCommitter`).
             instance: this process's id in the presence records (default: a new random one).
+            observe_batch: called after each committed group-commit batch with its number of
+                writes and its statement's time in seconds (see :class:`GroupCommitter`).
         """
         sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(db, expire_on_commit=False)
         daily = DailyService(sessions, clock, daily_secret, daily_rules, analyzer)
@@ -67,7 +71,7 @@ class Services:
             clock,
             daily,
             analyzer=analyzer,
-            committer=GroupCommitter(db, timeout_s=write_timeout_s),
+            committer=GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
         )
         limits = race_limits or RaceLimits()
         return cls(

@@ -10,15 +10,23 @@ import asyncio
 import logging
 import multiprocessing
 import signal
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Literal
 
 from server.engine.codes import GameCode
 from server.engine.game import Action, ActionKind, Game
 
 log = logging.getLogger(__name__)
+
+#: How a deal's analysis was found: in the cache, by waiting for the same deal's solve already
+#: running, or by solving it.
+Lookup = Literal["hit", "shared", "miss"]
+#: A solver task: a whole deal's analysis, or the best action of a position (a hint).
+Task = Literal["analyse", "hint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +95,19 @@ class Analyzer:
     Args:
         workers: worker processes (each solves one deal at a time).
         cache_size: how many deals' answers to keep.
+        on_lookup: called with how each analysis asked for was found (operational metrics).
+        on_solve: called with each task the worker processes answered and its time in seconds,
+            from its submission (waiting for a free worker included) to its answer.
     """
 
-    def __init__(self, workers: int = 1, cache_size: int = 4096) -> None:
+    def __init__(
+        self,
+        workers: int = 1,
+        cache_size: int = 4096,
+        *,
+        on_lookup: Callable[[Lookup], None] | None = None,
+        on_solve: Callable[[Task, float], None] | None = None,
+    ) -> None:
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
@@ -99,6 +117,8 @@ class Analyzer:
         self._cache: OrderedDict[str, DealAnalysis] = OrderedDict()
         self._pending: dict[str, asyncio.Future[DealAnalysis]] = {}
         self._cache_size = cache_size
+        self._on_lookup = on_lookup
+        self._on_solve = on_solve
 
     async def analyse(self, code: GameCode) -> DealAnalysis:
         """Winnable, par and an optimal line for a deal (cached; concurrent asks share one
@@ -107,15 +127,20 @@ class Analyzer:
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
+            self._looked_up("hit")
             return cached
         pending = self._pending.get(key)
         if pending is not None:
+            self._looked_up("shared")
             return await asyncio.shield(pending)
+        self._looked_up("miss")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[DealAnalysis] = loop.create_future()
         self._pending[key] = future
         try:
+            started = time.perf_counter()
             winnable, par, line = await loop.run_in_executor(self._pool, _solve_code, key)
+            self._solved("analyse", started)
             result = DealAnalysis(winnable, par, _decode(line))
             self._cache[key] = result
             while len(self._cache) > self._cache_size:
@@ -133,10 +158,21 @@ class Analyzer:
         """The first action of an optimal line from the game's current position (None when
         no action is possible)."""
         loop = asyncio.get_running_loop()
+        started = time.perf_counter()
         answer = await loop.run_in_executor(
             self._pool, _best_action, str(code), game.ranked, _encode(game.actions)
         )
+        self._solved("hint", started)
         return None if answer is None else Action(ActionKind(answer[0]), answer[1])
+
+    def _looked_up(self, how: Lookup) -> None:
+        if self._on_lookup is not None:
+            self._on_lookup(how)
+
+    def _solved(self, task: Task, started: float) -> None:
+        """Report a task answered, ``started`` being its ``time.perf_counter()`` at submission."""
+        if self._on_solve is not None:
+            self._on_solve(task, time.perf_counter() - started)
 
     def close(self) -> None:
         """Stop the worker processes."""

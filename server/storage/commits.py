@@ -46,7 +46,8 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -280,6 +281,8 @@ class GroupCommitter:
         idle_s: seconds without writes after which the writer gives its connection back.
         timeout_s: how long a write whose game row is locked by another transaction keeps
             being tried before it fails with :class:`GameBusy`.
+        observe: called after each committed batch with its number of writes and the time its
+            statement took, in seconds (operational metrics); it must not raise.
 
     Attributes:
         batches: batches committed.
@@ -294,8 +297,10 @@ class GroupCommitter:
         max_batch: int = 512,
         idle_s: float = 1.0,
         timeout_s: float = 5.0,
+        observe: Callable[[int, float], None] | None = None,
     ) -> None:
         self._engine = engine
+        self._observe = observe
         self._max_batch = max_batch
         self._idle_s = idle_s
         self._timeout_s = timeout_s
@@ -424,7 +429,9 @@ class GroupCommitter:
                         link = None
                     if link is None:
                         link = await self._connect()
+                    started = time.perf_counter()
                     stored = await self._commit(link, batch)
+                    seconds = time.perf_counter() - started
                 except asyncio.CancelledError:
                     if link is not None:  # cancelled mid-statement: its state is unknown
                         await link.conn.invalidate()
@@ -443,6 +450,8 @@ class GroupCommitter:
                         link = None
                     continue
                 self.batches += 1
+                if self._observe is not None:
+                    self._observe(len(batch), seconds)
                 for pending in batch:
                     outcome = stored.get(pending.write.game_id)
                     if outcome != "busy":  # a busy write is counted when it is answered

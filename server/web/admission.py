@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from server.services.errors import ServerBusyError
+from server.web import metrics
 
 
 class Admission:
@@ -54,6 +55,7 @@ class Admission:
         """
         if self._waiting >= self._queue:
             self.turned_away += 1
+            metrics.ADMISSION_QUEUE_FULL.inc()
             raise ServerBusyError(self.retry_after_s)
         self._waiting += 1
         try:
@@ -61,6 +63,7 @@ class Admission:
                 await self._slots.acquire()
         except TimeoutError:
             self.turned_away += 1
+            metrics.ADMISSION_WAIT_TIMEOUT.inc()
             raise ServerBusyError(self.retry_after_s) from None
         finally:
             self._waiting -= 1

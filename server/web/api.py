@@ -38,7 +38,8 @@ from server.services.errors import (
 from server.services.games import GameSummary
 from server.services.leaderboards import Entry
 from server.services.players import PlayerInfo
-from server.web.keys import ADMISSION, SERVICES, SETTINGS
+from server.web import metrics
+from server.web.keys import ADMISSION, METRICS, SERVICES, SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,8 @@ def add_routes(app: web.Application) -> None:
     """Register every REST route."""
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    if app[SETTINGS].metrics:
+        app.router.add_get("/metrics", scrape_metrics)
     app.router.add_post(f"{PREFIX}/players", register_player)
     app.router.add_get(f"{PREFIX}/players/me", me)
     app.router.add_get(f"{PREFIX}/daily", daily_today)
@@ -189,12 +192,24 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response({"status": "unavailable", "database": "unreachable"}, status=503)
 
 
+async def scrape_metrics(request: web.Request) -> web.Response:
+    """``GET /metrics`` → the Prometheus text format (``TRIPEAKS_METRICS``): this process's
+    metrics (every worker's under ``serve --workers``), its database pool, and the race rooms
+    and today's daily as the database shows them (left out when the database does not answer
+    within a second)."""
+    services = request.app[SERVICES]
+    activity = await request.app[METRICS].read(services)
+    body = metrics.render(services, activity)
+    return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
+
+
 async def register_player(request: web.Request) -> web.Response:
     """``POST /api/v1/players {"name"}`` → 201 ``{"id", "name", "token"}``; 429
     ``rate_limited`` past ``TRIPEAKS_REGISTER_PER_MINUTE`` registrations from one address."""
     settings = request.app[SETTINGS]
     limit = RateLimitItemPerMinute(settings.register_per_minute)
     if not _registrations.hit(limit, f"register:{_client_address(request, settings)}"):
+        metrics.RATE_LIMITED_REGISTRATIONS.inc()
         return error_response(
             429, "rate_limited", "too many registrations from this address; try again later"
         )

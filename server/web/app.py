@@ -20,10 +20,20 @@ from server.services.clock import Clock, SystemClock
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
-from server.web import api, ws
+from server.web import api, metrics, ws
 from server.web.admission import Admission
 from server.web.hub import Hub
-from server.web.keys import ADMISSION, CLOCK, HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
+from server.web.keys import (
+    ADMISSION,
+    CLOCK,
+    HUB,
+    METRICS,
+    PLAYER_SOCKETS,
+    SERVICES,
+    SETTINGS,
+    SHUTTING_DOWN,
+    SOCKETS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +91,8 @@ def create_app(
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()
     app[PLAYER_SOCKETS] = Counter()
+    app[SHUTTING_DOWN] = asyncio.Event()
+    app[METRICS] = metrics.ActivityReader()
     # Newcomers use at most half the database pool, so the players already at the table keep
     # theirs however many arrive at once.
     app[ADMISSION] = Admission(max(1, settings.db_pool_size // 2), settings.admission_wait_s)
@@ -111,6 +123,7 @@ def _database(  # type: ignore[no-untyped-def]
         engine = create_engine(
             settings.database_url, pool_size=settings.db_pool_size, pooler=settings.db_pooler
         )
+        unwatch_pool = metrics.watch_pool(engine)
         listener: Listener | None = None
         sweeper: asyncio.Task[None] | None = None
         beater: asyncio.Task[None] | None = None
@@ -119,7 +132,11 @@ def _database(  # type: ignore[no-untyped-def]
         registered = False
         analyzer = shared
         if shared is None and settings.solver_workers:
-            analyzer = Analyzer(settings.solver_workers)
+            analyzer = Analyzer(
+                settings.solver_workers,
+                on_lookup=metrics.solver_lookup,
+                on_solve=metrics.solver_solved,
+            )
         try:
             if run_migrations:
                 if settings.direct_database_url:
@@ -143,6 +160,7 @@ def _database(  # type: ignore[no-untyped-def]
                 ),
                 analyzer=analyzer,
                 write_timeout_s=settings.db_write_timeout_s,
+                observe_batch=metrics.observe_batch,
             )
             app[SERVICES] = services
             hub = app[HUB] = Hub(services)
@@ -202,6 +220,7 @@ def _database(  # type: ignore[no-untyped-def]
             if analyzer is not None and shared is None:
                 analyzer.close()
             await _bounded("the database pool", engine.dispose())
+            unwatch_pool()
 
     return ctx
 
@@ -280,6 +299,7 @@ async def _freeze_startup_objects(app: web.Application) -> None:
 
 
 async def _close_sockets(app: web.Application) -> None:
+    app[SHUTTING_DOWN].set()
     log.info("shutting down: closing %d websockets", len(app[SOCKETS]))
     sockets: set[web.WebSocketResponse] = app[SOCKETS]
     for socket in list(sockets):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from aiohttp import web
@@ -11,6 +12,7 @@ from server.services import Services
 from server.services.clock import Clock
 from server.web.admission import Admission
 from server.web.hub import Hub
+from server.web.metrics import ActivityReader
 
 SETTINGS = web.AppKey("settings", Settings)
 CLOCK = web.AppKey("clock", Clock)
@@ -21,3 +23,7 @@ ADMISSION = web.AppKey("admission", Admission)
 SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
 #: Open authenticated websockets per player id, in this process.
 PLAYER_SOCKETS = web.AppKey("player_sockets", Counter[int])
+#: Set when the application starts shutting down (its websockets are being closed).
+SHUTTING_DOWN = web.AppKey("shutting_down", asyncio.Event)
+#: The database figures of this application's ``/metrics`` scrapes.
+METRICS = web.AppKey("metrics", ActivityReader)

@@ -33,6 +33,10 @@ class Outbox:
         limit: most messages queued at once; one more closes the socket with 1008.
         transport: the connection under ``ws``, aborted when a close does not get through.
         grace_s: how long a close may take before the connection is aborted.
+
+    Attributes:
+        overflowed: whether the reader fell too far behind and the connection was closed for
+            it (1008, "too slow").
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class Outbox:
         self._idle = asyncio.Event()
         self._serial = count()
         self._closed = False
+        self.overflowed = False
         self._closing: asyncio.Task[None] | None = None
         self._writer = asyncio.create_task(self._drain(), name="ws-writer")
 
@@ -89,6 +94,7 @@ class Outbox:
         log.info("closing a websocket whose reader fell %d messages behind", len(self._queue))
         self._queue.clear()
         self._closed = True
+        self.overflowed = True
         self._closing = asyncio.create_task(
             self.shut(WSCloseCode.POLICY_VIOLATION, b"too slow"), name="ws-shut"
         )

@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from itertools import count
 
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -45,9 +45,19 @@ from server.services.games import Outcome
 from server.services.players import PlayerInfo
 from server.services.presence import Connection
 from server.services.races import normalize_invite
+from server.web import metrics
 from server.web.admission import Admission
 from server.web.hub import Hub
-from server.web.keys import ADMISSION, HUB, PLAYER_SOCKETS, SERVICES, SETTINGS, SOCKETS
+from server.web.keys import (
+    ADMISSION,
+    HUB,
+    PLAYER_SOCKETS,
+    SERVICES,
+    SETTINGS,
+    SHUTTING_DOWN,
+    SOCKETS,
+)
+from server.web.metrics import CloseReason
 from server.web.outbox import CLOSE_GRACE_S, Outbox
 from server.web.ratelimit import TokenBucket
 
@@ -81,10 +91,14 @@ class _Session:
     per_player: Counter[int]
     max_per_player: int
     key: str
+    #: Set when the server shuts down (it then closes every connection).
+    shutting_down: asyncio.Event
     player: PlayerInfo | None = None
     locale: Locale = Locale.EN
     error_help: bool = True
-    requests: asyncio.Queue[ClientMessage] = field(
+    #: Requests waiting for the worker, each with its ``time.perf_counter()`` when its frame
+    #: was taken up.
+    requests: asyncio.Queue[tuple[ClientMessage, float]] = field(
         default_factory=lambda: asyncio.Queue(MAX_WAITING_REQUESTS)
     )
     worker: asyncio.Task[None] | None = None
@@ -102,14 +116,15 @@ class _Session:
         """This connection as the race presence records know it."""
         return self.services.presence.connection(self.key)
 
-    def submit(self, message: ClientMessage) -> None:
+    def submit(self, message: ClientMessage, received: float) -> None:
         """Queue a request for the connection's worker, started when none runs: a worker runs
-        only while requests wait, so an idle connection holds no task.
+        only while requests wait, so an idle connection holds no task. ``received`` is the
+        ``time.perf_counter()`` at which its frame was taken up.
 
         Raises:
             asyncio.QueueFull: :data:`MAX_WAITING_REQUESTS` already wait.
         """
-        self.requests.put_nowait(message)
+        self.requests.put_nowait((message, received))
         if self.worker is None or self.worker.done():
             self.worker = asyncio.create_task(_work(self))
 
@@ -174,12 +189,18 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         per_player=request.app[PLAYER_SOCKETS],
         max_per_player=settings.max_sockets_per_player,
         key=key,
+        shutting_down=request.app[SHUTTING_DOWN],
     )
+    metrics.WEBSOCKETS_OPEN.inc()
+    reason = CloseReason.CONNECTION_LOST
     try:
-        await _serve(session)
+        reason = await _serve(session)
     except (ConnectionResetError, asyncio.CancelledError):
-        pass
+        # The connection was lost under the handler (aiohttp then cancels it), for one of the
+        # server's reasons (its heartbeat, a slow reader cut off, the shutdown) or the peer's.
+        reason = _why_closed(session, None)
     finally:
+        metrics.websocket_closed(reason)
         if session.player is not None:
             session.per_player[session.player.id] -= 1
         session.hub.drop(session)
@@ -230,11 +251,15 @@ async def _follow_later(session: _Session, player_id: int) -> None:
             delay = min(longest, delay * 2)
 
 
-async def _serve(session: _Session) -> None:
+async def _serve(session: _Session) -> CloseReason:
     """Read the connection's frames. Reading never waits on a request being served: requests go
     to the connection's worker, which serves them one at a time in order, while this loop keeps
     reading, so pings (websocket and ``ping`` messages) are answered at once even while an
-    action waits for its commit."""
+    action waits for its commit.
+
+    Returns:
+        Why the connection ended.
+    """
     ws = session.ws
     try:
         deadline = time.monotonic() + HELLO_TIMEOUT_S
@@ -251,17 +276,17 @@ async def _serve(session: _Session) -> None:
                 await session.refuse(
                     out.error("hello_timeout", "send 'hello' with a token first"), b"no hello"
                 )
-                return
+                return CloseReason.HELLO_TIMEOUT
             if msg.type in (
                 WSMsgType.CLOSE,
                 WSMsgType.CLOSING,
                 WSMsgType.CLOSED,
                 WSMsgType.ERROR,
             ):
-                return
+                return _why_closed(session, msg)
             if msg.type is WSMsgType.BINARY:
                 await ws.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"text frames only")
-                return
+                return CloseReason.BINARY_FRAME
             if msg.type is not WSMsgType.TEXT:
                 continue
             if not session.rate.take():
@@ -270,7 +295,8 @@ async def _serve(session: _Session) -> None:
                 if not session.flood.take():
                     session.outbox.stop_reading()
                     await session.refuse(out.error("flood", "too many messages; closing"), b"flood")
-                    return
+                    return CloseReason.FLOOD
+                metrics.RATE_LIMITED_MESSAGES.inc()
                 await session.send(
                     out.error(
                         "rate_limited", "too many messages; slow down", peek_request_id(msg.data)
@@ -278,13 +304,36 @@ async def _serve(session: _Session) -> None:
                 )
                 continue
             await _accept(session, msg.data)
+        return _why_closed(session, None)
     finally:
         await session.stop_worker()
+
+
+def _why_closed(session: _Session, msg: WSMessage | None) -> CloseReason:
+    """Why a connection ended when its reader found it ending: ``msg`` is the close, closing,
+    closed or error message it read (None: the socket was found closed between two reads, or
+    lost under the reader)."""
+    if session.outbox.overflowed:
+        return CloseReason.SLOW_READER
+    if session.shutting_down.is_set():
+        return CloseReason.SERVER_SHUTDOWN
+    if msg is not None and msg.type is WSMsgType.CLOSE:
+        return CloseReason.CLIENT
+    error = msg.data if msg is not None and msg.type is WSMsgType.ERROR else None
+    error = error or session.ws.exception()
+    if isinstance(error, WebSocketError):
+        if error.code == WSCloseCode.MESSAGE_TOO_BIG:
+            return CloseReason.MESSAGE_TOO_BIG
+        return CloseReason.PROTOCOL_ERROR
+    if isinstance(error, TimeoutError):  # aiohttp's heartbeat: no pong in time
+        return CloseReason.HEARTBEAT
+    return CloseReason.CONNECTION_LOST
 
 
 async def _accept(session: _Session, raw: str) -> None:
     """Parse one frame: answer a ping or a malformed frame at once, hand anything else to the
     connection's worker (or refuse it with ``busy`` when too many already wait)."""
+    received = time.perf_counter()
     try:
         message = parse_client_message(raw)
     except ProtocolError as exc:
@@ -294,7 +343,7 @@ async def _accept(session: _Session, raw: str) -> None:
         await session.send(out.pong(message.id))
         return
     try:
-        session.submit(message)
+        session.submit(message, received)
         if isinstance(message, Hello):
             session.hellos_pending += 1
     except asyncio.QueueFull:
@@ -313,42 +362,50 @@ async def _work(session: _Session) -> None:
     and end when none is left (the next request starts a new worker)."""
     try:
         while not session.requests.empty():
-            await _handle(session, session.requests.get_nowait())
+            await _handle(session, *session.requests.get_nowait())
     except ConnectionResetError:
         return  # the peer is gone; the reader sees the connection close
 
 
-async def _handle(session: _Session, message: ClientMessage) -> None:
+async def _handle(session: _Session, message: ClientMessage, received: float) -> None:
     try:
         await _answer(session, message)
     finally:
         if isinstance(message, Hello):
             session.hellos_pending -= 1
+    if isinstance(message, ActionRequest):
+        metrics.ACK_SECONDS.observe(time.perf_counter() - received)
 
 
 async def _answer(session: _Session, message: ClientMessage) -> None:
+    """Serve one request; a failure is answered with an error (counted, for an action)."""
     request_id = message.id
+    reply: out.ErrorReply
     try:
         await _dispatch(session, message)
+        return
     except ProtocolError as exc:
         rid = exc.request_id if exc.request_id is not None else request_id
-        await session.send(out.error(exc.code, exc.message, rid))
+        reply = out.error(exc.code, exc.message, rid)
     except ServerBusyError as exc:
-        await session.send(out.busy(exc.message, exc.retry_after_s, request_id))
+        reply = out.busy(exc.message, exc.retry_after_s, request_id)
     except ServiceError as exc:
-        await session.send(out.error(exc.code, exc.message, request_id))
+        reply = out.error(exc.code, exc.message, request_id)
     except (ConnectionResetError, asyncio.CancelledError):
         raise
     except PoolTimeout as exc:
         busy = database_failure(exc)
         assert isinstance(busy, ServerBusyError)
-        await session.send(out.busy(busy.message, busy.retry_after_s, request_id))
+        reply = out.busy(busy.message, busy.retry_after_s, request_id)
     except (SQLAlchemyError, OSError):
         log.warning("database failure handling a websocket message", exc_info=True)
-        await session.send(out.error("unavailable", UNAVAILABLE, request_id))
+        reply = out.error("unavailable", UNAVAILABLE, request_id)
     except Exception:
         log.exception("unexpected error handling a websocket message")
-        await session.send(out.error("internal_error", "the server failed; try again", request_id))
+        reply = out.error("internal_error", "the server failed; try again", request_id)
+    if isinstance(message, ActionRequest):
+        metrics.action_failed(reply.code)
+    await session.send(reply)
 
 
 async def _hello(session: _Session, message: Hello) -> None:
@@ -390,6 +447,8 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
             await _hello(session, message)
         return
     if session.player is None:
+        if isinstance(message, ActionRequest):
+            metrics.action_failed("hello_required")
         await session.send(
             out.error("hello_required", "send 'hello' with a token first", message.id)
         )
@@ -409,9 +468,11 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
     elif isinstance(message, ActionRequest):
         result = await services.games.act(player.id, message.game_id, message.seq, message.action)
         if result.outcome is Outcome.ACCEPTED:
+            metrics.ACCEPTED.inc()
             await session.send(out.accepted(result.snapshot, session.locale, message.id))
         else:
             assert result.code is not None
+            metrics.action_rejected(result.code)
             await session.send(
                 out.rejected(
                     result.snapshot, result.code, session.locale, session.error_help, message.id

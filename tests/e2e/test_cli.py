@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -18,7 +19,7 @@ import pytest
 
 from server.bench.load import free_port
 from server.engine import GameCode
-from tests.helpers import eventually
+from tests.helpers import RawWs, Samples, eventually, metric, metric_samples
 
 TRIPEAKS = [sys.executable, "-m", "server"]
 
@@ -292,6 +293,8 @@ async def _two_workers(
         TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
         TRIPEAKS_WORKERS="2",
         TRIPEAKS_SOLVER_WORKERS="0",
+        # The workers' metrics directory, left behind by a supervisor killed outright.
+        TMPDIR=str(tmp_path),
     )
     proc = _start(env, port, tmp_path / "server.log")
     processes.append(proc)
@@ -324,3 +327,154 @@ def test_serve_refuses_a_worker_count_below_one(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "TRIPEAKS_WORKERS" in result.stderr
+
+
+def _metrics_directory(workers: set[int]) -> Path:
+    """The metrics directory the workers were given (``PROMETHEUS_MULTIPROC_DIR``): one for
+    all of them, made for them, private."""
+    found = set()
+    for pid in workers:
+        for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            name, _, value = entry.partition(b"=")
+            if name == b"PROMETHEUS_MULTIPROC_DIR":
+                found.add(Path(value.decode()))
+    assert len(found) == 1, found
+    directory = found.pop()
+    assert directory.is_dir() and directory.name.startswith("tripeaks-metrics-")
+    assert directory.stat().st_mode & 0o077 == 0
+    return directory
+
+
+def _metrics_directory_gone(directory: Path) -> bool:
+    return not directory.exists()
+
+
+def _holder(port: int, client_port: int, pids: set[int]) -> int | None:
+    """Which of ``pids`` holds the server's end of the connection from ``client_port`` to
+    ``port`` on 127.0.0.1 (from ``/proc``: the socket's inode, then the process whose file
+    descriptors hold it); None until one has accepted it."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, inode = fields[1], fields[2], fields[9]
+        if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == client_port:
+            inodes.add(f"socket:[{inode}]")
+    for pid in pids:
+        try:
+            links = {os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()}
+        except OSError:
+            continue
+        if links & inodes:
+            return pid
+    return None
+
+
+async def _held_by(port: int, client_port: int, pids: set[int]) -> int:
+    """The worker that accepted the connection from ``client_port``, once one has."""
+    found: list[int] = []
+
+    def accepted() -> bool:
+        pid = _holder(port, client_port, pids)
+        if pid is not None:
+            found.append(pid)
+        return pid is not None
+
+    await eventually(accepted, "a worker to accept the connection")
+    return found[0]
+
+
+async def _scrape_through_a_worker(port: int, pids: set[int]) -> tuple[int, Samples]:
+    """Scrape ``/metrics`` on a connection of its own; the worker that answered, and what it
+    answered."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        pid = await _held_by(port, writer.get_extra_info("sockname")[1], pids)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        raw = await asyncio.wait_for(reader.read(), 30)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return pid, metric_samples(body.decode())
+
+
+async def test_the_metrics_of_workers_add_up_whichever_worker_is_scraped(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    proc, port = await _two_workers(database_url, tmp_path, processes)
+    workers = _children(proc.pid)
+    directory = _metrics_directory(workers)
+
+    base = f"http://127.0.0.1:{port}"
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{base}/api/v1/players", json={"name": "Many"}) as resp,
+    ):
+        token = (await resp.json())["token"]
+    # Websockets until each worker holds two of them (the kernel spreads new connections);
+    # the others are closed unused.
+    sockets: dict[int, list[RawWs]] = {pid: [] for pid in workers}
+    for _attempt in range(60):
+        if min(len(held) for held in sockets.values()) >= 2:
+            break
+        raw = await RawWs.connect("127.0.0.1", port)
+        held = sockets[await _held_by(port, raw.local_port, workers)]
+        if len(held) < 2:
+            held.append(raw)
+        else:
+            raw.close()
+    else:
+        pytest.fail(f"the kernel put nearly every connection on one worker: {sockets}")
+    everyone = [raw for held in sockets.values() for raw in held]
+    for n, raw in enumerate(everyone):
+        assert (await raw.request({"type": "hello", "token": token}, f"h{n}"))["type"] == "welcome"
+        game = (await raw.request({"type": "new_game"}, f"g{n}"))["game"]
+        action = {"type": "action", "game_id": game["game_id"], "seq": 0, "action": "draw"}
+        assert (await raw.request(action, f"a{n}"))["type"] == "accepted"
+    assert (await everyone[0].request({"type": "join_daily"}, "d"))["type"] == "game"
+
+    async def settled() -> bool:  # the unused sockets' closes seen
+        _pid, samples = await _scrape_through_a_worker(port, workers)
+        return metric(samples, "tripeaks_websockets_open") == len(everyone)
+
+    await eventually(settled, "the unused sockets to be closed")
+    # Whichever worker answers, the figures are both workers' together.
+    answered: dict[int, Samples] = {}
+    for _attempt in range(60):
+        if len(answered) == 2:
+            break
+        pid, samples = await _scrape_through_a_worker(port, workers)
+        answered[pid] = samples
+    assert len(answered) == 2, "every scrape reached the same worker"
+    for samples in answered.values():
+        assert metric(samples, "tripeaks_actions_total", outcome="accepted", code="") == len(
+            everyone
+        )
+        assert metric(samples, "tripeaks_action_ack_seconds_count") == len(everyone)
+        assert metric(samples, "tripeaks_group_commit_batch_writes_sum") == len(everyone)
+        assert metric(samples, "tripeaks_websockets_open") == len(everyone)
+        assert metric(samples, "tripeaks_db_pool_size") == 2 * 10  # two pools of 10
+        assert metric(samples, "tripeaks_daily_players") == 1  # the database's, not summed
+
+    # A worker killed: its counts stay, its open sockets leave the sum.
+    dead = next(iter(workers))
+    os.kill(dead, signal.SIGKILL)
+    survivors = workers - {dead}
+    await eventually(lambda: len(_children(proc.pid) - {dead}) == 2, "a new worker", every_s=0.1)
+
+    async def only_the_survivors_sockets() -> bool:
+        _pid, samples = await _scrape_through_a_worker(port, _children(proc.pid))
+        return metric(samples, "tripeaks_websockets_open") == sum(
+            len(sockets[pid]) for pid in survivors
+        ) and metric(samples, "tripeaks_actions_total", outcome="accepted", code="") == len(
+            everyone
+        )
+
+    await eventually(only_the_survivors_sockets, "the dead worker's sockets to leave the sum")
+    for raw in everyone:
+        raw.close()
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert _metrics_directory_gone(directory)  # removed with the service

@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import REGISTRY
 
 from server.engine import Action, GameCode
 from server.services.clock import FakeClock
@@ -518,6 +519,8 @@ async def test_a_racer_who_stops_reading_is_closed_with_1008_or_cut_off(
     make_server: ServerFactory, clock: FakeClock
 ) -> None:
     server = await make_server(**RACE_SETTINGS, ws_send_queue=16)
+    slow_closes = ("tripeaks_websocket_closes_total", {"reason": "slow_reader"})
+    slow_before = REGISTRY.get_sample_value(*slow_closes)
     async with TestClient(server) as client:
         host = await _player(client, "Host")
         invite = await _open_room(host)
@@ -555,6 +558,7 @@ async def test_a_racer_who_stops_reading_is_closed_with_1008_or_cut_off(
             await _eventually(
                 lambda: all(s.ws not in server.app[SOCKETS] for s in sessions), "sockets gone"
             )
+            assert REGISTRY.get_sample_value(*slow_closes) == (slow_before or 0) + 2
             deaf_transport = sessions[1].outbox._transport
             await _eventually(  # not merely closing, waiting for ever to flush its backlog
                 lambda: deaf_transport.is_closing() and not deaf_transport.get_write_buffer_size(),
