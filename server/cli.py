@@ -51,15 +51,10 @@ def _with_database(settings: Settings) -> Settings:
     return settings.model_copy(update={"database_url": url})
 
 
-def _configure_logging(level: str, worker: int | None = None) -> None:
-    tag = "" if worker is None else f"[worker {worker}] "
-    logging.basicConfig(
-        level=level,
-        format=f"%(asctime)s %(levelname)s {tag}%(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # Alembic names each of its plugins as it loads them; nothing an operator acts on.
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+def _configure_logging(settings: Settings, worker: int | None = None) -> None:
+    from server.logs import configure_logging
+
+    configure_logging(settings.log_level, settings.log_format, worker=worker)
 
 
 @click.group()
@@ -86,7 +81,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
     from server.config import SecretError, load_or_create_daily_secret
 
     settings = _settings(host=host, port=port, data_dir=data_dir, workers=workers)
-    _configure_logging(settings.log_level)
+    _configure_logging(settings)
     try:  # before the embedded database is started; generated only beside it
         daily_secret = load_or_create_daily_secret(settings, generate=not settings.database_url)
     except SecretError as exc:
@@ -143,7 +138,7 @@ def _worker_main(number: int, dumped: dict[str, Any], daily_secret: bytes) -> No
     detach_from_terminal_signals()
     stop_with_parent()
     settings = Settings(**dumped)
-    _configure_logging(settings.log_level, number)
+    _configure_logging(settings, number)
     _serve(settings, daily_secret, worker=number)
 
 
@@ -159,7 +154,7 @@ def migrate(data_dir: Path | None) -> None:
     from server.storage.db import migrate as run_migrations
 
     settings = _settings(data_dir=data_dir)
-    _configure_logging(settings.log_level)
+    _configure_logging(settings)
     settings = _with_database(settings)
     assert settings.database_url
 

@@ -17,6 +17,8 @@ Environment variables (all optional):
   today's and (within that lead) tomorrow's deals are stored (60; 0 turns it off: a date's deal
   is then chosen by its first player).
 - ``TRIPEAKS_LOG_LEVEL``: ``DEBUG``, ``INFO`` (default), ``WARNING``, ``ERROR``.
+- ``TRIPEAKS_LOG_FORMAT``: ``text`` (default) or ``json`` (one object per line; see
+  :mod:`server.logs`).
 - ``TRIPEAKS_DB_POOL_SIZE``: connections per server process (default 10).
 - ``TRIPEAKS_DB_POOLER``: ``none`` (default) or ``transaction``: ``DATABASE_URL`` points at a
   connection pooler in transaction mode (PgBouncer ``pool_mode = transaction``, as most managed
@@ -89,6 +91,7 @@ class Settings(BaseSettings):
     daily_prepare_ahead_s: int = Field(default=3600, ge=0, le=86_400)
     daily_prepare_every_s: float = Field(default=60.0, ge=0, le=86_400)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_pooler: Literal["none", "transaction"] = "none"
     direct_database_url: str | None = None
@@ -125,7 +128,7 @@ class Settings(BaseSettings):
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("db_pooler", mode="before")
+    @field_validator("db_pooler", "log_format", mode="before")
     @classmethod
     def _lower_pooler(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

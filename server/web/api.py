@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from server.config import Settings
+from server.logs import bind, log_context
 from server.protocol.server import iso_time, room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.errors import (
@@ -74,11 +76,25 @@ async def timing_middleware(request: web.Request, handler: Handler) -> web.Strea
     (what a client sees beyond it is the network and its own side). Not for the websocket,
     whose answer is sent before the handler ends."""
     started = time.perf_counter()
-    response = await handler(request)
+    request_id = _request_id(request)
+    with log_context(request_id=request_id):
+        response = await handler(request)
     if not response.prepared:
         spent_ms = (time.perf_counter() - started) * 1000
         response.headers["Server-Timing"] = f'app;dur={spent_ms:.1f};desc="server"'
+        response.headers["X-Request-Id"] = request_id
     return response
+
+
+#: What an ``X-Request-Id`` a client sends may hold to be kept (else the server makes one).
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def _request_id(request: web.Request) -> str:
+    """The request's id in the logs and its ``X-Request-Id`` answer: the client's own when it
+    sent a plausible one (1 to 64 of ``A-Z a-z 0-9 . _ : -``), else 16 random hex digits."""
+    sent = request.headers.get("X-Request-Id", "")
+    return sent if _REQUEST_ID.fullmatch(sent) else secrets.token_hex(8)
 
 
 @web.middleware
@@ -163,7 +179,9 @@ async def _bearer(request: web.Request, *, required: bool) -> PlayerInfo | None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
-    return await request.app[SERVICES].players.authenticate(token.strip())
+    player = await request.app[SERVICES].players.authenticate(token.strip())
+    bind(player_id=player.id)
+    return player
 
 
 async def _database_answers(request: web.Request) -> bool:

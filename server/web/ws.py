@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from server.engine.errors import Locale
+from server.logs import bind, log_context
 from server.protocol import server as out
 from server.protocol.client import (
     ActionRequest,
@@ -177,6 +178,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         return web.Response(status=400, text="the connection closed during the upgrade")
     request.app[SOCKETS].add(ws)
     key = f"ws-{next(_connection_ids)}"
+    bind(connection_id=key)
     request.app[HUB].opened(key)
     session = _Session(
         services=request.app[SERVICES],
@@ -369,7 +371,12 @@ async def _work(session: _Session) -> None:
 
 async def _handle(session: _Session, message: ClientMessage, received: float) -> None:
     try:
-        await _answer(session, message)
+        with log_context(
+            player_id=session.player_id,
+            request_id=message.id,
+            game_id=getattr(message, "game_id", None),
+        ):
+            await _answer(session, message)
     finally:
         if isinstance(message, Hello):
             session.hellos_pending -= 1

@@ -478,3 +478,33 @@ async def test_the_metrics_of_workers_add_up_whichever_worker_is_scraped(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert _metrics_directory_gone(directory)  # removed with the service
+
+
+async def test_serve_logs_json_lines_when_told(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    env = _env(
+        TRIPEAKS_PORT=str(port),
+        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
+        TRIPEAKS_LOG_FORMAT="json",
+    )
+    log = tmp_path / "server.log"
+    proc = _start(env, port, log)
+    processes.append(proc)
+    await _play_a_little(f"http://127.0.0.1:{port}", "Json Logger")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=15) == 0
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    others = [line for line in lines if not line.startswith("{")]
+    assert all(line.startswith(("======== Running on", "(Press CTRL+C")) for line in others), others
+    assert {"event", "level", "logger", "timestamp"} <= set(records[0])
+    events = [record["event"] for record in records]
+    assert any("objects alive after start moved out" in event for event in events)
+    assert any(
+        record["logger"] == "server.web.app" and record["event"].startswith("shutting down")
+        for record in records
+    )
