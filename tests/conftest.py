@@ -24,6 +24,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web import Application, Request
 from sqlalchemy.engine import make_url
 
 from server.config import Settings
@@ -150,7 +151,7 @@ async def server(make_server: ServerFactory) -> TestServer:
 
 
 @pytest.fixture
-async def client(server: TestServer) -> AsyncIterator[TestClient[object, object]]:
+async def client(server: TestServer) -> AsyncIterator[TestClient[Request, Application]]:
     """An HTTP/websocket client of ``server``."""
     async with TestClient(server) as test_client:
         yield test_client

@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import QueuePool
 
 from server.bench.load import choose_action
 from server.config import Settings
@@ -243,9 +244,11 @@ async def _settled_and_consistent(
     try:
         deadline = time.monotonic() + BOUND_S
         while True:
+            pool = engine.pool
+            assert isinstance(pool, QueuePool), pool
             state = (
                 len(handlers.tasks) - open_sockets,
-                engine.pool.checkedout(),
+                pool.checkedout(),
                 await _lingering(admin, database),
             )
             if state == (0, 0, 0) or time.monotonic() > deadline:

@@ -334,7 +334,7 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
         alive = proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         try:
-            code = proc.wait(15)
+            code: int | None = proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)

@@ -17,9 +17,9 @@ from hypothesis import Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, event, insert, text
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import SelectBase
 
 from server.engine import RuleSet
 from server.services import leaderboards
@@ -277,8 +277,9 @@ async def test_dailies_finished_over_websockets_keep_the_counts(
 # --------------------------------------------------------------------------------- query plans
 
 
-async def explain(engine: AsyncEngine, statement: Executable, values: dict[str, Any]) -> str:
-    compiled = statement.compile(dialect=postgresql.asyncpg.dialect())  # type: ignore[attr-defined]
+async def explain(engine: AsyncEngine, statement: SelectBase, values: dict[str, Any]) -> str:
+    compiled = statement.compile(dialect=engine.dialect)  # asyncpg's: positional $n parameters
+    assert isinstance(compiled, SQLCompiler) and compiled.positiontup is not None, compiled
     params = tuple(values.get(k, compiled.params[k]) for k in compiled.positiontup)
     async with engine.connect() as conn:
         # On a small test board a sequential scan would win; forbid it (and bitmap scans,

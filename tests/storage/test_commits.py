@@ -309,7 +309,7 @@ async def test_a_daily_write_after_its_date_by_the_databases_clock_changes_nothi
             return_exceptions=True,
         )
         assert isinstance(outcomes[0], DailyClosed)
-        assert outcomes[1:] == [None, None]
+        assert list(outcomes[1:]) == [None, None]
         assert await stored(db, past) == (0, [])
         assert await stored(db, current) == (1, [1])
         # A simulated clock's date stands in for the database's: the past date is open to it.

@@ -12,13 +12,13 @@ import datetime as dt
 import random
 import secrets
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import asyncpg
 import pytest
 from alembic import command
-from sqlalchemy import column, delete, insert, table, text, update
+from sqlalchemy import Row, column, delete, insert, table, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.storage.db import alembic_config, create_engine, migrate
@@ -83,7 +83,7 @@ async def add_games(engine: AsyncEngine, games: list[dict[str, Any]]) -> list[in
         return list(rows.scalars())
 
 
-def recount(games: list[Any]) -> Counts:
+def recount(games: Sequence[Row[*tuple[Any, ...]]]) -> Counts:
     """The three levels of counts, computed from the ranked games in Python."""
     counts: Counts = Counter()
     for g in games:

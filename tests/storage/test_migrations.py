@@ -268,7 +268,9 @@ async def test_upgrade_keeps_players_with_look_alike_names_and_refuses_new_look_
         assert "uq_players_name_lower" not in await _indexes(engine)
 
         async with engine.connect() as conn:
-            keys = dict((await conn.execute(text("SELECT name, name_key FROM players"))).all())
+            keys: dict[str, str] = dict(
+                (await conn.execute(text("SELECT name, name_key FROM players"))).all()
+            )
         ids = {name: player_id for player_id, name, _ in before}
         # The oldest of each look-alike group has the plain key, the later ones key#id.
         assert keys["Ada"] == name_key("Ada")

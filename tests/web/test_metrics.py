@@ -211,6 +211,7 @@ async def test_a_client_that_stops_answering_pings_is_closed_for_the_heartbeat(
     async with TestClient(server) as client:
         token = (await register(client, "Deaf"))["token"]
         before = await scrape(client)
+        assert server.port is not None
         raw = await RawWs.connect(server.host, server.port)  # answers no ping: reads nothing
         try:
             assert (await raw.request({"type": "hello", "token": token}, "h"))["type"] == "welcome"

@@ -26,6 +26,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import ValidationError
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from server.config import Settings
 from server.engine import GameCode, RuleSet
@@ -463,7 +464,6 @@ async def test_a_thousand_concurrent_leaderboard_reads_through_the_pooler_all_su
     # The burst queues for the server's 20 connections; on a slow machine the last reads would
     # wait past the pool's 10 s and be shed with 503 (the server's overload policy, not what is
     # checked here): this server's reads may wait their turn however long it takes.
-    create_async_engine = db_module.create_async_engine
     monkeypatch.setattr(
         db_module,
         "create_async_engine",

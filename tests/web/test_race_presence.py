@@ -67,9 +67,10 @@ async def _room_until(ws: WsPlayer, holds: Callable[[Room], bool]) -> Room:
     which ``holds`` is true arrives; return that room."""
     while True:
         message = await ws.recv()
-        room = message.get("race")
-        if message["type"] in ("race", "race_room", "race_results") and holds(room):
-            return room  # type: ignore[no-any-return]
+        if message["type"] in ("race", "race_room", "race_results"):
+            room: Room = message["race"]
+            if holds(room):
+                return room
 
 
 def _racer(room: Room, player_id: int) -> dict[str, Any] | None:
@@ -447,7 +448,10 @@ async def test_a_process_taken_for_dead_hands_its_racers_over_and_records_them_a
 
 
 async def _instance_gone(conn: asyncpg.Connection, instance: str) -> bool:
-    return await conn.fetchval("SELECT count(*) FROM server_instances WHERE id = $1", instance) == 0
+    count: int = await conn.fetchval(
+        "SELECT count(*) FROM server_instances WHERE id = $1", instance
+    )
+    return count == 0
 
 
 async def test_a_finished_race_keeps_the_presence_it_ended_with(

@@ -85,6 +85,7 @@ def _watching(message: dict[str, Any], player_id: int) -> bool:
 
 async def _raw_player(client: Client, server: TestServer, name: str) -> tuple[RawWs, int]:
     info = await register(client, name)
+    assert server.port is not None
     raw = await RawWs.connect(server.host, server.port, rcvbuf=4096)
     welcome = await raw.request({"type": "hello", "token": info["token"]}, "hello")
     assert welcome["type"] == "welcome", welcome

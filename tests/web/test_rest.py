@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from aiohttp.web import Application, Request
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -363,7 +364,7 @@ async def test_database_outage_gives_503_json_and_the_api_recovers(
 
 
 async def test_every_rest_answer_says_how_long_the_server_spent_on_it(
-    client: TestClient[object, object],
+    client: TestClient[Request, Application],
 ) -> None:
     for path, status in (
         ("/api/v1/daily", 200),
