@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import logging
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -47,7 +51,8 @@ def _with_database(settings: Settings) -> Settings:
     from server.storage.db import start_embedded_postgres
 
     click.echo(f"No DATABASE_URL: starting the embedded PostgreSQL in {settings.data_dir / 'pg'}")
-    url = start_embedded_postgres(settings.data_dir)
+    with _SIGTERM.held_back():
+        url = start_embedded_postgres(settings.data_dir)
     return settings.model_copy(update={"database_url": url})
 
 
@@ -82,6 +87,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
 
     settings = _settings(host=host, port=port, data_dir=data_dir, workers=workers)
     _configure_logging(settings)
+    _interrupt_on_sigterm()
     try:  # before the embedded database is started; generated only beside it
         daily_secret = load_or_create_daily_secret(settings, generate=not settings.database_url)
     except SecretError as exc:
@@ -99,6 +105,43 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
     log.info("stopped")
     if status:
         sys.exit(status)
+
+
+class _Sigterm:
+    """SIGTERM before the server (or the workers' supervisor) takes it over: it stops the
+    process as Ctrl-C does, unwinding it, so that what was started meanwhile (the embedded
+    database) is stopped too, where the signal's default action would end the process on the
+    spot. While the embedded database starts it is held back until the start is over (and its
+    stop is arranged)."""
+
+    def __init__(self) -> None:
+        self.holding = False
+        self.held = False
+
+    def __call__(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.holding:
+            self.held = True
+            return
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def held_back(self) -> Iterator[None]:
+        """Within the block a SIGTERM waits; it takes effect when the block ends."""
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+        if self.held:
+            raise KeyboardInterrupt
+
+
+_SIGTERM = _Sigterm()
+
+
+def _interrupt_on_sigterm() -> None:
+    """See :class:`_Sigterm`."""
+    signal.signal(signal.SIGTERM, _SIGTERM)
 
 
 def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None) -> None:
@@ -457,11 +500,13 @@ def loadtest(
             raise click.BadParameter(
                 f"{paced!r} is not a comma-separated list of player counts", param_hint="--paced"
             )
-    asyncio.run(
+    failed = asyncio.run(
         main_async(
             url, players, seconds, mode, echo, server_pid, idle, counts, pace, jitter, target_p99_ms
         )
     )
+    if failed:
+        raise click.ClickException(f"{failed} requests failed (see the errors above)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -665,16 +665,16 @@ async def main_async(
     pace: float = 1.0,
     jitter: float = 0.5,
     target_p99_ms: float = 50.0,
-) -> None:
-    """The ``tripeaks loadtest`` command."""
+) -> int:
+    """The ``tripeaks loadtest`` command; returns how many requests failed (0: all answered)."""
     require_loopback(url)
     base = url.rstrip("/")
     if idle:
         await idle_connections(base, idle, pid)
-        return
+        return 0
     if paced:
-        await paced_ladder(base, paced, seconds, pace, jitter, pid, target_p99_ms)
-        return
+        rows = await paced_ladder(base, paced, seconds, pace, jitter, pid, target_p99_ms)
+        return sum(row.errors for row in rows)
     before = rss_kb(pid) if pid else None
     stats, spent = await run_players(base, players, seconds, mode, pid)
     after = rss_kb(pid) if pid else None
@@ -690,3 +690,4 @@ async def main_async(
         )
         if ceiling:
             print(f"throughput vs echo ceiling: {rate / ceiling:.1%}")
+    return sum(stats.errors.values())

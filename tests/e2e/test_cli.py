@@ -508,3 +508,36 @@ async def test_serve_logs_json_lines_when_told(
         record["logger"] == "server.web.app" and record["event"].startswith("shutting down")
         for record in records
     )
+
+
+def test_sigterm_while_starting_stops_the_embedded_postgres_too(tmp_path: Path) -> None:
+    """SIGTERM as soon as the embedded database runs, before the server listens: the process
+    unwinds as on Ctrl-C and takes its PostgreSQL with it."""
+    port = free_port()
+    env = _env(TRIPEAKS_PORT=str(port), TRIPEAKS_DATA_DIR=str(tmp_path / "data"))
+    pid_file = tmp_path / "data" / "pg" / "postmaster.pid"
+    log = tmp_path / "server.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*TRIPEAKS, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)
+    postmaster: int | None = None
+    try:
+        deadline = time.monotonic() + 120
+        while postmaster is None:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the embedded PostgreSQL never started"
+            if pid_file.exists() and (first := pid_file.read_text().split("\n", 1)[0]).isdigit():
+                postmaster = int(first)
+            else:
+                time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{postmaster}").exists():
+            assert time.monotonic() < deadline, f"PostgreSQL still runs:\n{log.read_text()}"
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if postmaster is not None and Path(f"/proc/{postmaster}").exists():
+            os.kill(postmaster, signal.SIGQUIT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from server.bench.load import paced_ladder, run_paced
+from server.bench.load import free_port, paced_ladder, run_paced
 from server.cli import main
 from tests.conftest import ServerFactory
 
@@ -41,3 +41,13 @@ def test_the_cli_names_a_bad_player_count_list(paced: str) -> None:
     result = CliRunner().invoke(main, ["loadtest", "--paced", paced])
     assert result.exit_code == 2
     assert "--paced" in result.output
+
+
+@pytest.mark.parametrize("mode", [["--players", "2", "--no-echo"], ["--paced", "2"]])
+def test_a_run_whose_requests_fail_exits_with_an_error(mode: list[str]) -> None:
+    """Nothing listening: every player's requests fail, and the command says so in its exit
+    status, not only in its printout."""
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(main, ["loadtest", "--url", url, "--seconds", "0.5", *mode])
+    assert result.exit_code == 1, result.output
+    assert "requests failed" in result.output
