@@ -32,7 +32,11 @@ takes a pre-pinged connection and prepares again.
 A game row locked by another transaction (a slow statement, a stuck session) holds up only
 that game's writes: the statement skips rows it cannot lock at once (``SKIP LOCKED``), stores
 the rest of the batch, and the skipped writes are tried again in later batches (after 10 ms,
-doubling to 250 ms) until the write timeout, when they fail with :class:`GameBusy`.
+doubling to 250 ms) until the write timeout, when they fail with :class:`GameBusy`. A batch
+whose statement itself is held up (a lock on a whole table, a stalled connection) is cancelled
+after the write timeout: its writes fail (``OperationalError``; the games reload their stored
+state) and the writer goes on with a fresh connection, so no stuck statement holds up every
+game of the process for longer than that.
 
 The daily boundary is the database's: a daily game's action is stored only while the
 database's clock, read by the committing statement, is still on the game's date (UTC). Every
@@ -58,6 +62,7 @@ from sqlalchemy.exc import (
     InterfaceError,
     InternalError,
     NotSupportedError,
+    OperationalError,
     ProgrammingError,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -444,7 +449,7 @@ class GroupCommitter:
                             pending.future.set_exception(exc)
                     if link is not None:  # take a fresh (pre-pinged) connection next time
                         link.info.pop(_PREPARED_KEY, None)
-                        if link.driver.is_closed():
+                        if link.driver.is_closed() or getattr(exc, "connection_invalidated", False):
                             await link.conn.invalidate()
                         await self._release(link.conn)
                         link = None
@@ -525,20 +530,31 @@ class GroupCommitter:
 
         Raises:
             sqlalchemy.exc.DBAPIError: the driver's error, as :func:`database_error` makes it.
+            sqlalchemy.exc.OperationalError: the statement did not end within the write
+                timeout (a table lock, a stalled connection); it is cancelled, and the
+                connection is given up (``connection_invalidated``).
             OSError: the connection failed.
         """
         arguments = _arguments(batch)
+        bound = self._timeout_s  # no batch holds up every game for longer than a write may wait
         try:
             if not link.named:
                 # With asyncpg's statement cache off this is an unnamed statement, parsed,
                 # bound and run in one message sequence.
-                rows = await link.driver.fetch(COMMIT_BATCH_SQL, *arguments)
+                rows = await link.driver.fetch(COMMIT_BATCH_SQL, *arguments, timeout=bound)
             else:
                 if link.prepared is None:
-                    link.prepared = await link.driver.prepare(COMMIT_BATCH_SQL)
+                    link.prepared = await link.driver.prepare(COMMIT_BATCH_SQL, timeout=bound)
                     link.info[_PREPARED_KEY] = (link.driver, link.prepared)
                     self.prepares += 1
-                rows = await link.prepared.fetch(*arguments)
+                rows = await link.prepared.fetch(*arguments, timeout=bound)
+        except TimeoutError:
+            raise OperationalError(
+                COMMIT_BATCH_SQL,
+                None,
+                DriverError(f"the batch statement took longer than {bound:g} s", None),
+                connection_invalidated=True,
+            ) from None
         except asyncpg.DataError as exc:  # its message quotes the value: not shown
             raise database_error(
                 exc, COMMIT_BATCH_SQL, connection_invalidated=link.driver.is_closed()

@@ -16,6 +16,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable
+from typing import Annotated
 
 import asyncpg
 import msgspec
@@ -64,7 +65,7 @@ class RaceStarted(_Event, frozen=True, tag="race_start"):
 
     invite: str
     version: int
-    starts_at: dt.datetime
+    starts_at: Annotated[dt.datetime, msgspec.Meta(tz=True)]
     games: dict[int, int]
 
 
@@ -99,7 +100,8 @@ def decode_event(payload: str | bytes) -> Event:
 
     Raises:
         msgspec.DecodeError: not JSON, or not a known event (its ``kind``, a field missing or
-            of the wrong type).
+            of the wrong type, a time without its zone).
+        RecursionError: JSON nested too deep to read.
     """
     return _DECODER.decode(payload)
 
@@ -187,7 +189,7 @@ class Listener:
     def _receive(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         try:
             event = decode_event(payload)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:
             log.warning("ignoring a payload that is no known event: %s", exc)
             return
         try:

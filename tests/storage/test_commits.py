@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 from sqlalchemy import select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.storage.commits import (
@@ -545,3 +545,25 @@ async def test_batches_through_a_transaction_pooler_go_through(
         for committer in committers:
             await committer.close()
         await engine.dispose()
+
+
+async def test_a_batch_held_up_past_the_write_timeout_fails_and_the_writer_goes_on(
+    db: AsyncEngine,
+) -> None:
+    """A table lock (or a stalled connection) holds the batch statement itself: after the
+    write timeout it is cancelled and its writes fail, instead of every game of the process
+    waiting for as long as the lock lasts."""
+    g, other = await games(db, 2)
+    committer = GroupCommitter(db, timeout_s=0.5)
+    try:
+        await committer.write(draw(other, 0))
+        async with db.begin() as blocker:
+            await blocker.execute(text("LOCK TABLE game_actions IN SHARE MODE"))
+            with pytest.raises(OperationalError) as failed:
+                await committer.write(draw(g, 0))
+            assert failed.value.connection_invalidated
+            assert await stored(db, g) == (0, [])
+        await committer.write(draw(g, 0))  # the lock gone: a fresh connection, stored
+        assert await stored(db, g) == (1, [1])
+    finally:
+        await committer.close()

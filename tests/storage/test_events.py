@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 
 import asyncpg
 import pytest
@@ -60,20 +61,31 @@ async def test_the_listener_reconnects_through_any_failure_of_its_attempts(
 
 
 async def test_a_payload_that_is_no_known_event_is_dropped_and_listening_goes_on(
-    database_url: str,
+    database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     received: list[Event] = []
     listener = Listener(database_url, received.append)
     await listener.start()
     admin = await asyncpg.connect(database_url)
     try:
-        for junk in ("not json", '{"kind": "probe"}', '{"kind": "race_room", "race_id": "7"}'):
+        junk_payloads = (
+            "not json",
+            '{"kind": "probe"}',
+            '{"kind": "race_room", "race_id": "7"}',
+            '{"kind": ' + "[" * 3000 + "]" * 3000 + "}",
+            '{"kind": "race_start", "race_id": 7, "invite": "ACDEFG", "version": 1, '
+            '"starts_at": "2020-01-01T00:00:00", "games": {}}',
+        )
+        for junk in junk_payloads:
             await admin.execute("SELECT pg_notify($1, $2)", CHANNEL, junk)
         await admin.execute(
             "SELECT pg_notify($1, $2)", CHANNEL, encode_event(RaceRoomChanged(8, "BCDEFG"))
         )
         await eventually(lambda: received, "the valid event after the junk")
         assert received == [RaceRoomChanged(8, "BCDEFG")]
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+        dropped = [r for r in caplog.records if "no known event" in r.getMessage()]
+        assert len(dropped) == 5
     finally:
         await admin.close()
         await listener.stop()
