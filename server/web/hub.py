@@ -133,9 +133,9 @@ class Hub:
             message = out.race_progress(self._invites[race_id], event)
             self._fan_out(race_id, message, ("progress", race_id, event.player_id))
         elif isinstance(event, RaceRoomChanged | RaceStarted | RaceFinished):
+            # The room is read again; a start is scheduled from the stored room, not from the
+            # event (anyone who may connect to the database may NOTIFY).
             self._refresh_room(race_id)
-            if isinstance(event, RaceStarted):
-                self._schedule_release(race_id, event.invite, event.starts_at)
 
     def resync(self) -> None:
         """After a lost event connection: send every followed room's current state again."""
@@ -183,6 +183,8 @@ class Hub:
             log.warning("race %s: cannot read the room (%s)", invite, exc.code)
             return
         now = self._services.clock.now()
+        if room.status == "running" and room.starts_at is not None:
+            self._schedule_release(race_id, room.invite, room.starts_at)
         if room.status == "finished":
             message = out.race_results(room, now)
             self._fan_out(race_id, message, ("results", race_id))

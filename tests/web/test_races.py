@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from server.engine import GameCode
 from server.services.clock import FakeClock
+from server.storage.events import CHANNEL, RaceStarted, encode_event
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, blocking_line, find_winning_line, register
 
@@ -140,3 +143,38 @@ async def test_actions_before_the_countdown_ends_are_refused(
         assert reply["code"] == "race_not_started"
         clock.advance(seconds=1)
         assert (await host.act(game, "draw"))["type"] == "accepted"
+
+
+async def test_a_forged_start_notification_neither_releases_nor_blocks_the_real_start(
+    race_server: TestServer, database_url: str
+) -> None:
+    """Anyone who may connect to the database may NOTIFY: a ``race_start`` event that the
+    stored room does not bear out only makes each process read the room again."""
+    async with TestClient(race_server) as client:
+        host, ann = await _racer(client, "Host"), await _racer(client, "Ann")
+        room = (await host.request({"type": "race_create"}))["race"]
+        await ann.request({"type": "race_join", "invite": room["invite"]})
+        update = await host.until("race_room")
+        while len(update["race"]["players"]) < 2:
+            update = await host.until("race_room")
+        host.inbox.clear()
+        forged = encode_event(
+            RaceStarted(
+                race_id=room["race_id"],
+                invite=room["invite"],
+                version=99,
+                starts_at=dt.datetime(2020, 1, 1, tzinfo=dt.UTC),
+                games={},
+            )
+        )
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, forged)
+        finally:
+            await conn.close()
+        update = await host.until("race_room")  # read again for the event: still a lobby
+        assert update["race"]["status"] == "lobby"
+        assert not [m for m in host.inbox if m["type"] == "race_go"]
+        await host.request({"type": "race_start", "invite": room["invite"]})
+        for ws in (host, ann):
+            assert (await ws.until("race_go"))["game"]["seq"] == 0
