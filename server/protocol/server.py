@@ -1,7 +1,9 @@
 """Server → client messages: the single place where replies and the game STATE are encoded.
 
-Every function returns a JSON-ready dict; ``encode`` turns one into the frame's text. The wire
-format is documented in ``docs/protocol.md``.
+Every message is a msgspec Struct whose ``type`` is its tag (:data:`TypedReply`; a request's
+``id``, when it had one, comes last); ``encode`` turns one into the frame's text and
+:func:`server_message_schema` gives their JSON Schema. The wire format is documented in
+``docs/protocol.md``.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from server.engine.cards import FULL_DECK, Card
 from server.engine.codes import GameCode
 from server.engine.errors import Locale, Rejection, blocked_notice, rejection_message
 from server.engine.game import FACE_DOWN, Action, GameView, Status
-
-JSON = dict[str, Any]
 
 
 class GameSnapshot(Protocol):
@@ -97,12 +97,6 @@ _SHOWN_TEXT: dict[Card | str | None, str | None] = {
 }
 
 
-def _with_id(message: JSON, request_id: int | str | None) -> JSON:
-    if request_id is not None:
-        message["id"] = request_id
-    return message
-
-
 class _Reply(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="type"):
     """A typed server message: its ``type`` is the class's tag, written first; ``id`` (the
     request's, when it had one) is left out when None."""
@@ -175,8 +169,8 @@ class Pong(_Reply, frozen=True, tag="pong"):
     id: int | str | None = None
 
 
-#: A message as the outbox takes it: a typed reply, or a JSON-ready dict.
-Message = _Reply | JSON
+#: A message as the outbox takes it.
+Message = _Reply
 
 
 def game_state(snapshot: GameSnapshot, locale: Locale) -> GameState:
@@ -205,22 +199,41 @@ def game_state(snapshot: GameSnapshot, locale: Locale) -> GameState:
     )
 
 
+class WelcomePlayer(msgspec.Struct, frozen=True):
+    """The player a connection speaks for."""
+
+    id: int
+    name: str
+
+
+class Welcome(_Reply, frozen=True, tag="welcome"):
+    """Reply to ``hello``: the player, their unfinished games (each a STATE) and the race
+    rooms they sit in (lobby or running, each a ROOM; the connection follows them)."""
+
+    player: WelcomePlayer
+    locale: str
+    games: list[GameState]
+    races: list[RoomState]
+    id: int | str | None = None
+
+
 def welcome(
     player: PlayerInfo,
     games: Sequence[GameSnapshot],
     locale: Locale,
     rooms: Sequence[RoomView] = (),
     now: dt.datetime | None = None,
-) -> JSON:
-    """Reply to ``hello``: the player, their unfinished games (each a STATE) and the race rooms
-    they sit in (lobby or running, each a ROOM; the connection follows them)."""
-    return {
-        "type": "welcome",
-        "player": {"id": player.id, "name": player.name},
-        "locale": locale.value,
-        "games": [game_state(g, locale) for g in games],
-        "races": [room_state(r, now or dt.datetime.now(dt.UTC)) for r in rooms],
-    }
+    request_id: int | str | None = None,
+) -> Welcome:
+    """Reply to ``hello`` (see :class:`Welcome`)."""
+    at = now or dt.datetime.now(dt.UTC)
+    return Welcome(
+        WelcomePlayer(player.id, player.name),
+        locale.value,
+        [game_state(g, locale) for g in games],
+        [room_state(r, at) for r in rooms],
+        request_id,
+    )
 
 
 def game(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> GameReply:
@@ -364,69 +377,158 @@ class RoomView(Protocol):
     def grace_s(self) -> float: ...
 
 
-def presence(view: PresenceView | None) -> JSON | None:
-    """A PRESENCE object: ``{state: "connected" | "reconnecting" | "gone", since, until}``
-    (UTC times; ``until``, for ``reconnecting`` only, is the end of the grace period, when the
-    player is gone unless back). None for a racer whose presence is not known yet."""
+class Presence(msgspec.Struct, frozen=True):
+    """A PRESENCE object: ``state`` is ``connected``, ``reconnecting`` or ``gone``; ``since``
+    and ``until`` are UTC times (``until``, for ``reconnecting`` only, is the end of the grace
+    period, when the player is gone unless back)."""
+
+    state: str
+    since: str | None
+    until: str | None
+
+
+def presence(view: PresenceView | None) -> Presence | None:
+    """The PRESENCE of ``view``; None for a racer whose presence is not known yet."""
     if view is None:
         return None
-    return {"state": view.state, "since": iso_time(view.since), "until": iso_time(view.until)}
+    return Presence(view.state, iso_time(view.since), iso_time(view.until))
 
 
-def room_state(room: RoomView, now: dt.datetime) -> JSON:
+class Progress(msgspec.Struct, frozen=True):
+    """A racer's progress in a ROOM (never a card): their game's counters now."""
+
+    cards_left: int | None
+    score: int | None
+    moves: int | None
+    status: str | None
+    elapsed_ms: int | None
+
+
+class RoomPlayer(msgspec.Struct, frozen=True):
+    """A racer in a ROOM: ``progress`` is null until their game exists."""
+
+    player_id: int
+    name: str
+    seat: int
+    host: bool
+    presence: Presence | None
+    progress: Progress | None
+
+
+class RoomWatcher(msgspec.Struct, frozen=True):
+    """A spectator in a ROOM."""
+
+    player_id: int
+    name: str
+    presence: Presence | None
+
+
+class RoomState(msgspec.Struct, frozen=True):
     """The ROOM object: a race room as anyone with its invite sees it (never a card).
 
-    Shape: ``{race_id, invite, link, host_id, status, rules, code (null until finished),
-    host_deal (true when the host chose the code and may know the cards), time_limit_s,
-    max_players, version, created_at, starts_at, ends_at, finished_at, server_time,
-    grace_s, players: [{player_id, name, seat, host, presence, progress}],
-    watchers: [{player_id, name, presence}] (at most 50, connected first), watchers_total,
-    results}`` (``presence``: see :func:`presence`).
+    ``code`` is null until the race is over; ``host_deal`` is true when the host chose the code
+    (and may know the cards); times are UTC (``server_time``: when this was read);
+    ``watchers`` holds at most 50, connected first; ``results`` is null until the race ends.
     """
-    return {
-        "race_id": room.id,
-        "invite": room.invite,
-        "link": f"/race/{room.invite}",
-        "host_id": room.host_id,
-        "status": room.status,
-        "rules": room.rules.value,
-        "code": None if room.code is None else str(room.code),
-        "host_deal": room.host_deal,
-        "time_limit_s": room.time_limit_s,
-        "max_players": room.max_players,
-        "version": room.version,
-        "created_at": iso_time(room.created_at),
-        "starts_at": iso_time(room.starts_at),
-        "ends_at": iso_time(room.ends_at),
-        "finished_at": iso_time(room.finished_at),
-        "server_time": iso_time(now),
-        "players": [
-            {
-                "player_id": seat.player_id,
-                "name": seat.name,
-                "seat": seat.seat,
-                "host": seat.player_id == room.host_id,
-                "presence": presence(seat.presence),
-                "progress": None
+
+    race_id: int
+    invite: str
+    link: str
+    host_id: int
+    status: str
+    rules: str
+    code: str | None
+    host_deal: bool
+    time_limit_s: int
+    max_players: int
+    version: int
+    created_at: str | None
+    starts_at: str | None
+    ends_at: str | None
+    finished_at: str | None
+    server_time: str | None
+    players: list[RoomPlayer]
+    watchers: list[RoomWatcher]
+    watchers_total: int
+    grace_s: float
+    results: list[dict[str, Any]] | None
+
+
+def room_state(room: RoomView, now: dt.datetime) -> RoomState:
+    """The ROOM of ``room`` as read at ``now`` (see :class:`RoomState`)."""
+    return RoomState(
+        race_id=room.id,
+        invite=room.invite,
+        link=f"/race/{room.invite}",
+        host_id=room.host_id,
+        status=room.status,
+        rules=room.rules.value,
+        code=None if room.code is None else str(room.code),
+        host_deal=room.host_deal,
+        time_limit_s=room.time_limit_s,
+        max_players=room.max_players,
+        version=room.version,
+        created_at=iso_time(room.created_at),
+        starts_at=iso_time(room.starts_at),
+        ends_at=iso_time(room.ends_at),
+        finished_at=iso_time(room.finished_at),
+        server_time=iso_time(now),
+        players=[
+            RoomPlayer(
+                player_id=seat.player_id,
+                name=seat.name,
+                seat=seat.seat,
+                host=seat.player_id == room.host_id,
+                presence=presence(seat.presence),
+                progress=None
                 if seat.game_id is None
-                else {
-                    "cards_left": seat.cards_left,
-                    "score": seat.score,
-                    "moves": seat.moves,
-                    "status": seat.status,
-                    "elapsed_ms": seat.elapsed_ms,
-                },
-            }
+                else Progress(
+                    seat.cards_left, seat.score, seat.moves, seat.status, seat.elapsed_ms
+                ),
+            )
             for seat in room.seats
         ],
-        "watchers": [
-            {"player_id": w.player_id, "name": w.name, "presence": presence(w.presence)}
-            for w in room.watchers
-        ],
-        "watchers_total": room.watchers_total,
-        "grace_s": room.grace_s,
-        "results": room.results,
-    }
+        watchers=[RoomWatcher(w.player_id, w.name, presence(w.presence)) for w in room.watchers],
+        watchers_total=room.watchers_total,
+        grace_s=room.grace_s,
+        results=room.results,
+    )
+
+
+class Race(_Reply, frozen=True, tag="race"):
+    """Reply to ``race_create``, ``race_join`` and ``race_start``: the room, the sender's
+    ``role`` (``racer`` or ``spectator``) and, for a racer of a started race, their STATE."""
+
+    race: RoomState
+    role: str
+    game: GameState | None = None
+    id: int | str | None = None
+
+
+class RaceLeft(_Reply, frozen=True, tag="race_left"):
+    """Reply to ``race_leave``."""
+
+    invite: str
+    id: int | str | None = None
+
+
+class RaceRoom(_Reply, frozen=True, tag="race_room"):
+    """Pushed when a room changes (a player joins or leaves, the host starts, it closes)."""
+
+    race: RoomState
+
+
+class RaceResults(_Reply, frozen=True, tag="race_results"):
+    """Pushed when a race ends: the room with its ranked results and its code."""
+
+    race: RoomState
+
+
+class RaceGo(_Reply, frozen=True, tag="race_go"):
+    """Pushed to each racer when the countdown ends: the deal, the same for everyone."""
+
+    invite: str
+    game: GameState
 
 
 def race(
@@ -436,32 +538,24 @@ def race(
     racer: bool,
     game: GameState | None,
     request_id: int | str | None,
-) -> JSON:
-    """Reply to ``race_create``, ``race_join`` and ``race_start``: the room, the sender's role,
-    and (a racer of a started race) their game's STATE."""
-    message: JSON = {
-        "type": "race",
-        "race": room_state(room, now),
-        "role": "racer" if racer else "spectator",
-    }
-    if game is not None:
-        message["game"] = game
-    return _with_id(message, request_id)
+) -> Race:
+    """Reply to ``race_create``, ``race_join`` and ``race_start``."""
+    return Race(room_state(room, now), "racer" if racer else "spectator", game, request_id)
 
 
-def race_left(invite: str, request_id: int | str | None) -> JSON:
+def race_left(invite: str, request_id: int | str | None) -> RaceLeft:
     """Reply to ``race_leave``."""
-    return _with_id({"type": "race_left", "invite": invite}, request_id)
+    return RaceLeft(invite, request_id)
 
 
-def race_room(room: RoomView, now: dt.datetime) -> JSON:
-    """Pushed when a room changes (a player joins or leaves, the host starts, it closes)."""
-    return {"type": "race_room", "race": room_state(room, now)}
+def race_room(room: RoomView, now: dt.datetime) -> RaceRoom:
+    """Pushed when a room changes."""
+    return RaceRoom(room_state(room, now))
 
 
-def race_go(invite: str, game: GameState) -> JSON:
-    """Pushed to each racer when the countdown ends: the deal, the same for everyone."""
-    return {"type": "race_go", "invite": invite, "game": game}
+def race_go(invite: str, game: GameState) -> RaceGo:
+    """Pushed to each racer when the countdown ends."""
+    return RaceGo(invite, game)
 
 
 class ProgressView(Protocol):
@@ -510,26 +604,47 @@ def race_progress(invite: str, event: ProgressView) -> RaceProgress:
     )
 
 
-def race_results(room: RoomView, now: dt.datetime) -> JSON:
+def race_results(room: RoomView, now: dt.datetime) -> RaceResults:
     """Pushed when a race ends: the room with its ranked results and its code."""
-    return {"type": "race_results", "race": room_state(room, now)}
+    return RaceResults(room_state(room, now))
 
 
-def hint(game_id: int, action: Action | None, request_id: int | str | None) -> JSON:
-    """Reply to ``hint``: the best next action (``null`` when none is possible)."""
-    return _with_id(
-        {
-            "type": "hint",
-            "game_id": game_id,
-            "action": None if action is None else action.kind.value,
-            "pos": None if action is None else action.pos,
-        },
+class Hint(_Reply, frozen=True, tag="hint"):
+    """Reply to ``hint``: the best next action's kind and position (both null when no action
+    is possible; ``pos`` null for a draw or an undo)."""
+
+    game_id: int
+    action: str | None
+    pos: int | None
+    id: int | str | None = None
+
+
+def hint(game_id: int, action: Action | None, request_id: int | str | None) -> Hint:
+    """Reply to ``hint``."""
+    return Hint(
+        game_id,
+        None if action is None else action.kind.value,
+        None if action is None else action.pos,
         request_id,
     )
 
 
-#: The typed server messages: the game's replies and a racer's progress.
-TypedReply = GameReply | Accepted | Rejected | ErrorReply | Pong | RaceProgress
+#: Every server message.
+TypedReply = (
+    Welcome
+    | GameReply
+    | Accepted
+    | Rejected
+    | ErrorReply
+    | Pong
+    | Hint
+    | Race
+    | RaceLeft
+    | RaceRoom
+    | RaceGo
+    | RaceProgress
+    | RaceResults
+)
 
 
 def server_message_schema() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
 from aiohttp import web
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
@@ -392,4 +393,4 @@ async def race_room(request: web.Request) -> web.Response:
     finished) the ranked results and the deal's code."""
     services = request.app[SERVICES]
     room = await services.races.room(request.match_info["invite"])
-    return web.json_response(room_state(room, services.clock.now()))
+    return web.json_response(msgspec.to_builtins(room_state(room, services.clock.now())))

@@ -441,9 +441,7 @@ async def _hello(session: _Session, message: Hello) -> None:
     rooms = await services.races.active_for(me.id)
     for room in rooms:
         session.hub.subscribe(session, room)
-    welcome = out.welcome(me, games, session.locale, rooms, services.clock.now())
-    if message.id is not None:
-        welcome["id"] = message.id
+    welcome = out.welcome(me, games, session.locale, rooms, services.clock.now(), message.id)
     await session.send(welcome)
 
 

@@ -95,6 +95,22 @@ def test_the_schema_names_every_typed_message() -> None:
         for definition in schema["$defs"].values()
         if "type" in definition.get("properties", {})
     }
-    assert tags == {"game", "accepted", "rejected", "error", "pong", "race_progress"}
+    assert tags == {
+        "welcome",
+        "game",
+        "accepted",
+        "rejected",
+        "error",
+        "pong",
+        "hint",
+        "race",
+        "race_left",
+        "race_room",
+        "race_go",
+        "race_progress",
+        "race_results",
+    }
+    room = schema["$defs"]["RoomState"]
+    assert set(room["required"]) >= {"race_id", "code", "players", "watchers", "results"}
     state = schema["$defs"]["GameState"]
     assert set(state["required"]) >= {"game_id", "code", "tableau", "elapsed_ms"}
