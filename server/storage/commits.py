@@ -27,7 +27,9 @@ The driver's errors reach callers as the SQLAlchemy exceptions the engine raises
 with no parameter values in their messages (:func:`database_error`), so a failed batch looks
 the same whichever way it was sent. After a failed batch the writer lets go of its connection
 (discarded when the driver saw it close) and of the statement prepared on it: the next batch
-takes a pre-pinged connection and prepares again.
+takes a pre-pinged connection and prepares again. A batch the driver refuses before sending
+any of it (a connection the server dropped, not yet seen closed) goes once to a fresh
+connection instead of failing.
 
 A game row locked by another transaction (a slow statement, a stuck session) holds up only
 that game's writes: the statement skips rows it cannot lock at once (``SKIP LOCKED``), stores
@@ -432,10 +434,22 @@ class GroupCommitter:
                         await link.conn.invalidate()
                         await self._release(link.conn)
                         link = None
-                    if link is None:
-                        link = await self._connect()
                     started = time.perf_counter()
-                    stored = await self._commit(link, batch)
+                    for attempt in range(2):
+                        if link is None:
+                            link = await self._connect()
+                        try:
+                            stored = await self._commit(link, batch)
+                            break
+                        except DBAPIError as exc:
+                            if attempt or not _unsent(exc):
+                                raise
+                            # The driver refused it before sending anything (a connection the
+                            # server dropped, not yet seen closed): a fresh one takes it.
+                            link.info.pop(_PREPARED_KEY, None)
+                            await link.conn.invalidate()
+                            await self._release(link.conn)
+                            link = None
                     seconds = time.perf_counter() - started
                 except asyncio.CancelledError:
                     if link is not None:  # cancelled mid-statement: its state is unknown
@@ -564,6 +578,15 @@ class GroupCommitter:
                 exc, COMMIT_BATCH_SQL, connection_invalidated=link.driver.is_closed()
             ) from exc
         return {row[0]: row[1] for row in rows}
+
+
+def _unsent(exc: DBAPIError) -> bool:
+    """Whether the driver refused a batch before sending any of it: its connection was in a
+    state that allows no statement (the server dropped it, and the driver has not noticed):
+    ``InternalClientError``, ``InterfaceError``. A connection lost mid-statement (a
+    ``PostgresError`` such as ``ConnectionDoesNotExistError``) is not: the batch's fate is
+    unknown."""
+    return isinstance(exc.__cause__, asyncpg.InternalClientError | asyncpg.InterfaceError)
 
 
 def _arguments(batch: Sequence[_Pending]) -> list[Any]:

@@ -27,6 +27,7 @@ from server.storage.commits import (
     GameBusy,
     GameMovedOn,
     GroupCommitter,
+    database_error,
 )
 from server.storage.db import Pooler, async_url, create_engine
 from server.storage.events import CHANNEL, RaceProgress
@@ -565,5 +566,59 @@ async def test_a_batch_held_up_past_the_write_timeout_fails_and_the_writer_goes_
             assert await stored(db, g) == (0, [])
         await committer.write(draw(g, 0))  # the lock gone: a fresh connection, stored
         assert await stored(db, g) == (1, [1])
+    finally:
+        await committer.close()
+
+
+async def test_a_batch_the_driver_refuses_before_sending_goes_to_a_fresh_connection(
+    db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection the server dropped while the driver has not noticed refuses the next
+    statement before sending it ("cannot switch to state"): that batch is not lost to an
+    `unavailable`, it is sent again on a fresh connection, once."""
+    (g,) = await games(db, 1)
+    committer = GroupCommitter(db)
+    real = committer._commit
+    refused: list[int] = []
+
+    async def refusing_once(link: Any, batch: Any) -> dict[int, str]:
+        if not refused:
+            refused.append(id(link.driver))
+            try:
+                raise asyncpg.InternalClientError(
+                    "cannot switch to state 12; another operation (2) is in progress"
+                )
+            except asyncpg.InternalClientError as exc:
+                raise database_error(exc, "the batch") from exc
+        assert id(link.driver) not in refused  # a fresh connection
+        return await real(link, batch)
+
+    monkeypatch.setattr(committer, "_commit", refusing_once)
+    try:
+        await committer.write(draw(g, 0))
+        assert refused and await stored(db, g) == (1, [1])
+    finally:
+        await committer.close()
+
+
+async def test_a_batch_whose_connection_is_lost_mid_statement_is_not_sent_again(
+    db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (g,) = await games(db, 1)
+    committer = GroupCommitter(db)
+    calls: list[int] = []
+
+    async def lost(link: Any, batch: Any) -> dict[int, str]:
+        calls.append(1)
+        try:
+            raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
+        except asyncpg.PostgresError as exc:
+            raise database_error(exc, "the batch", connection_invalidated=True) from exc
+
+    monkeypatch.setattr(committer, "_commit", lost)
+    try:
+        with pytest.raises(DBAPIError):
+            await committer.write(draw(g, 0))
+        assert calls == [1]
     finally:
         await committer.close()
