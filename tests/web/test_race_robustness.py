@@ -593,8 +593,15 @@ async def test_a_spectator_vanishing_mid_broadcast_does_not_disturb_the_racers(
         def writing() -> bool:
             return transport.get_write_buffer_size() > 4096 and session.outbox.pending > 0
 
+        deadline = time.monotonic() + TIMEOUT
+
         async def churn(ws: WsPlayer, state: dict[str, Any]) -> dict[str, Any]:
             while not writing():
+                assert time.monotonic() < deadline, (
+                    "the spectator's pipe never filled: "
+                    f"{transport.get_write_buffer_size()} bytes buffered, "
+                    f"{session.outbox.pending} queued, closed: {session.outbox.closed}"
+                )
                 for action in ("draw", "undo"):  # back where it was, two actions on
                     state = (await ws.act(state, action))["game"]
             return state
