@@ -129,8 +129,8 @@ def _game_code(code: GameCode | str | None, request_id: int | str | None) -> Gam
         raise ProtocolError("bad_code", str(exc), request_id) from None
 
 
-class NewGame(_Message, tag="new_game", frozen=True):
-    """Start a free-play game: of the game ``code`` (which carries its own rule set), or else of
+class _OnADeal(_Message, frozen=True):
+    """A message that names a deal: the game ``code`` (which carries its own rule set), or else
     a random deal under ``rules`` (Easy unless ``C`` or ``c``).
 
     Parsed, ``code`` is a :class:`GameCode` or None and ``rules`` a :class:`RuleSet`.
@@ -149,6 +149,10 @@ class NewGame(_Message, tag="new_game", frozen=True):
     def __post_init__(self) -> None:
         force_setattr(self, "code", _game_code(self.code, self.id))
         force_setattr(self, "rules", _rule_set(self.rules))
+
+
+class NewGame(_OnADeal, tag="new_game", frozen=True):
+    """Start a free-play game on a deal (see :class:`_OnADeal`)."""
 
 
 class JoinDaily(_Message, tag="join_daily", frozen=True):
@@ -219,27 +223,11 @@ class Resign(_Message, tag="resign", frozen=True):
     game_id: RowId
 
 
-class RaceCreate(_Message, tag="race_create", frozen=True):
-    """Open a race room on the game ``code`` (which carries its own rule set), or else on a
-    random deal under ``rules`` (Easy unless ``C`` or ``c``); the sender hosts it.
+class RaceCreate(_OnADeal, tag="race_create", frozen=True):
+    """Open a race room on a deal (see :class:`_OnADeal`) with a time limit (``time_limit_s``,
+    the server's default when absent); the sender hosts it."""
 
-    Parsed, ``code`` is a :class:`GameCode` or None and ``rules`` a :class:`RuleSet`.
-
-    Raises:
-        ProtocolError: ``bad_code`` quoting a code that is not one.
-    """
-
-    if TYPE_CHECKING:
-        code: GameCode | None = None
-        rules: RuleSet = RuleSet.EASY
-    else:
-        code: CodeText | None = None
-        rules: RulesLetter | None = None
     time_limit_s: Annotated[int, Meta(ge=1, le=86_400)] | None = None
-
-    def __post_init__(self) -> None:
-        force_setattr(self, "code", _game_code(self.code, self.id))
-        force_setattr(self, "rules", _rule_set(self.rules))
 
 
 class RaceJoin(_Message, tag="race_join", frozen=True):

@@ -24,6 +24,17 @@ from tests.helpers import RawWs, Samples, eventually, metric, metric_samples
 TRIPEAKS = [sys.executable, "-m", "server"]
 
 
+def _on_database(tmp_path: Path, port: int, database_url: str, **extra: str) -> dict[str, str]:
+    """The environment of ``tripeaks serve`` on ``port`` over the test's database."""
+    return _env(
+        TRIPEAKS_PORT=str(port),
+        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
+        **extra,
+    )
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRIPEAKS_")}
     env.pop("DATABASE_URL", None)
@@ -130,12 +141,7 @@ async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
     database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
     port = free_port()
-    env = _env(
-        TRIPEAKS_PORT=str(port),
-        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
-        DATABASE_URL=database_url,
-        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
-    )
+    env = _on_database(tmp_path, port, database_url)
     proc = _start(env, port, tmp_path / "server.log")
     processes.append(proc)
     # What is alive once started is frozen out of the collector's full collections.
@@ -286,11 +292,10 @@ async def _two_workers(
     """``tripeaks serve`` with two workers on the test's database, once both are up; the
     supervisor's process and the port."""
     port = free_port()
-    env = _env(
-        TRIPEAKS_PORT=str(port),
-        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
-        DATABASE_URL=database_url,
-        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
+    env = _on_database(
+        tmp_path,
+        port,
+        database_url,
         TRIPEAKS_WORKERS="2",
         TRIPEAKS_SOLVER_WORKERS="0",
         # The workers' metrics directory, left behind by a supervisor killed outright.
@@ -484,13 +489,7 @@ async def test_serve_logs_json_lines_when_told(
     database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
     port = free_port()
-    env = _env(
-        TRIPEAKS_PORT=str(port),
-        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
-        DATABASE_URL=database_url,
-        TRIPEAKS_DAILY_SECRET="cli-daily-key-0123456789abcdefghijkl",
-        TRIPEAKS_LOG_FORMAT="json",
-    )
+    env = _on_database(tmp_path, port, database_url, TRIPEAKS_LOG_FORMAT="json")
     log = tmp_path / "server.log"
     proc = _start(env, port, log)
     processes.append(proc)
