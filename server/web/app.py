@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import gc
 import logging
@@ -34,6 +35,7 @@ from server.web.keys import (
     SHUTTING_DOWN,
     SOCKETS,
 )
+from server.web.outbox import CLOSE_GRACE_S
 
 log = logging.getLogger(__name__)
 
@@ -302,8 +304,15 @@ async def _close_sockets(app: web.Application) -> None:
     app[SHUTTING_DOWN].set()
     log.info("shutting down: closing %d websockets", len(app[SOCKETS]))
     sockets: set[web.WebSocketResponse] = app[SOCKETS]
-    for socket in list(sockets):
-        await socket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")
+
+    async def close(socket: web.WebSocketResponse) -> None:
+        # Bounded: a peer that stopped reading would hold its close (and the shutdown) for
+        # ever; its handler cuts it off after the grace time.
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            async with asyncio.timeout(CLOSE_GRACE_S):
+                await socket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")
+
+    await asyncio.gather(*(close(socket) for socket in list(sockets)))
 
 
 async def _cache_headers(request: web.Request, response: web.StreamResponse) -> None:
