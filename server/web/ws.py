@@ -17,7 +17,6 @@ from itertools import count
 
 from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from server.engine.errors import Locale
 from server.logs import bind, log_context
@@ -72,7 +71,6 @@ MAX_WAITING_REQUESTS = 64
 #: default (256 KiB) lets that much pile up in each stalled socket's buffer before the writer
 #: waits, so the outbox's bound and its coalescing would only start to matter after it.
 WRITER_LIMIT = 16 * 1024
-UNAVAILABLE = "the game database is unavailable; nothing was changed, try again shortly"
 _connection_ids = count(1)
 
 
@@ -396,25 +394,25 @@ async def _answer(session: _Session, message: ClientMessage) -> None:
     except ProtocolError as exc:
         rid = exc.request_id if exc.request_id is not None else request_id
         reply = out.error(exc.code, exc.message, rid)
-    except ServerBusyError as exc:
-        reply = out.busy(exc.message, exc.retry_after_s, request_id)
     except ServiceError as exc:
-        reply = out.error(exc.code, exc.message, request_id)
+        reply = _service_error(exc, request_id)
     except (ConnectionResetError, asyncio.CancelledError):
         raise
-    except PoolTimeout as exc:
-        busy = database_failure(exc)
-        assert isinstance(busy, ServerBusyError)
-        reply = out.busy(busy.message, busy.retry_after_s, request_id)
-    except (SQLAlchemyError, OSError):
-        log.warning("database failure handling a websocket message", exc_info=True)
-        reply = out.error("unavailable", UNAVAILABLE, request_id)
+    except (SQLAlchemyError, OSError) as exc:  # the pool's time-out among them
+        reply = _service_error(database_failure(exc), request_id)
     except Exception:
         log.exception("unexpected error handling a websocket message")
         reply = out.error("internal_error", "the server failed; try again", request_id)
     if isinstance(message, ActionRequest):
         metrics.action_failed(reply.code)
     await session.send(reply)
+
+
+def _service_error(exc: ServiceError, request_id: int | str | None) -> out.ErrorReply:
+    """The error reply for a service's refusal (``server_busy`` with its ``retry_after_ms``)."""
+    if isinstance(exc, ServerBusyError):
+        return out.busy(exc.message, exc.retry_after_s, request_id)
+    return out.error(exc.code, exc.message, request_id)
 
 
 async def _hello(session: _Session, message: Hello) -> None:

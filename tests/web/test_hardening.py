@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+import pytest
+import sqlalchemy.exc
 from aiohttp.test_utils import TestClient
 
+from server.web.keys import SERVICES
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, register
 
@@ -197,3 +200,34 @@ async def test_look_alike_names_are_the_same_name(client: TestClient[Any, Any]) 
     resp = await client.post("/api/v1/players", json={"name": "𝕬𝖉𝖆"})
     assert resp.status == 409
     assert (await resp.json())["error"]["code"] == "name_taken"
+
+
+@pytest.mark.parametrize(
+    ("failure", "code"),
+    [
+        (sqlalchemy.exc.TimeoutError("no connection came free"), "server_busy"),
+        (sqlalchemy.exc.OperationalError("SELECT 1", None, Exception("gone")), "unavailable"),
+        (ConnectionRefusedError("refused"), "unavailable"),
+    ],
+)
+async def test_a_database_failure_under_a_websocket_message_is_answered_by_its_kind(
+    make_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    failure: Exception,
+    code: str,
+) -> None:
+    """A pool time-out is ``server_busy`` (with when to come back), any other database
+    failure ``unavailable``: the one translation the REST API uses too."""
+    server = await make_server()
+
+    async def failing(player_id: int, game_id: int, **_: object) -> object:
+        raise failure
+
+    monkeypatch.setattr(server.app[SERVICES].games, "resume", failing)
+    async with TestClient(server) as client:
+        token = (await register(client, "Failing"))["token"]
+        player, _ = await WsPlayer.connect(client, token)
+        reply = await player.request({"type": "resume", "game_id": 5})
+        assert reply["type"] == "error" and reply["code"] == code
+        assert ("retry_after_ms" in reply) is (code == "server_busy")
+        await player.close()
