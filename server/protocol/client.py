@@ -18,7 +18,7 @@ engine's own among them: a :class:`~server.engine.codes.GameCode` and a
 ...     parse_client_message('{"type": "resume", "game_id": "7", "id": "r1"}')
 ... except ProtocolError as exc:
 ...     exc.code, exc.message, exc.request_id
-('invalid_message', 'resume: game_id: Expected `int`, got `str`', 'r1')
+(<ErrorCode.INVALID_MESSAGE: 'invalid_message'>, 'resume: game_id: Expected `int`, got `str`', 'r1')
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from server.engine.codes import GameCode, RuleSet
 from server.engine.errors import EngineError
 from server.engine.game import Action
 from server.engine.layout import POSITION_COUNT
+from server.errors import ErrorCode, ProtocolError
 
 __all__ = [
     "MAX_ID",
@@ -78,23 +79,6 @@ _CHOICES: Final = {
 }
 
 
-class ProtocolError(ValueError):
-    """A client message that cannot be accepted.
-
-    Attributes:
-        code: machine-readable reason: ``bad_json``, ``not_an_object``, ``unknown_type``,
-            ``invalid_message`` or ``bad_code``.
-        message: a human-readable explanation naming the offending field or value.
-        request_id: the message's ``id`` when it could be read, so the error can echo it.
-    """
-
-    def __init__(self, code: str, message: str, request_id: int | str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.request_id = request_id
-
-
 class _Message(
     msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True, tag_field="type"
 ):
@@ -126,7 +110,7 @@ def _game_code(code: GameCode | str | None, request_id: int | str | None) -> Gam
     try:
         return GameCode.parse(code)
     except EngineError as exc:
-        raise ProtocolError("bad_code", str(exc), request_id) from None
+        raise ProtocolError(ErrorCode.BAD_CODE, str(exc), request_id) from None
 
 
 class _OnADeal(_Message, frozen=True):
@@ -197,13 +181,15 @@ class ActionRequest(_Message, tag="action", frozen=True):
         if isinstance(action, Action):
             if self.pos is not None and self.pos != action.pos:
                 raise ProtocolError(
-                    "invalid_message", f"'pos' {self.pos} is not the action's", self.id
+                    ErrorCode.INVALID_MESSAGE, f"'pos' {self.pos} is not the action's", self.id
                 )
             force_setattr(self, "pos", action.pos)
             return
         engine = _WIRE_ACTIONS.get((action, self.pos))
         if engine is None:
-            raise ProtocolError("invalid_message", _action_problem(action, self.pos), self.id)
+            raise ProtocolError(
+                ErrorCode.INVALID_MESSAGE, _action_problem(action, self.pos), self.id
+            )
         force_setattr(self, "action", engine)
 
 
@@ -351,16 +337,18 @@ def _refusal(raw: str | bytes, error: Exception) -> ProtocolError:
     try:
         data: Any = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        return ProtocolError("bad_json", f"message is not valid JSON: {exc}")
+        return ProtocolError(ErrorCode.BAD_JSON, f"message is not valid JSON: {exc}")
     if not isinstance(data, dict):
-        return ProtocolError("not_an_object", "message must be a JSON object with a 'type'")
+        return ProtocolError(ErrorCode.NOT_AN_OBJECT, "message must be a JSON object with a 'type'")
     request_id = _id_of(data)
     kind = data.get("type")
     if kind not in MESSAGE_TYPES:
         shown = kind if isinstance(kind, str) and len(kind) <= 40 else None
         what = f"unknown message type {shown!r}" if shown is not None else "missing message 'type'"
         return ProtocolError(
-            "unknown_type", f"{what}; expected one of {', '.join(MESSAGE_TYPES)}", request_id
+            ErrorCode.UNKNOWN_TYPE,
+            f"{what}; expected one of {', '.join(MESSAGE_TYPES)}",
+            request_id,
         )
     cause = error.__cause__
     if isinstance(cause, ProtocolError):
@@ -369,7 +357,7 @@ def _refusal(raw: str | bytes, error: Exception) -> ProtocolError:
         detail = _describe(str(error))
     else:
         detail = _not_json_value(data) or "message is not valid"
-    return ProtocolError("invalid_message", f"{kind}: {detail}", request_id)
+    return ProtocolError(ErrorCode.INVALID_MESSAGE, f"{kind}: {detail}", request_id)
 
 
 _AT = re.compile(r"^(?P<text>.*) - at `\$\.?(?P<path>.*)`$", re.DOTALL)

@@ -20,6 +20,7 @@ from server.engine.cards import FULL_DECK, Card
 from server.engine.codes import GameCode
 from server.engine.errors import Locale, Rejection, blocked_notice, rejection_message
 from server.engine.game import FACE_DOWN, Action, GameView, Status
+from server.errors import ErrorCode
 
 
 class GameSnapshot(Protocol):
@@ -157,7 +158,7 @@ class ErrorReply(_Reply, frozen=True, tag="error"):
     """A request could not be handled: ``code`` (machine-readable) and ``message``;
     ``retry_after_ms`` only with ``server_busy`` (nothing was done; try again after it)."""
 
-    code: str
+    code: ErrorCode
     message: str
     retry_after_ms: int | None = None
     id: int | str | None = None
@@ -265,7 +266,7 @@ def _rejection_text(code: str, locale: Locale) -> str | None:
         return _SERVICE_REJECTIONS.get(code, {}).get(locale)
 
 
-def error(code: str, message: str, request_id: int | str | None = None) -> ErrorReply:
+def error(code: ErrorCode, message: str, request_id: int | str | None = None) -> ErrorReply:
     """A request could not be handled (malformed, unauthorized, unknown game, …)."""
     return ErrorReply(code, message, id=request_id)
 
@@ -274,7 +275,7 @@ def busy(message: str, retry_after_s: float, request_id: int | str | None = None
     """Too many players are arriving (or every database connection is taken): nothing was
     done; try again after ``retry_after_ms``. Shape: ``{type: "error", code: "server_busy",
     message, retry_after_ms, id?}``."""
-    return ErrorReply("server_busy", message, int(retry_after_s * 1000), request_id)
+    return ErrorReply(ErrorCode.SERVER_BUSY, message, int(retry_after_s * 1000), request_id)
 
 
 def pong(request_id: int | str | None) -> Pong:

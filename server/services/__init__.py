@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.engine.codes import RuleSet
 from server.services.analysis import Analyzer
@@ -19,6 +19,7 @@ from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
+from server.storage.sessions import Sessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ class Services:
             observe_batch: called after each committed group-commit batch with its number of
                 writes and its statement's time in seconds (see :class:`GroupCommitter`).
         """
-        sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(db, expire_on_commit=False)
+        sessions = Sessions(db)
         daily = DailyService(sessions, clock, daily_secret, daily_rules, analyzer)
         games = GameService(
             sessions,

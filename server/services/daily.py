@@ -11,15 +11,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Date, cast, func, literal, literal_column, select
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from server.engine.codes import TP2_CODE_SPACE, DealVersion, GameCode, RuleSet
+from server.errors import ErrorCode, InvalidInputError, NotFoundError, UnavailableError
 from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
-from server.services.errors import InvalidInputError, NotFoundError, UnavailableError
 from server.storage.commits import DATABASE_TODAY_SQL
 from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
+from server.storage.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +113,7 @@ class DailyService:
 
     def __init__(
         self,
-        sessions: async_sessionmaker[AsyncSession],
+        sessions: Sessions,
         clock: Clock,
         secret: bytes,
         rules: RuleSet = RuleSet.EASY,
@@ -139,18 +138,13 @@ class DailyService:
         clock.
 
         Raises:
-            UnavailableError: the database did not answer.
+            StorageError: the database did not answer.
         """
         pinned = self.pinned_today()
         if pinned is not None:
             return pinned
-        try:
-            async with self._sessions() as session:
-                today: dt.date = (await session.execute(_DATABASE_TODAY)).scalar_one()
-        except (SQLAlchemyError, OSError) as exc:
-            raise UnavailableError(
-                "the game database is unavailable; try again shortly", code="unavailable"
-            ) from exc
+        async with self._sessions() as session:
+            today: dt.date = (await session.execute(_DATABASE_TODAY)).scalar_one()
         self._confirm(today)
         return today
 
@@ -159,7 +153,7 @@ class DailyService:
         it.
 
         Raises:
-            UnavailableError: the database did not answer.
+            StorageError: the database did not answer.
         """
         return date >= await self.today()
 
@@ -213,13 +207,13 @@ class DailyService:
         if today is None:
             today = await self.today()
         if date > today:
-            raise InvalidInputError(f"{date.isoformat()} is in the future", code="bad_date")
+            raise InvalidInputError(f"{date.isoformat()} is in the future", code=ErrorCode.BAD_DATE)
         stored = await self._stored(date)
         if stored is not None:
             return stored
         if date < today:
             raise NotFoundError(
-                f"there was no daily challenge on {date.isoformat()}", code="no_daily"
+                f"there was no daily challenge on {date.isoformat()}", code=ErrorCode.NO_DAILY
             )
         return await self._store(date)
 
@@ -336,5 +330,5 @@ def parse_date(text: str) -> dt.date:
         return dt.date.fromisoformat(text)
     except ValueError:
         raise InvalidInputError(
-            f"{text[:40]!r} is not a date (expected YYYY-MM-DD)", code="bad_date"
+            f"{text[:40]!r} is not a date (expected YYYY-MM-DD)", code=ErrorCode.BAD_DATE
         ) from None

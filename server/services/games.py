@@ -19,23 +19,23 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from sqlalchemy import insert, select, text, update
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from server.engine.codes import GameCode, RuleSet
 from server.engine.errors import IllegalActionError
 from server.engine.game import Action, ActionKind, AppliedAction, Game, GameView, Status
-from server.services.analysis import Analyzer
-from server.services.clock import Clock, elapsed_ms
-from server.services.daily import DailyService, today_sql
-from server.services.errors import (
+from server.errors import (
+    ErrorCode,
     ForbiddenError,
     InvalidInputError,
     NotFoundError,
-    ServiceError,
+    StorageConflict,
+    StorageError,
     UnavailableError,
-    database_failure,
 )
+from server.services.analysis import Analyzer
+from server.services.clock import Clock, elapsed_ms
+from server.services.daily import DailyService, today_sql
 from server.storage.commits import (
     DATABASE_TODAY_SQL,
     ActionWrite,
@@ -47,6 +47,7 @@ from server.storage.commits import (
 from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
+from server.storage.sessions import Sessions, storage_errors
 
 _INSERT_GAME = insert(GameRow).returning(GameRow.id)
 #: A daily game is inserted only while its date is open by the database's clock (as every
@@ -94,10 +95,6 @@ class Outcome(StrEnum):
 
 
 #: Rejection codes the service adds to the engine's (docs/rules.md §2) ones.
-STALE_SEQ = "stale_seq"
-DAILY_CLOSED = "daily_closed"
-RACE_NOT_STARTED = "race_not_started"
-RACE_OVER = "race_over"
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +235,7 @@ class GameService:
 
     def __init__(
         self,
-        sessions: async_sessionmaker[AsyncSession],
+        sessions: Sessions,
         clock: Clock,
         daily: DailyService,
         *,
@@ -247,7 +244,7 @@ class GameService:
         committer: GroupCommitter | None = None,
     ) -> None:
         self._analyzer = analyzer
-        self._engine: AsyncEngine = sessions.kw["bind"]
+        self._engine: AsyncEngine = sessions.engine
         self._committer = committer or GroupCommitter(self._engine)
         self._sessions = sessions
         self._clock = clock
@@ -282,7 +279,7 @@ class GameService:
         """Start a free-play game of ``code``, or of a random deal under ``rules`` when None.
 
         Raises:
-            UnavailableError: the database failed; no game was created.
+            StorageError: the database failed; no game was created.
         """
         chosen = code if code is not None else GameCode.random(rules)
         live = await self._create(player_id, GameMode.FREE, chosen, None)
@@ -295,11 +292,11 @@ class GameService:
         crosses midnight joins the new date).
 
         Raises:
-            UnavailableError: the database failed.
+            StorageError: the database failed.
         """
         for _ in range(JOIN_ATTEMPTS):
             today = await self._daily.today()
-            code = await self._guard(self._daily.challenge(today, today=today))
+            code = await self._daily.challenge(today, today=today)
             existing = await self._daily_game_id(player_id, today)
             if existing is None:
                 try:
@@ -308,23 +305,21 @@ class GameService:
                 except _DateClosed:
                     self._daily.note_closed(today)
                     continue
-                except IntegrityError:  # another connection of the same player created it first
+                except StorageConflict:  # another connection of the player created it first
                     existing = await self._daily_game_id(player_id, today)
             assert existing is not None
             return await self.resume(player_id, existing)
         raise UnavailableError(
-            "the daily challenge is changing date; try again", code="unavailable"
+            "the daily challenge is changing date; try again", code=ErrorCode.UNAVAILABLE
         )
 
     async def _daily_game_id(self, player_id: int, date: dt.date) -> int | None:
         async with self._sessions() as session:
-            return await self._guard(
-                session.scalar(
-                    select(GameRow.id).where(
-                        GameRow.player_id == player_id,
-                        GameRow.mode == GameMode.DAILY.value,
-                        GameRow.daily_date == date,
-                    )
+            return await session.scalar(
+                select(GameRow.id).where(
+                    GameRow.player_id == player_id,
+                    GameRow.mode == GameMode.DAILY.value,
+                    GameRow.daily_date == date,
                 )
             )
 
@@ -333,40 +328,31 @@ class GameService:
     ) -> _LiveGame:
         game = Game.new(code, ranked=mode.ranked)
         now = self._clock.now()
-        try:
-            # A plain Core statement with bound values (compiled once) on a connection: the
-            # ORM unit of work would cost twice the CPU for one row.
+        values = {
+            "player_id": player_id,
+            "code": str(code),
+            "rules": code.rules.value,
+            "deal_version": code.version.value,
+            "mode": mode.value,
+            "daily_date": daily_date,
+            "status": game.status.value,
+            "score": game.score,
+            "moves": 0,
+            "undos": 0,
+            "seq": 0,
+            "created_at": now,
+        }
+        if daily_date is not None:
+            values["pinned_today"] = self._daily.pinned_today()
+        # A plain Core statement with bound values (compiled once) on a connection: the ORM
+        # unit of work would cost twice the CPU for one row. A concurrent daily join's
+        # StorageConflict is the caller's to handle.
+        with storage_errors():
             async with self._engine.begin() as conn:
-                game_id = (
-                    await conn.execute(
-                        _INSERT_GAME if daily_date is None else _INSERT_DAILY_GAME,
-                        {
-                            "player_id": player_id,
-                            "code": str(code),
-                            "rules": code.rules.value,
-                            "deal_version": code.version.value,
-                            "mode": mode.value,
-                            "daily_date": daily_date,
-                            "status": game.status.value,
-                            "score": game.score,
-                            "moves": 0,
-                            "undos": 0,
-                            "seq": 0,
-                            "created_at": now,
-                            **(
-                                {}
-                                if daily_date is None
-                                else {"pinned_today": self._daily.pinned_today()}
-                            ),
-                        },
-                    )
-                ).scalar_one_or_none()
-            if game_id is None:
-                raise _DateClosed
-        except IntegrityError:
-            raise  # the caller decides (a concurrent daily join)
-        except (SQLAlchemyError, OSError) as exc:
-            raise database_failure(exc) from exc
+                statement = _INSERT_GAME if daily_date is None else _INSERT_DAILY_GAME
+                game_id = (await conn.execute(statement, values)).scalar_one_or_none()
+        if game_id is None:
+            raise _DateClosed
         live = _LiveGame(game_id, player_id, mode, code, daily_date, now, None, None, game)
         self._remember(live)
         return live
@@ -439,24 +425,20 @@ class GameService:
         now = self._clock.now()
         async with self._sessions() as session:
             rows = (
-                await self._guard(
-                    session.execute(
-                        select(GameRow.id, GameRow.seq, GameRow.status)
-                        .where(
-                            GameRow.player_id == player_id,
-                            (GameRow.status == "playing")
-                            | ((GameRow.status == "blocked") & (GameRow.mode == "free")),
-                            (GameRow.daily_date.is_(None)) | (GameRow.daily_date >= today),
-                            GameRow.race_id.is_(None)
-                            | GameRow.race_id.in_(
-                                select(Race.id).where(
-                                    Race.status == "running", Race.starts_at <= now
-                                )
-                            ),
-                        )
-                        .order_by(GameRow.created_at.desc(), GameRow.id.desc())
-                        .limit(limit)
+                await session.execute(
+                    select(GameRow.id, GameRow.seq, GameRow.status)
+                    .where(
+                        GameRow.player_id == player_id,
+                        (GameRow.status == "playing")
+                        | ((GameRow.status == "blocked") & (GameRow.mode == "free")),
+                        (GameRow.daily_date.is_(None)) | (GameRow.daily_date >= today),
+                        GameRow.race_id.is_(None)
+                        | GameRow.race_id.in_(
+                            select(Race.id).where(Race.status == "running", Race.starts_at <= now)
+                        ),
                     )
+                    .order_by(GameRow.created_at.desc(), GameRow.id.desc())
+                    .limit(limit)
                 )
             ).all()
         for row in rows:
@@ -475,16 +457,14 @@ class GameService:
         """
         async with self._sessions() as session:
             row = (
-                await self._guard(
-                    session.execute(
-                        select(GameRow, Player.name)
-                        .join(Player, Player.id == GameRow.player_id)
-                        .where(GameRow.id == game_id)
-                    )
+                await session.execute(
+                    select(GameRow, Player.name)
+                    .join(Player, Player.id == GameRow.player_id)
+                    .where(GameRow.id == game_id)
                 )
             ).first()
             if row is None:
-                raise NotFoundError(f"there is no game {game_id}", code="unknown_game")
+                raise NotFoundError(f"there is no game {game_id}", code=ErrorCode.UNKNOWN_GAME)
             game_row, name = row
             mode = GameMode(game_row.mode)
             ended = game_row.status != Status.PLAYING.value
@@ -495,8 +475,8 @@ class GameService:
                 code_revealed = public = not await self._daily.is_open(game_row.daily_date)
             elif mode is GameMode.RACE:
                 # Nor a race's before the race is over (others may still be playing it).
-                race_status = await self._guard(
-                    session.scalar(select(Race.status).where(Race.id == game_row.race_id))
+                race_status = await session.scalar(
+                    select(Race.status).where(Race.id == game_row.race_id)
                 )
                 code_revealed = public = race_status == "finished"
                 ended = ended or public
@@ -506,12 +486,10 @@ class GameService:
             actions: tuple[StoredAction, ...] | None = None
             if public or owner:
                 rows = (
-                    await self._guard(
-                        session.scalars(
-                            select(GameAction)
-                            .where(GameAction.game_id == game_id)
-                            .order_by(GameAction.seq)
-                        )
+                    await session.scalars(
+                        select(GameAction)
+                        .where(GameAction.game_id == game_id)
+                        .order_by(GameAction.seq)
                     )
                 ).all()
                 actions = tuple(
@@ -562,7 +540,9 @@ class GameService:
 
         Raises:
             NotFoundError, ForbiddenError: unknown or someone else's game.
-            UnavailableError: the database failed; nothing was applied.
+            UnavailableError: the game's row stayed locked past the write timeout; nothing
+                was applied.
+            StorageError: the database failed; nothing was applied.
         """
         # Once its write is queued, the action runs to its end even if the caller is cancelled
         # (a client vanishing), and the lock is released only then: the next request on the
@@ -595,11 +575,11 @@ class GameService:
         if seq != game.seq:
             if seq == game.seq - 1 and game.actions and game.actions[-1] == action:
                 return ActionResult(Outcome.ACCEPTED, self._snapshot(live))
-            return ActionResult(Outcome.REJECTED, self._snapshot(live), STALE_SEQ)
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), ErrorCode.STALE_SEQ)
         if self._closed(live):
-            return ActionResult(Outcome.REJECTED, self._snapshot(live), DAILY_CLOSED)
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), ErrorCode.DAILY_CLOSED)
         if self._race_over(live):
-            return ActionResult(Outcome.REJECTED, self._snapshot(live), RACE_OVER)
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), ErrorCode.RACE_OVER)
         trial = game.copy()
         try:
             applied = trial.apply(action)
@@ -656,23 +636,23 @@ class GameService:
         except DailyClosed:
             assert live.daily_date is not None
             self._daily.note_closed(live.daily_date)
-            return ActionResult(Outcome.REJECTED, self._snapshot(live), DAILY_CLOSED)
+            return ActionResult(Outcome.REJECTED, self._snapshot(live), ErrorCode.DAILY_CLOSED)
         except GameBusy:
             # Nothing was written: the cached copy still matches the stored row.
             raise UnavailableError(
                 "this game is busy in the database; nothing was changed, try again shortly",
-                code="unavailable",
+                code=ErrorCode.UNAVAILABLE,
             ) from None
-        except (IntegrityError, GameMovedOn):
+        except (StorageConflict, GameMovedOn):
             # Another writer (another process) applied an action first: reload and resync.
             self._forget(live.id)
             if not last_try:
                 return None
             fresh = await self._load(live.id)
-            return ActionResult(Outcome.REJECTED, self._snapshot(fresh), STALE_SEQ)
-        except (SQLAlchemyError, OSError) as exc:
+            return ActionResult(Outcome.REJECTED, self._snapshot(fresh), ErrorCode.STALE_SEQ)
+        except StorageError:
             self._forget(live.id)  # the commit's fate is unknown: reload on next use
-            raise database_failure(exc) from exc
+            raise
         live.game = trial
         live.finished_at, live.elapsed_ms = ending
         if live.race is not None and trial.is_over:  # the race hears of it, come what may
@@ -686,7 +666,7 @@ class GameService:
             NotFoundError, ForbiddenError: unknown or someone else's game.
             InvalidInputError: ``game_over`` when the game has already ended, ``daily_closed``
                 for a daily whose date is over.
-            UnavailableError: the database failed; nothing changed.
+            StorageError: the database failed; nothing changed.
         """
         # The cached copy may be behind its stored row (another process served the player
         # since); a row that moves on while resigning is reloaded and the resignation retried.
@@ -699,25 +679,25 @@ class GameService:
             except _Conflict:
                 if attempt == RESIGN_ATTEMPTS - 1:
                     raise InvalidInputError(
-                        "the game moved on; resume it and try again", code=STALE_SEQ
+                        "the game moved on; resume it and try again", code=ErrorCode.STALE_SEQ
                     ) from None
         await self._notify_race_ended(live)
         return self._snapshot(live)
 
     async def _resign_locked(self, live: _LiveGame) -> None:
         """Resign a locked game: once begun, it runs to its end (see :meth:`act`)."""
-        if live.daily_date is not None and not await self._guard(
-            self._daily.is_open(live.daily_date)
-        ):
-            raise InvalidInputError("this daily challenge is closed", code=DAILY_CLOSED)
+        if live.daily_date is not None and not await self._daily.is_open(live.daily_date):
+            raise InvalidInputError("this daily challenge is closed", code=ErrorCode.DAILY_CLOSED)
         self._check_started(live)
         if self._race_over(live):
-            raise InvalidInputError("the race is over", code=RACE_OVER)
+            raise InvalidInputError("the race is over", code=ErrorCode.RACE_OVER)
         trial = live.game.copy()
         try:
             trial.resign()
         except IllegalActionError as exc:
-            raise InvalidInputError("the game is already over", code=exc.code.value) from None
+            raise InvalidInputError(
+                "the game is already over", code=ErrorCode(exc.code.value)
+            ) from None
         now = self._clock.now()
         finished_at, elapsed = self._ending(live, trial.status, now)
         try:
@@ -746,9 +726,9 @@ class GameService:
         except _Conflict:
             self._forget(live.id)  # reloaded from the stored row by the next attempt
             raise
-        except (SQLAlchemyError, OSError) as exc:
+        except StorageError:
             self._forget(live.id)
-            raise database_failure(exc) from exc
+            raise
         live.game = trial
         live.finished_at, live.elapsed_ms = finished_at, elapsed
 
@@ -765,23 +745,21 @@ class GameService:
                 ``game_over`` (the game has ended).
         """
         if self._analyzer is None:
-            raise InvalidInputError("hints are not available", code="hints_not_allowed")
+            raise InvalidInputError("hints are not available", code=ErrorCode.HINTS_NOT_ALLOWED)
         async with self._locked(player_id, game_id) as live:
             if live.mode is not GameMode.FREE:
                 raise InvalidInputError(
-                    "hints are given in free play only", code="hints_not_allowed"
+                    "hints are given in free play only", code=ErrorCode.HINTS_NOT_ALLOWED
                 )
             if live.game.is_over or live.game.status is not Status.PLAYING:
-                raise InvalidInputError("the game is over", code="game_over")
+                raise InvalidInputError("the game is over", code=ErrorCode.GAME_OVER)
             game = live.game.copy()
             if not live.hinted:
                 async with self._sessions() as session:
-                    await self._guard(
-                        session.execute(
-                            update(GameRow).where(GameRow.id == live.id).values(hinted=True)
-                        )
+                    await session.execute(
+                        update(GameRow).where(GameRow.id == live.id).values(hinted=True)
                     )
-                    await self._guard(session.commit())
+                    await session.commit()
                 live.hinted = True
         return await self._analyzer.best_action(live.code, game)
 
@@ -797,7 +775,7 @@ class GameService:
         if live.race is not None and self._clock.now() < live.race.starts_at:
             raise InvalidInputError(
                 "the race has not started yet; the deal comes at the end of the countdown",
-                code=RACE_NOT_STARTED,
+                code=ErrorCode.RACE_NOT_STARTED,
             )
 
     def _race_over(self, live: _LiveGame) -> bool:
@@ -874,7 +852,7 @@ class GameService:
     async def _owned(self, player_id: int, game_id: int) -> _LiveGame:
         live = await self._load(game_id)
         if live.player_id != player_id:
-            raise ForbiddenError(f"game {game_id} is not yours", code="not_your_game")
+            raise ForbiddenError(f"game {game_id} is not yours", code=ErrorCode.NOT_YOUR_GAME)
         return live
 
     async def _load(self, game_id: int) -> _LiveGame:
@@ -898,28 +876,22 @@ class GameService:
     async def _read(self, game_id: int) -> _LiveGame:
         async with self._sessions() as session:
             # One snapshot for the row and its log, so a concurrent writer can't split them.
-            await self._guard(
-                session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-            )
-            row = await self._guard(session.get(GameRow, game_id))
+            await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            row = await session.get(GameRow, game_id)
             if row is None:
-                raise NotFoundError(f"there is no game {game_id}", code="unknown_game")
+                raise NotFoundError(f"there is no game {game_id}", code=ErrorCode.UNKNOWN_GAME)
             kinds = (
-                await self._guard(
-                    session.execute(
-                        select(GameAction.kind, GameAction.pos)
-                        .where(GameAction.game_id == game_id)
-                        .order_by(GameAction.seq)
-                    )
+                await session.execute(
+                    select(GameAction.kind, GameAction.pos)
+                    .where(GameAction.game_id == game_id)
+                    .order_by(GameAction.seq)
                 )
             ).all()
             race = None
             if row.race_id is not None:
                 window = (
-                    await self._guard(
-                        session.execute(
-                            select(Race.starts_at, Race.ends_at).where(Race.id == row.race_id)
-                        )
+                    await session.execute(
+                        select(Race.starts_at, Race.ends_at).where(Race.id == row.race_id)
                     )
                 ).one()
                 assert window.starts_at is not None and window.ends_at is not None
@@ -966,10 +938,8 @@ class GameService:
             return
         async with self._sessions() as session:
             stored = (
-                await self._guard(
-                    session.execute(
-                        select(GameRow.seq, GameRow.status).where(GameRow.id == game_id)
-                    )
+                await session.execute(
+                    select(GameRow.seq, GameRow.status).where(GameRow.id == game_id)
                 )
             ).first()
         if stored is not None:
@@ -981,15 +951,6 @@ class GameService:
         cached = self._cache.get(game_id)
         if cached is not None and (cached.game.seq, cached.game.status.value) != (seq, status):
             self._forget(game_id)
-
-    @staticmethod
-    async def _guard(awaitable: Awaitable[T]) -> T:
-        try:
-            return await awaitable
-        except ServiceError:
-            raise
-        except (DBAPIError, SQLAlchemyError, OSError) as exc:
-            raise database_failure(exc) from exc
 
 
 class _Conflict(Exception):
@@ -1031,8 +992,6 @@ async def _to_completion(work: Coroutine[Any, Any, T]) -> T:
 
 
 __all__: Sequence[str] = (
-    "DAILY_CLOSED",
-    "STALE_SEQ",
     "ActionResult",
     "GameMode",
     "GameService",

@@ -42,11 +42,12 @@ from sqlalchemy import (
     tuple_,
     union_all,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
-from server.services.errors import InvalidInputError, NotFoundError
+from server.errors import ErrorCode, InvalidInputError, NotFoundError
 from server.storage.models import Game, LeaderboardCount, Player
+from server.storage.sessions import Sessions
 
 MAX_LIMIT = 100
 MAX_RADIUS = 50
@@ -98,7 +99,7 @@ class BoardKey:
             finished = finished.astimezone(dt.UTC)  # OverflowError near datetime's ends
             return cls(s, m, e, finished, p)
         except (ValueError, TypeError, OverflowError, binascii.Error, UnicodeDecodeError):
-            raise InvalidInputError("the cursor is not valid", code="bad_cursor") from None
+            raise InvalidInputError("the cursor is not valid", code=ErrorCode.BAD_CURSOR) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +361,7 @@ class LeaderboardService:
         sessions: database session factory.
     """
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(self, sessions: Sessions) -> None:
         self._sessions = sessions
 
     async def page(self, date: dt.date, limit: int = 50, cursor: str | None = None) -> Page:
@@ -379,7 +380,7 @@ class LeaderboardService:
             InvalidInputError: ``bad_limit`` or ``bad_cursor``.
         """
         if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInputError(f"limit must be 1..{MAX_LIMIT}", code="bad_limit")
+            raise InvalidInputError(f"limit must be 1..{MAX_LIMIT}", code=ErrorCode.BAD_LIMIT)
         key = BoardKey.decode(cursor) if cursor else None
         values = {"date": date, "limit": limit + 1}
         async with self._connection() as conn:
@@ -419,7 +420,7 @@ class LeaderboardService:
             NotFoundError: ``not_ranked`` when the player has no ranked entry on that date.
         """
         if not 0 <= radius <= MAX_RADIUS:
-            raise InvalidInputError(f"radius must be 0..{MAX_RADIUS}", code="bad_radius")
+            raise InvalidInputError(f"radius must be 0..{MAX_RADIUS}", code=ErrorCode.BAD_RADIUS)
         values = {"date": date, "player_id": player_id, "limit": radius + 1}
         async with self._connection() as conn:
             window = _Window.read((await conn.execute(_AROUND, values)).all(), radius)
@@ -435,7 +436,7 @@ class LeaderboardService:
         if window is None:
             raise NotFoundError(
                 f"player {player_id} has no ranked game on {date.isoformat()}",
-                code="not_ranked",
+                code=ErrorCode.NOT_RANKED,
             )
         assert window.rank is not None
         return _entries(window.rows, position=window.position, rank=window.rank)

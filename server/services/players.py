@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from server.errors import ConflictError, ErrorCode, InvalidInputError, UnauthorizedError
 from server.names import INVISIBLE_LETTERS, mixes_scripts, name_key
 from server.services.clock import Clock
-from server.services.errors import ConflictError, InvalidInputError, UnauthorizedError
 from server.storage.models import Player
+from server.storage.sessions import Sessions
 
 NAME_MIN = 2
 NAME_MAX = 24
@@ -45,12 +45,16 @@ def normalize_name(raw: object) -> str:
         InvalidInputError: (code ``bad_name``) saying which rule the name breaks.
     """
     if not isinstance(raw, str):
-        raise InvalidInputError("name must be a string", code="bad_name")
+        raise InvalidInputError("name must be a string", code=ErrorCode.BAD_NAME)
     name = " ".join(unicodedata.normalize("NFKC", raw).split())
     if len(name) < NAME_MIN:
-        raise InvalidInputError(f"name must be at least {NAME_MIN} characters", code="bad_name")
+        raise InvalidInputError(
+            f"name must be at least {NAME_MIN} characters", code=ErrorCode.BAD_NAME
+        )
     if len(name) > NAME_MAX:
-        raise InvalidInputError(f"name must be at most {NAME_MAX} characters", code="bad_name")
+        raise InvalidInputError(
+            f"name must be at most {NAME_MAX} characters", code=ErrorCode.BAD_NAME
+        )
     bad = sorted(
         {
             c
@@ -62,12 +66,12 @@ def normalize_name(raw: object) -> str:
         shown = " ".join(repr(c) for c in bad[:5])
         raise InvalidInputError(
             f"name may only contain letters, digits, spaces and _-.' (not {shown})",
-            code="bad_name",
+            code=ErrorCode.BAD_NAME,
         )
     if not name[0].isalnum():
-        raise InvalidInputError("name must start with a letter or a digit", code="bad_name")
+        raise InvalidInputError("name must start with a letter or a digit", code=ErrorCode.BAD_NAME)
     if any(c in INVISIBLE_LETTERS for c in name):
-        raise InvalidInputError("name may not hold invisible letters", code="bad_name")
+        raise InvalidInputError("name may not hold invisible letters", code=ErrorCode.BAD_NAME)
     return name
 
 
@@ -85,9 +89,9 @@ def _is_mark_after_letter(name: str, i: int) -> bool:
 def _name_taken(name: str, taken: str | None) -> ConflictError:
     """The ``name_taken`` error for ``name``, naming the player's name it clashes with."""
     if taken is None or taken.casefold() == name.casefold():
-        return ConflictError(f"the name {name!r} is already taken", code="name_taken")
+        return ConflictError(f"the name {name!r} is already taken", code=ErrorCode.NAME_TAKEN)
     return ConflictError(
-        f"the name {name!r} looks like {taken!r}, which is already taken", code="name_taken"
+        f"the name {name!r} looks like {taken!r}, which is already taken", code=ErrorCode.NAME_TAKEN
     )
 
 
@@ -104,7 +108,7 @@ class PlayerService:
         clock: the UTC clock.
     """
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], clock: Clock) -> None:
+    def __init__(self, sessions: Sessions, clock: Clock) -> None:
         self._sessions = sessions
         self._clock = clock
 
@@ -132,7 +136,7 @@ class PlayerService:
                 raise InvalidInputError(
                     f"the name {name!r} mixes letters of different scripts (such as Latin with "
                     "Cyrillic or Greek); use one script",
-                    code="bad_name",
+                    code=ErrorCode.BAD_NAME,
                 )
             player = Player(
                 name=name, name_key=key, token_hash=hash_token(token), created_at=self._clock.now()
@@ -155,7 +159,7 @@ class PlayerService:
             UnauthorizedError: the token is missing or unknown.
         """
         if not token or len(token) > 200:
-            raise UnauthorizedError("a valid player token is required", code="unauthorized")
+            raise UnauthorizedError("a valid player token is required", code=ErrorCode.UNAUTHORIZED)
         async with self._sessions() as session:
             row = (
                 await session.execute(
@@ -163,7 +167,7 @@ class PlayerService:
                 )
             ).first()
         if row is None:
-            raise UnauthorizedError("unknown player token", code="unauthorized")
+            raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
         return PlayerInfo(row.id, row.name)
 
     async def get(self, player_id: int) -> PlayerInfo | None:

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Select, case, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from server.errors import ServiceError, StorageError
 from server.services.clock import Clock
-from server.services.errors import ServiceError, database_failure
 from server.services.games import GameService
 from server.storage.events import RaceRoomChanged, publish
 from server.storage.models import (
@@ -43,6 +42,7 @@ from server.storage.models import (
     RacePresence,
     ServerInstance,
 )
+from server.storage.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +331,7 @@ class PresenceService:
 
     def __init__(
         self,
-        sessions: async_sessionmaker[AsyncSession],
+        sessions: Sessions,
         clock: Clock,
         games: GameService,
         instance: str,
@@ -380,7 +380,7 @@ class PresenceService:
             (:meth:`refollow`).
 
         Raises:
-            sqlalchemy.exc.SQLAlchemyError, OSError: the database did not answer.
+            StorageError: the database did not answer.
         """
         try:
             async with self._sessions() as session:
@@ -414,45 +414,39 @@ class PresenceService:
             Whether the player sits in any open room.
 
         Raises:
-            UnavailableError: the database failed, or a room stayed locked (nothing recorded).
+            StorageError: the database failed, or a room stayed locked (nothing recorded).
         """
-        try:
-            async with self._sessions() as session:
-                await limit_lock_waits(session)
-                race_ids = (
-                    await session.scalars(
-                        select(RacePlayer.race_id)
-                        .join(Race, Race.id == RacePlayer.race_id)
-                        .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
-                    )
-                ).all()
-                now = self._clock.now()
-                for race in await _lock_rooms(session, race_ids):
-                    if await follow(session, race, player_id, RACER, connection, now):
-                        await announce(session, race)
-                await session.commit()
-                return bool(race_ids)
-        except SQLAlchemyError as exc:
-            raise database_failure(exc) from exc
+        async with self._sessions() as session:
+            await limit_lock_waits(session)
+            race_ids = (
+                await session.scalars(
+                    select(RacePlayer.race_id)
+                    .join(Race, Race.id == RacePlayer.race_id)
+                    .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
+                )
+            ).all()
+            now = self._clock.now()
+            for race in await _lock_rooms(session, race_ids):
+                if await follow(session, race, player_id, RACER, connection, now):
+                    await announce(session, race)
+            await session.commit()
+            return bool(race_ids)
 
     async def unfollow(self, connection: Connection) -> None:
         """A connection closed: its player, left with no other connection to a room it
         followed, is reconnecting there.
 
         Raises:
-            UnavailableError: the database failed or a room stayed locked (the sweep drops
+            StorageError: the database failed or a room stayed locked (the sweep drops
                 the closed connection's records later).
         """
-        try:
-            async with self._sessions() as session:
-                await self._drop_connections(
-                    session,
-                    RaceConnection.instance_id == connection.instance,
-                    RaceConnection.connection == connection.key,
-                )
-                await session.commit()
-        except SQLAlchemyError as exc:
-            raise database_failure(exc) from exc
+        async with self._sessions() as session:
+            await self._drop_connections(
+                session,
+                RaceConnection.instance_id == connection.instance,
+                RaceConnection.connection == connection.key,
+            )
+            await session.commit()
 
     async def refollow(self, follows: Iterable[tuple[int, int, str]]) -> bool:
         """Record again connections this process holds, after its records were dropped (it was
@@ -486,7 +480,7 @@ class PresenceService:
                     if changed:
                         await announce(session, room)
                     await session.commit()
-            except SQLAlchemyError as exc:
+            except StorageError as exc:
                 log.info(
                     "presence: room %s not recorded again yet (%s)", race_id, type(exc).__name__
                 )
@@ -515,7 +509,7 @@ class PresenceService:
         try:
             async with self._sessions() as session:
                 found = iter((await session.execute(select(*(q.exists() for q in wanted)))).one())
-        except (SQLAlchemyError, OSError) as exc:
+        except StorageError as exc:
             log.info("presence: the sweep is left for the next one (%s)", type(exc).__name__)
             return
         for step, query in steps.items():
@@ -523,7 +517,7 @@ class PresenceService:
                 continue
             try:
                 await step(now, open_keys)
-            except (SQLAlchemyError, OSError) as exc:
+            except StorageError as exc:
                 log.info(
                     "presence: %s left for the next sweep (%s)", step.__name__, type(exc).__name__
                 )
@@ -618,7 +612,7 @@ class PresenceService:
                 log.info("presence: dropping the records of closed connection %s", key)
                 try:
                     await self.unfollow(self.connection(key))
-                except ServiceError:
+                except StorageError:
                     continue  # its room is locked: the next sweep
 
     async def _drop_instances(self, instances: list[str]) -> None:
@@ -708,7 +702,7 @@ class PresenceService:
                             race.host_id = heir
                     await announce(session, race)
                     await session.commit()
-            except SQLAlchemyError as exc:
+            except StorageError as exc:
                 log.info(
                     "presence: room %s left for the next sweep (%s)",
                     race_id,
@@ -728,6 +722,8 @@ class PresenceService:
                 log.info("presence: player %s is gone; game %s resigned", player_id, game_id)
             except ServiceError as exc:
                 log.info("presence: game %s of a gone racer not resigned (%s)", game_id, exc.code)
+            except StorageError as exc:
+                log.info("presence: game %s of a gone racer not resigned (%s)", game_id, exc)
 
 
 __all__ = [

@@ -19,20 +19,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import case, delete, func, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import DealVersion, GameCode, RuleSet
-from server.services.clock import Clock, elapsed_ms
-from server.services.errors import (
+from server.errors import (
     ConflictError,
+    ErrorCode,
     ForbiddenError,
     InvalidInputError,
     NotFoundError,
+    StorageConflict,
+    StorageError,
     UnavailableError,
-    database_failure,
 )
-from server.services.games import STALE_SEQ, GameService
+from server.services.clock import Clock, elapsed_ms
+from server.services.games import GameService
 from server.services.players import PlayerInfo
 from server.services.presence import (
     CONNECTED,
@@ -57,6 +58,7 @@ from server.services.presence import (
 from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted, publish
 from server.storage.models import Game as GameRow
 from server.storage.models import Player, Race, RacePlayer, RacePresence
+from server.storage.sessions import Sessions
 
 #: Watchers listed in a room (connected ones first); ``watchers_total`` counts them all.
 WATCHERS_SHOWN = 50
@@ -163,7 +165,8 @@ def normalize_invite(raw: str) -> str:
     invite = raw.replace("-", "").replace(" ", "").upper()
     if len(invite) != INVITE_LENGTH or any(c not in INVITE_ALPHABET for c in invite):
         raise InvalidInputError(
-            f"{raw[:20]!r} is not an invite code ({INVITE_LENGTH} characters)", code="bad_invite"
+            f"{raw[:20]!r} is not an invite code ({INVITE_LENGTH} characters)",
+            code=ErrorCode.BAD_INVITE,
         )
     return invite
 
@@ -206,7 +209,7 @@ class RaceService:
 
     def __init__(
         self,
-        sessions: async_sessionmaker[AsyncSession],
+        sessions: Sessions,
         clock: Clock,
         games: GameService,
         limits: RaceLimits | None = None,
@@ -247,7 +250,7 @@ class RaceService:
             raise InvalidInputError(
                 f"time_limit_s must be {self.limits.min_time_limit_s}.."
                 f"{self.limits.max_time_limit_s}",
-                code="bad_time_limit",
+                code=ErrorCode.BAD_TIME_LIMIT,
             )
         deal = code if code is not None else GameCode.random(rules, DealVersion.TP2)
         now = self._clock.now()
@@ -277,10 +280,8 @@ class RaceService:
                     await publish_room(session, race)
                     await session.commit()
                 return await self.room(race.invite)
-            except IntegrityError:  # an invite code collision: try another
+            except StorageConflict:  # an invite code collision: try another
                 continue
-            except SQLAlchemyError as exc:
-                raise database_failure(exc) from exc
         raise UnavailableError("could not allocate an invite code; try again")
 
     async def join(
@@ -303,49 +304,44 @@ class RaceService:
             ConflictError: ``room_full``, ``too_many_rooms``, ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
-        try:
-            async with self._sessions() as session:
-                race = await self._race_for_update(session, invite)
-                seat = await session.get(RacePlayer, (race.id, player.id))
-                if seat is not None:
-                    await self._follow(session, race, player.id, RACER, connection)
-                    return Joined(await self._room(session, race), True, seat.game_id)
-                if race.status == "closed":  # nothing to watch either
-                    raise ConflictError("this race room is closed", code="race_closed")
-                if watch or race.status in ("running", "finished"):
-                    await self._follow(session, race, player.id, WATCHER, connection)
-                    return Joined(await self._room(session, race), False, None)
-                taken = await session.scalar(
-                    select(func.count())
-                    .select_from(RacePlayer)
-                    .where(RacePlayer.race_id == race.id)
-                )
-                if (taken or 0) >= race.max_players:
-                    gone = await gone_racers(session, race.id)
-                    if not gone:
-                        raise ConflictError(
-                            f"the room is full ({race.max_players} players)", code="room_full"
-                        )
-                    await self._unseat(session, race, gone[0])
-                await self._check_room_count(session, player.id)
-                last = await session.scalar(
-                    select(func.max(RacePlayer.seat)).where(RacePlayer.race_id == race.id)
-                )
-                session.add(
-                    RacePlayer(
-                        race_id=race.id,
-                        player_id=player.id,
-                        seat=(last or 0) + 1,
-                        joined_at=self._clock.now(),
+        async with self._sessions() as session:
+            race = await self._race_for_update(session, invite)
+            seat = await session.get(RacePlayer, (race.id, player.id))
+            if seat is not None:
+                await self._follow(session, race, player.id, RACER, connection)
+                return Joined(await self._room(session, race), True, seat.game_id)
+            if race.status == "closed":  # nothing to watch either
+                raise ConflictError("this race room is closed", code=ErrorCode.RACE_CLOSED)
+            if watch or race.status in ("running", "finished"):
+                await self._follow(session, race, player.id, WATCHER, connection)
+                return Joined(await self._room(session, race), False, None)
+            taken = await session.scalar(
+                select(func.count()).select_from(RacePlayer).where(RacePlayer.race_id == race.id)
+            )
+            if (taken or 0) >= race.max_players:
+                gone = await gone_racers(session, race.id)
+                if not gone:
+                    raise ConflictError(
+                        f"the room is full ({race.max_players} players)", code=ErrorCode.ROOM_FULL
                     )
+                await self._unseat(session, race, gone[0])
+            await self._check_room_count(session, player.id)
+            last = await session.scalar(
+                select(func.max(RacePlayer.seat)).where(RacePlayer.race_id == race.id)
+            )
+            session.add(
+                RacePlayer(
+                    race_id=race.id,
+                    player_id=player.id,
+                    seat=(last or 0) + 1,
+                    joined_at=self._clock.now(),
                 )
-                if connection is not None:
-                    await follow(session, race, player.id, RACER, connection, self._clock.now())
-                await announce(session, race)
-                await session.commit()
-                return Joined(await self._room(session, race), True, None)
-        except SQLAlchemyError as exc:
-            raise database_failure(exc) from exc
+            )
+            if connection is not None:
+                await follow(session, race, player.id, RACER, connection, self._clock.now())
+            await announce(session, race)
+            await session.commit()
+            return Joined(await self._room(session, race), True, None)
 
     async def leave(
         self,
@@ -373,33 +369,30 @@ class RaceService:
         """
         invite = normalize_invite(raw_invite)
         resign_game: int | None = None
-        try:
-            async with self._sessions() as session:
-                race = await self._race_for_update(session, invite)
-                seat = await session.get(RacePlayer, (race.id, player.id))
-                if seat is None and not watching:
-                    raise ConflictError(f"you are not in race {invite}", code="not_in_race")
-                if seat is not None and race.status == "lobby":
-                    await self._unseat(session, race, player.id, connection)
-                    await announce(session, race)
-                elif seat is not None and race.status == "running":
-                    resign_game = seat.game_id
-                    await mark_gone(session, race.id, player.id, connection, self._clock.now())
-                    await announce(session, race)
-                elif (
-                    seat is None
-                    and connection is not None
-                    and await unfollow_one(session, race.id, player.id, connection)
-                ):
-                    await announce(session, race)
-                await session.commit()
-        except SQLAlchemyError as exc:
-            raise database_failure(exc) from exc
+        async with self._sessions() as session:
+            race = await self._race_for_update(session, invite)
+            seat = await session.get(RacePlayer, (race.id, player.id))
+            if seat is None and not watching:
+                raise ConflictError(f"you are not in race {invite}", code=ErrorCode.NOT_IN_RACE)
+            if seat is not None and race.status == "lobby":
+                await self._unseat(session, race, player.id, connection)
+                await announce(session, race)
+            elif seat is not None and race.status == "running":
+                resign_game = seat.game_id
+                await mark_gone(session, race.id, player.id, connection, self._clock.now())
+                await announce(session, race)
+            elif (
+                seat is None
+                and connection is not None
+                and await unfollow_one(session, race.id, player.id, connection)
+            ):
+                await announce(session, race)
+            await session.commit()
         if resign_game is not None:
             try:
                 await self._games.resign(player.id, resign_game)
             except InvalidInputError as exc:
-                if exc.code == STALE_SEQ:  # the game kept moving on: the player must know
+                if exc.code is ErrorCode.STALE_SEQ:  # the game kept moving on: the player must know
                     raise
                 # otherwise the game is already over, or the race ended: nothing to resign
         return await self.room(invite)
@@ -418,49 +411,46 @@ class RaceService:
             ConflictError: ``already_started`` (running or finished) or ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
-        try:
-            async with self._sessions() as session:
-                race = await self._race_for_update(session, invite)
-                if race.host_id != player.id:
-                    raise ForbiddenError("only the host can start the race", code="not_host")
-                if race.status == "closed":
-                    raise ConflictError("this race room is closed", code="race_closed")
-                if race.status != "lobby":
-                    raise ConflictError("the race has already started", code="already_started")
-                if connection is not None:
-                    await follow(session, race, player.id, RACER, connection, self._clock.now())
-                    await session.flush()
-                for gone in await gone_racers(session, race.id):  # dealt out (rules §4)
-                    await self._unseat(session, race, gone)
-                seats = (
-                    await session.scalars(
-                        select(RacePlayer)
-                        .where(RacePlayer.race_id == race.id)
-                        .order_by(RacePlayer.seat)
-                    )
-                ).all()
-                now = self._clock.now()
-                starts_at = now + dt.timedelta(seconds=self.limits.countdown_s)
-                ends_at = starts_at + dt.timedelta(seconds=race.time_limit_s)
-                games = await self._games.create_race_games(
-                    session,
-                    race.id,
-                    GameCode.parse(race.code),
-                    [s.player_id for s in seats],
-                    starts_at,
+        async with self._sessions() as session:
+            race = await self._race_for_update(session, invite)
+            if race.host_id != player.id:
+                raise ForbiddenError("only the host can start the race", code=ErrorCode.NOT_HOST)
+            if race.status == "closed":
+                raise ConflictError("this race room is closed", code=ErrorCode.RACE_CLOSED)
+            if race.status != "lobby":
+                raise ConflictError("the race has already started", code=ErrorCode.ALREADY_STARTED)
+            if connection is not None:
+                await follow(session, race, player.id, RACER, connection, self._clock.now())
+                await session.flush()
+            for gone in await gone_racers(session, race.id):  # dealt out (rules §4)
+                await self._unseat(session, race, gone)
+            seats = (
+                await session.scalars(
+                    select(RacePlayer)
+                    .where(RacePlayer.race_id == race.id)
+                    .order_by(RacePlayer.seat)
                 )
-                for seat in seats:
-                    seat.game_id = games[seat.player_id]
-                race.status = "running"
-                race.starts_at, race.ends_at = starts_at, ends_at
-                race.version += 1
-                await publish(
-                    session, RaceStarted(race.id, race.invite, race.version, starts_at, games)
-                )
-                await session.commit()
-                return await self._room(session, race)
-        except SQLAlchemyError as exc:
-            raise database_failure(exc) from exc
+            ).all()
+            now = self._clock.now()
+            starts_at = now + dt.timedelta(seconds=self.limits.countdown_s)
+            ends_at = starts_at + dt.timedelta(seconds=race.time_limit_s)
+            games = await self._games.create_race_games(
+                session,
+                race.id,
+                GameCode.parse(race.code),
+                [s.player_id for s in seats],
+                starts_at,
+            )
+            for seat in seats:
+                seat.game_id = games[seat.player_id]
+            race.status = "running"
+            race.starts_at, race.ends_at = starts_at, ends_at
+            race.version += 1
+            await publish(
+                session, RaceStarted(race.id, race.invite, race.version, starts_at, games)
+            )
+            await session.commit()
+            return await self._room(session, race)
 
     async def room(self, raw_invite: str) -> Room:
         """A room's current state.
@@ -470,30 +460,24 @@ class RaceService:
             NotFoundError: ``unknown_invite``.
         """
         invite = normalize_invite(raw_invite)
-        try:
-            async with self._sessions() as session:
-                race = await session.scalar(select(Race).where(Race.invite == invite))
-                if race is None:
-                    raise NotFoundError(f"there is no race {invite}", code="unknown_invite")
-                return await self._room(session, race)
-        except SQLAlchemyError as exc:
-            raise database_failure(exc) from exc
+        async with self._sessions() as session:
+            race = await session.scalar(select(Race).where(Race.invite == invite))
+            if race is None:
+                raise NotFoundError(f"there is no race {invite}", code=ErrorCode.UNKNOWN_INVITE)
+            return await self._room(session, race)
 
     async def active_for(self, player_id: int) -> list[Room]:
         """The rooms (lobby or running) the player sits in, newest first."""
-        try:
-            async with self._sessions() as session:
-                races = (
-                    await session.scalars(
-                        select(Race)
-                        .join(RacePlayer, RacePlayer.race_id == Race.id)
-                        .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
-                        .order_by(Race.created_at.desc(), Race.id.desc())
-                    )
-                ).all()
-                return [await self._room(session, race) for race in races]
-        except SQLAlchemyError as exc:
-            raise database_failure(exc) from exc
+        async with self._sessions() as session:
+            races = (
+                await session.scalars(
+                    select(Race)
+                    .join(RacePlayer, RacePlayer.race_id == Race.id)
+                    .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
+                    .order_by(Race.created_at.desc(), Race.id.desc())
+                )
+            ).all()
+            return [await self._room(session, race) for race in races]
 
     # ----------------------------------------------------------------------------- ending
 
@@ -585,7 +569,7 @@ class RaceService:
         for race_id in due:  # one locked race holds up only itself
             try:
                 await self.maybe_finish(race_id, lock_wait_s=LOCK_WAIT_S)
-            except SQLAlchemyError as exc:
+            except StorageError as exc:
                 log.info("race %s left for the next sweep (%s)", race_id, type(exc).__name__)
 
     # ---------------------------------------------------------------------------- helpers
@@ -593,7 +577,7 @@ class RaceService:
     async def _race_for_update(self, session: AsyncSession, invite: str) -> Race:
         race = await session.scalar(select(Race).where(Race.invite == invite).with_for_update())
         if race is None:
-            raise NotFoundError(f"there is no race {invite}", code="unknown_invite")
+            raise NotFoundError(f"there is no race {invite}", code=ErrorCode.UNKNOWN_INVITE)
         return race
 
     async def _follow(
@@ -651,7 +635,7 @@ class RaceService:
             raise ConflictError(
                 f"you are already in {count} race rooms (at most {self.limits.max_rooms}); "
                 "leave one first",
-                code="too_many_rooms",
+                code=ErrorCode.TOO_MANY_ROOMS,
             )
 
     async def _room(self, session: AsyncSession, race: Race) -> Room:

@@ -70,6 +70,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.storage.events import CHANNEL, Event, encode_event
+from server.storage.sessions import as_storage_error
 
 log = logging.getLogger(__name__)
 
@@ -334,15 +335,12 @@ class GroupCommitter:
             GameBusy: the game's row stayed locked by another transaction for ``timeout_s``;
                 nothing was stored.
             EventTooLargeError: the event does not fit a NOTIFY payload.
-            sqlalchemy.exc.SQLAlchemyError: the batch's transaction failed; nothing of it was
-                stored. The database's or the driver's errors are the ``DBAPIError`` the engine
-                raises for them (see :func:`database_error`): ``IntegrityError`` for a broken
-                constraint, ``InterfaceError`` for what the driver refuses (a connection it
-                has closed), ``DBAPIError`` for the rest (``connection_invalidated`` when the
-                connection was lost); its ``orig`` is a :class:`DriverError` and its message
-                holds no parameter values. Taking a connection fails as the engine does
-                (``OperationalError``, the pool's ``TimeoutError``).
-            OSError: the connection to the database failed; nothing of the batch was stored.
+            StorageConflict: a constraint refused the batch; nothing of it was stored.
+            StorageBusy: no pooled connection came free in time; nothing was stored.
+            StorageUnavailable: the batch's transaction failed, the connection was lost or
+                the statement outlived the write timeout; nothing of the batch was stored.
+                Its ``__cause__`` is the ``DBAPIError`` the engine raises for the driver's
+                error (see :func:`database_error`), whose message holds no parameter values.
         """
         await self.submit(write)
 
@@ -460,7 +458,7 @@ class GroupCommitter:
                 except Exception as exc:
                     for pending in batch:
                         if not pending.future.done():
-                            pending.future.set_exception(exc)
+                            pending.future.set_exception(as_storage_error(exc))
                     if link is not None:  # take a fresh (pre-pinged) connection next time
                         link.info.pop(_PREPARED_KEY, None)
                         if link.driver.is_closed() or getattr(exc, "connection_invalidated", False):

@@ -14,7 +14,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 log = logging.getLogger(__name__)
 
@@ -135,11 +135,6 @@ def direct_dsn(url: str) -> str:
     (:data:`ENGINE_ONLY_QUERY_OPTIONS`)."""
     parsed = async_url(url).difference_update_query(ENGINE_ONLY_QUERY_OPTIONS)
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
-    """A session factory: one session per unit of work, objects usable after commit."""
-    return async_sessionmaker(engine, expire_on_commit=False)
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from server.services.errors import ServerBusyError
+from server.errors import ServerBusyError
 from server.web import metrics
 
 

@@ -20,24 +20,20 @@ from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import SlidingWindowCounterRateLimiter
 from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from server.config import Settings
+from server.errors import (
+    ErrorCode,
+    InvalidInputError,
+    ServerBusyError,
+    ServiceError,
+    StorageError,
+    UnauthorizedError,
+    refusal,
+)
 from server.logs import bind, log_context
 from server.protocol.server import iso_time, room_state
 from server.services.daily import DailyInfo, parse_date
-from server.services.errors import (
-    ConflictError,
-    ForbiddenError,
-    InvalidInputError,
-    NotFoundError,
-    ServerBusyError,
-    ServiceError,
-    UnauthorizedError,
-    UnavailableError,
-    database_failure,
-)
 from server.services.games import GameSummary
 from server.services.leaderboards import Entry
 from server.services.players import PlayerInfo
@@ -52,16 +48,6 @@ PREFIX = "/api/v1"
 #: address it has ever seen).
 _registrations = SlidingWindowCounterRateLimiter(MemoryStorage())
 _INTEGER = re.compile(r"-?[0-9]{1,12}")
-
-_STATUS: list[tuple[type[ServiceError], int]] = [
-    (InvalidInputError, 400),
-    (UnauthorizedError, 401),
-    (ForbiddenError, 403),
-    (NotFoundError, 404),
-    (ConflictError, 409),
-    (UnavailableError, 503),
-    (ServerBusyError, 503),
-]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -106,8 +92,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except ServerBusyError as exc:
         return _busy(exc)
     except ServiceError as exc:
-        status = next((s for cls, s in _STATUS if isinstance(exc, cls)), 400)
-        return error_response(status, exc.code, exc.message)
+        return error_response(exc.http_status, exc.code, exc.message)
     except web.HTTPException as exc:
         if not request.path.startswith(PREFIX) or exc.status < 400:
             raise
@@ -115,19 +100,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if "Allow" in exc.headers:  # a 405 must name the allowed methods (RFC 9110 §15.5.6)
             response.headers["Allow"] = exc.headers["Allow"]
         return response
-    except PoolTimeout as exc:
+    except StorageError as exc:
         if not request.path.startswith(PREFIX):
             raise
-        busy = database_failure(exc)
-        assert isinstance(busy, ServerBusyError)
-        return _busy(busy)
-    except (SQLAlchemyError, OSError):
-        if not request.path.startswith(PREFIX):
-            raise
-        log.warning("database failure handling %s %s", request.method, request.path, exc_info=True)
-        return error_response(
-            503, "unavailable", "the database is unavailable; nothing was changed, try again"
-        )
+        refused = refusal(exc)
+        if isinstance(refused, ServerBusyError):
+            return _busy(refused)
+        return error_response(refused.http_status, refused.code, refused.message)
 
 
 def _busy(exc: ServerBusyError) -> web.Response:
@@ -161,13 +140,15 @@ def _int_param(raw: str | None, name: str, default: int) -> int:
             raise ValueError
         return int(raw)
     except ValueError:
-        raise InvalidInputError(f"{name} must be an integer", code=f"bad_{name}") from None
+        raise InvalidInputError(
+            f"{name} must be an integer", code=ErrorCode(f"bad_{name}")
+        ) from None
 
 
 def _path_id(request: web.Request, name: str) -> int:
     raw = request.match_info[name]
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-        raise InvalidInputError(f"{name} must be a positive integer", code=f"bad_{name}")
+        raise InvalidInputError(f"{name} must be a positive integer", code=ErrorCode(f"bad_{name}"))
     return int(raw)
 
 
@@ -175,7 +156,9 @@ async def _bearer(request: web.Request, *, required: bool) -> PlayerInfo | None:
     header = request.headers.get("Authorization")
     if header is None:
         if required:
-            raise UnauthorizedError("send Authorization: Bearer <token>", code="unauthorized")
+            raise UnauthorizedError(
+                "send Authorization: Bearer <token>", code=ErrorCode.UNAUTHORIZED
+            )
         return None
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -234,7 +217,7 @@ async def register_player(request: web.Request) -> web.Response:
         )
     body = await _json_object(request)
     if "name" not in body:
-        raise InvalidInputError("the body needs a 'name'", code="bad_name")
+        raise InvalidInputError("the body needs a 'name'", code=ErrorCode.BAD_NAME)
     async with request.app[ADMISSION].turn():
         player, token = await request.app[SERVICES].players.register(body["name"])
     return web.json_response({"id": player.id, "name": player.name, "token": token}, status=201)
@@ -382,9 +365,9 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise InvalidInputError("the body is not valid JSON", code="bad_json") from None
+        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
     if not isinstance(body, dict):
-        raise InvalidInputError("the body must be a JSON object", code="bad_json")
+        raise InvalidInputError("the body must be a JSON object", code=ErrorCode.BAD_JSON)
     return body
 
 

@@ -15,9 +15,9 @@ from collections.abc import Hashable
 from typing import Any, Protocol
 
 from server.engine.errors import Locale
+from server.errors import ServiceError, StorageError
 from server.protocol import server as out
 from server.services import Services
-from server.services.errors import ServiceError
 from server.services.races import Room
 from server.storage.events import Event, RaceFinished, RaceProgress, RaceRoomChanged, RaceStarted
 
@@ -179,8 +179,8 @@ class Hub:
             return
         try:
             room = await self._services.races.room(invite)
-        except ServiceError as exc:
-            log.warning("race %s: cannot read the room (%s)", invite, exc.code)
+        except (ServiceError, StorageError) as exc:
+            log.warning("race %s: cannot read the room (%s)", invite, exc)
             return
         now = self._services.clock.now()
         if room.status == "running" and room.starts_at is not None:
@@ -206,8 +206,8 @@ class Hub:
         self._released.add(race_id)
         try:
             room = await self._services.races.room(invite)
-        except ServiceError as exc:
-            log.warning("race %s: cannot release the deal (%s)", invite, exc.code)
+        except (ServiceError, StorageError) as exc:
+            log.warning("race %s: cannot release the deal (%s)", invite, exc)
             return
         games = {seat.player_id: seat.game_id for seat in room.seats if seat.game_id}
         for subscriber in list(self._rooms.get(race_id, ())):
@@ -217,8 +217,8 @@ class Hub:
                 continue
             try:
                 snapshot = await self._services.games.resume(player_id, game_id, release=True)
-            except ServiceError as exc:
-                log.warning("race %s: cannot load game %s (%s)", invite, game_id, exc.code)
+            except (ServiceError, StorageError) as exc:
+                log.warning("race %s: cannot load game %s (%s)", invite, game_id, exc)
                 continue
             subscriber.push(out.race_go(invite, out.game_state(snapshot, subscriber.locale)))
 

@@ -43,11 +43,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
 
 from server.engine.errors import Rejection
+from server.errors import ErrorCode
 from server.services import Services
 from server.services.analysis import Lookup as SolverLookup
 from server.services.analysis import Task as SolverTask
 from server.services.daily import today_sql
-from server.services.games import DAILY_CLOSED, RACE_OVER, STALE_SEQ
 from server.storage.models import DailyPlayers, LeaderboardCount, Race
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,13 @@ ACTIONS = Counter(
     ["outcome", "code"],
 )
 #: Rejection codes: the engine's rules and the service's own.
-REJECTION_CODES = (*(r.value for r in Rejection), STALE_SEQ, DAILY_CLOSED, RACE_OVER, OTHER)
+REJECTION_CODES = (
+    *(r.value for r in Rejection),
+    ErrorCode.STALE_SEQ.value,
+    ErrorCode.DAILY_CLOSED.value,
+    ErrorCode.RACE_OVER.value,
+    OTHER,
+)
 #: Error codes an action can be answered with.
 ACTION_ERROR_CODES = (
     "hello_required",

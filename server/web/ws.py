@@ -16,9 +16,16 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
-from sqlalchemy.exc import SQLAlchemyError
 
 from server.engine.errors import Locale
+from server.errors import (
+    ConflictError,
+    ErrorCode,
+    ServerBusyError,
+    ServiceError,
+    StorageError,
+    refusal,
+)
 from server.logs import bind, log_context
 from server.protocol import server as out
 from server.protocol.client import (
@@ -40,7 +47,6 @@ from server.protocol.client import (
     peek_request_id,
 )
 from server.services import Services
-from server.services.errors import ConflictError, ServerBusyError, ServiceError, database_failure
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
 from server.services.presence import Connection
@@ -249,7 +255,7 @@ async def _follow_later(session: _Session, player_id: int) -> None:
         try:
             await session.services.presence.follow_rooms(player_id, session.connection)
             return
-        except ServiceError:
+        except StorageError:
             delay = min(longest, delay * 2)
 
 
@@ -276,7 +282,8 @@ async def _serve(session: _Session) -> CloseReason:
                     deadline = time.monotonic() + HELLO_TIMEOUT_S  # one is being answered
                     continue
                 await session.refuse(
-                    out.error("hello_timeout", "send 'hello' with a token first"), b"no hello"
+                    out.error(ErrorCode.HELLO_TIMEOUT, "send 'hello' with a token first"),
+                    b"no hello",
                 )
                 return CloseReason.HELLO_TIMEOUT
             if msg.type in (
@@ -296,12 +303,16 @@ async def _serve(session: _Session) -> CloseReason:
                 # (twice the rate dropped in a second, so three times the rate sent) is a flood.
                 if not session.flood.take():
                     session.outbox.stop_reading()
-                    await session.refuse(out.error("flood", "too many messages; closing"), b"flood")
+                    await session.refuse(
+                        out.error(ErrorCode.FLOOD, "too many messages; closing"), b"flood"
+                    )
                     return CloseReason.FLOOD
                 metrics.RATE_LIMITED_MESSAGES.inc()
                 await session.send(
                     out.error(
-                        "rate_limited", "too many messages; slow down", peek_request_id(msg.data)
+                        ErrorCode.RATE_LIMITED,
+                        "too many messages; slow down",
+                        peek_request_id(msg.data),
                     )
                 )
                 continue
@@ -351,7 +362,7 @@ async def _accept(session: _Session, raw: str) -> None:
     except asyncio.QueueFull:
         await session.send(
             out.error(
-                "busy",
+                ErrorCode.BUSY,
                 f"{MAX_WAITING_REQUESTS} requests are already waiting on this connection; "
                 "wait for their answers",
                 message.id,
@@ -398,11 +409,11 @@ async def _answer(session: _Session, message: ClientMessage) -> None:
         reply = _service_error(exc, request_id)
     except (ConnectionResetError, asyncio.CancelledError):
         raise
-    except (SQLAlchemyError, OSError) as exc:  # the pool's time-out among them
-        reply = _service_error(database_failure(exc), request_id)
+    except StorageError as exc:
+        reply = _service_error(refusal(exc), request_id)
     except Exception:
         log.exception("unexpected error handling a websocket message")
-        reply = out.error("internal_error", "the server failed; try again", request_id)
+        reply = out.error(ErrorCode.INTERNAL_ERROR, "the server failed; try again", request_id)
     if isinstance(message, ActionRequest):
         metrics.action_failed(reply.code)
     await session.send(reply)
@@ -424,7 +435,7 @@ async def _hello(session: _Session, message: Hello) -> None:
         if session.per_player[me.id] >= session.max_per_player:
             raise ConflictError(
                 f"you already have {session.max_per_player} connections open; close one",
-                code="too_many_connections",
+                code=ErrorCode.TOO_MANY_CONNECTIONS,
             )
         if session.player is not None:
             session.per_player[session.player.id] -= 1
@@ -435,7 +446,7 @@ async def _hello(session: _Session, message: Hello) -> None:
     games = await services.games.unfinished(me.id)
     try:
         session.followed |= await services.presence.follow_rooms(me.id, session.connection)
-    except ServiceError:  # a locked room, the database: recorded again in the background
+    except StorageError:  # a locked room, the database: recorded again in the background
         session.followed = True
         session.hub.spawn(_follow_later(session, me.id))
     rooms = await services.races.active_for(me.id)
@@ -455,7 +466,7 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
         if isinstance(message, ActionRequest):
             metrics.action_failed("hello_required")
         await session.send(
-            out.error("hello_required", "send 'hello' with a token first", message.id)
+            out.error(ErrorCode.HELLO_REQUIRED, "send 'hello' with a token first", message.id)
         )
         return
     player = session.player

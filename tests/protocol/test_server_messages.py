@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from server.engine import FACE_DOWN, Game, GameCode, GameView, Locale, RuleSet
+from server.errors import ErrorCode
 from server.protocol import server as out
 
 
@@ -69,9 +70,9 @@ def test_a_secret_code_is_null_not_missing_and_an_absent_id_is_left_out() -> Non
 
 
 def test_errors_carry_retry_after_only_when_busy() -> None:
-    assert json.loads(out.encode(out.error("bad", "no", 3))) == {
+    assert json.loads(out.encode(out.error(ErrorCode.BAD_JSON, "no", 3))) == {
         "type": "error",
-        "code": "bad",
+        "code": "bad_json",
         "message": "no",
         "id": 3,
     }

@@ -12,7 +12,6 @@ import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from server.config import Settings
 from server.engine import DealVersion, GameCode, RuleSet
@@ -21,6 +20,7 @@ from server.services.analysis import Analyzer
 from server.services.clock import Clock, FakeClock, SystemClock
 from server.services.daily import DailyService
 from server.storage.db import create_engine
+from server.storage.sessions import Sessions
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, daily_code, register
 
@@ -195,7 +195,7 @@ async def test_prepare_ahead_stores_tomorrow_only_within_the_lead(
     engine = create_engine(database_url, pool_size=2)
     try:
         daily = DailyService(
-            async_sessionmaker(engine, expire_on_commit=False),
+            Sessions(engine),
             clock,
             (settings.daily_secret or "").encode(),
             analyzer=analyzer,

@@ -22,8 +22,8 @@ from sqlalchemy import event, insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.engine import RuleSet
+from server.errors import InvalidInputError
 from server.services.clock import FakeClock
-from server.services.errors import InvalidInputError
 from server.services.leaderboards import BoardKey
 from server.storage.db import create_engine
 from server.storage.models import Game, Player, Race

@@ -14,12 +14,13 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import insert, select, text
 
+from server.errors import ConflictError
 from server.names import _round, name_key
 from server.services.clock import FakeClock
-from server.services.errors import ConflictError
 from server.services.players import PlayerService, normalize_name
-from server.storage.db import create_engine, session_factory
+from server.storage.db import create_engine
 from server.storage.models import Player
+from server.storage.sessions import Sessions
 from tests.helpers import eventually
 
 CLOCK = FakeClock(dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC))
@@ -139,7 +140,7 @@ async def test_a_look_alike_committed_during_a_registration_makes_it_name_taken(
     # The other registration's row is inserted first but not committed, so the service's own
     # look-up misses it and its INSERT waits on the unique index until that commits.
     engine = create_engine(database_url, pool_size=3)
-    service = PlayerService(session_factory(engine), CLOCK)
+    service = PlayerService(Sessions(engine), CLOCK)
     try:
         async with engine.connect() as other, engine.connect() as watcher:
             await other.execute(

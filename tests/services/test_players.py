@@ -11,8 +11,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 from sqlalchemy import text
 
+from server.errors import InvalidInputError
 from server.names import mixes_scripts
-from server.services.errors import InvalidInputError
 from server.services.players import normalize_name
 from server.storage.db import create_engine
 from tests.helpers import register

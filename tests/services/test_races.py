@@ -15,9 +15,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from server.engine import GameCode, RuleSet
+from server.errors import ConflictError, InvalidInputError, ServiceError
 from server.services import Services
 from server.services.clock import FakeClock
-from server.services.errors import ConflictError, InvalidInputError, ServiceError
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
 from server.services.races import (

@@ -11,7 +11,17 @@ from aiohttp.test_utils import TestClient
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from server.services.errors import ServerBusyError, UnavailableError, database_failure
+from server.errors import (
+    ConflictError,
+    ServerBusyError,
+    ServiceError,
+    StorageConflict,
+    StorageError,
+    StorageUnavailable,
+    UnavailableError,
+    refusal,
+)
+from server.storage.sessions import as_storage_error, storage_errors
 from server.web.admission import Admission
 from server.web.keys import ADMISSION
 from tests.conftest import ServerFactory
@@ -108,9 +118,22 @@ async def test_a_crowd_beyond_its_turn_is_told_server_busy_and_nothing_is_done(
         await seated.close()
 
 
+def _refused(exc: Exception) -> ServiceError:
+    """What a player is told for ``exc`` raised under a storage session."""
+    with pytest.raises(StorageError) as caught, storage_errors():
+        raise exc
+    return refusal(caught.value)
+
+
 def test_a_pool_with_no_connection_free_is_answered_server_busy_not_unavailable() -> None:
-    busy = database_failure(PoolTimeout("QueuePool limit of size 10 overflow 10 reached"))
+    busy = _refused(PoolTimeout("QueuePool limit of size 10 overflow 10 reached"))
     assert isinstance(busy, ServerBusyError) and busy.code == "server_busy"
     assert busy.retry_after_s > 0 and "nothing was changed" in busy.message
-    down = database_failure(OperationalError("SELECT 1", {}, ConnectionRefusedError()))
+    down = _refused(OperationalError("SELECT 1", {}, ConnectionRefusedError()))
     assert isinstance(down, UnavailableError) and down.code == "unavailable"
+    refused = ConnectionRefusedError()
+    assert isinstance(as_storage_error(refused), StorageUnavailable)
+    assert as_storage_error(refused).__cause__ is refused
+    assert isinstance(refusal(StorageConflict("players_name_key_key")), ConflictError)
+    unrelated = KeyError("x")
+    assert as_storage_error(unrelated) is unrelated

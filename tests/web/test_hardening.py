@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy.exc
 from aiohttp.test_utils import TestClient
 
+from server.storage.sessions import storage_errors
 from server.web.keys import SERVICES
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, register
@@ -217,11 +218,13 @@ async def test_a_database_failure_under_a_websocket_message_is_answered_by_its_k
     code: str,
 ) -> None:
     """A pool time-out is ``server_busy`` (with when to come back), any other database
-    failure ``unavailable``: the one translation the REST API uses too."""
+    failure ``unavailable``: the one translation the REST API uses too. The failure is raised
+    as storage raises it (through its one translation of driver errors)."""
     server = await make_server()
 
     async def failing(player_id: int, game_id: int, **_: object) -> object:
-        raise failure
+        with storage_errors():
+            raise failure
 
     monkeypatch.setattr(server.app[SERVICES].games, "resume", failing)
     async with TestClient(server) as client:
