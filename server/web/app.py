@@ -7,7 +7,6 @@ import contextlib
 import datetime as dt
 import gc
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from server.engine.codes import RuleSet
 from server.services import Services
 from server.services.analysis import Analyzer
 from server.services.clock import Clock, SystemClock
+from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
@@ -92,7 +92,7 @@ def create_app(
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()
-    app[PLAYER_SOCKETS] = Counter()
+    app[PLAYER_SOCKETS] = ConnectionLimit(settings.max_sockets_per_player)
     app[SHUTTING_DOWN] = asyncio.Event()
     app[METRICS] = metrics.ActivityReader()
     # Newcomers use at most half the database pool, so the players already at the table keep

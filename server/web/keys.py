@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 from aiohttp import web
 
 from server.config import Settings
 from server.services import Services
 from server.services.clock import Clock
+from server.services.connections import ConnectionLimit
 from server.web.admission import Admission
 from server.web.hub import Hub
 from server.web.metrics import ActivityReader
@@ -21,8 +21,8 @@ HUB = web.AppKey("hub", Hub)
 #: Players getting in (registering, saying hello) at once in this process.
 ADMISSION = web.AppKey("admission", Admission)
 SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
-#: Open authenticated websockets per player id, in this process.
-PLAYER_SOCKETS = web.AppKey("player_sockets", Counter[int])
+#: Open authenticated websockets per player, in this process, and their limit.
+PLAYER_SOCKETS = web.AppKey("player_sockets", ConnectionLimit)
 #: Set when the application starts shutting down (its websockets are being closed).
 SHUTTING_DOWN = web.AppKey("shutting_down", asyncio.Event)
 #: The database figures of this application's ``/metrics`` scrapes.

@@ -10,16 +10,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Any, TypeVar
 
 from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
 
 from server.engine.errors import Locale
 from server.errors import (
-    ConflictError,
     ErrorCode,
     ServerBusyError,
     ServiceError,
@@ -47,6 +46,7 @@ from server.protocol.client import (
     peek_request_id,
 )
 from server.services import Services
+from server.services.connections import ConnectionLimit
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
 from server.services.presence import Connection
@@ -93,8 +93,8 @@ class _Session:
     rate: TokenBucket
     #: Dropped requests: a sender that keeps going past this is a flood (closed).
     flood: TokenBucket
-    per_player: Counter[int]
-    max_per_player: int
+    #: The per-player connection limit of this process.
+    connections: ConnectionLimit
     key: str
     #: Set when the server shuts down (it then closes every connection).
     shutting_down: asyncio.Event
@@ -192,8 +192,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         outbox=Outbox(ws, settings.ws_send_queue, transport=request.transport),
         rate=TokenBucket(settings.ws_rate_per_second, burst=settings.ws_rate_per_second),
         flood=TokenBucket(settings.ws_rate_per_second * 2, burst=settings.ws_rate_per_second * 2),
-        per_player=request.app[PLAYER_SOCKETS],
-        max_per_player=settings.max_sockets_per_player,
+        connections=request.app[PLAYER_SOCKETS],
         key=key,
         shutting_down=request.app[SHUTTING_DOWN],
     )
@@ -208,7 +207,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     finally:
         metrics.websocket_closed(reason)
         if session.player is not None:
-            session.per_player[session.player.id] -= 1
+            session.connections.release(session.player.id)
         session.hub.drop(session)
         session.hub.closed(session.key)
         request.app[SOCKETS].discard(ws)
@@ -431,15 +430,7 @@ async def _hello(session: _Session, message: Hello) -> None:
     race rooms (which the connection follows from now on)."""
     services = session.services
     me = await services.players.authenticate(message.token)
-    if session.player_id != me.id:
-        if session.per_player[me.id] >= session.max_per_player:
-            raise ConflictError(
-                f"you already have {session.max_per_player} connections open; close one",
-                code=ErrorCode.TOO_MANY_CONNECTIONS,
-            )
-        if session.player is not None:
-            session.per_player[session.player.id] -= 1
-        session.per_player[me.id] += 1
+    session.connections.authenticate(me.id, session.player_id)
     session.player = me
     session.locale = Locale.parse(message.locale)
     session.error_help = message.error_help
@@ -457,98 +448,140 @@ async def _hello(session: _Session, message: Hello) -> None:
 
 
 async def _dispatch(session: _Session, message: ClientMessage) -> None:
-    services = session.services
+    """Serve one request by its handler in :data:`_HANDLERS` (``hello`` first, then the rest)."""
     if isinstance(message, Hello):
         async with session.admission.turn():
             await _hello(session, message)
         return
     if session.player is None:
         if isinstance(message, ActionRequest):
-            metrics.action_failed("hello_required")
+            metrics.action_failed(ErrorCode.HELLO_REQUIRED)
         await session.send(
             out.error(ErrorCode.HELLO_REQUIRED, "send 'hello' with a token first", message.id)
         )
         return
-    player = session.player
-    if isinstance(message, NewGame):
-        async with session.admission.turn():  # a new table: part of getting in
-            snapshot = await services.games.new_free_game(player.id, message.code, message.rules)
-        await session.send(out.game(snapshot, session.locale, message.id))
-    elif isinstance(message, JoinDaily):
-        async with session.admission.turn():  # a new table: part of getting in
-            snapshot = await services.games.join_daily(player.id)
-        await session.send(out.game(snapshot, session.locale, message.id))
-    elif isinstance(message, Resume):
-        snapshot = await services.games.resume(player.id, message.game_id)
-        await session.send(out.game(snapshot, session.locale, message.id))
-    elif isinstance(message, ActionRequest):
-        result = await services.games.act(player.id, message.game_id, message.seq, message.action)
-        if result.outcome is Outcome.ACCEPTED:
-            metrics.ACCEPTED.inc()
-            await session.send(out.accepted(result.snapshot, session.locale, message.id))
-        else:
-            assert result.code is not None
-            metrics.action_rejected(result.code)
-            await session.send(
-                out.rejected(
-                    result.snapshot, result.code, session.locale, session.error_help, message.id
-                )
-            )
-    elif isinstance(message, Resign):
-        snapshot = await services.games.resign(player.id, message.game_id)
-        await session.send(out.game(snapshot, session.locale, message.id))
-    elif isinstance(message, Hint):
-        best = await services.games.hint(player.id, message.game_id)
-        await session.send(out.hint(message.game_id, best, message.id))
-    elif isinstance(message, RaceCreate):
-        session.followed = True  # before: a close while it commits still unfollows
-        room = await services.races.create(
-            player,
-            message.code,
-            message.rules,
-            message.time_limit_s,
-            connection=session.connection,
+    await _HANDLERS[type(message)](session, session.player, message)
+
+
+M = TypeVar("M", bound=ClientMessage)
+#: Serves one kind of request of an authenticated connection: answers it (or raises a
+#: ServiceError / StorageError, answered by :func:`_answer`).
+Handler = Callable[[_Session, PlayerInfo, M], Awaitable[None]]
+_HANDLERS: dict[type[Any], Handler[Any]] = {}
+
+
+def _handles(kind: type[M]) -> Callable[[Handler[M]], Handler[M]]:
+    """Register the handler of one request type in :data:`_HANDLERS`."""
+
+    def register(handler: Handler[M]) -> Handler[M]:
+        _HANDLERS[kind] = handler
+        return handler
+
+    return register
+
+
+@_handles(NewGame)
+async def _new_game(session: _Session, player: PlayerInfo, message: NewGame) -> None:
+    async with session.admission.turn():  # a new table: part of getting in
+        snapshot = await session.services.games.new_free_game(
+            player.id, message.code, message.rules
         )
-        session.hub.subscribe(session, room)
-        await session.send(
-            out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
+    await session.send(out.game(snapshot, session.locale, message.id))
+
+
+@_handles(JoinDaily)
+async def _join_daily(session: _Session, player: PlayerInfo, message: JoinDaily) -> None:
+    async with session.admission.turn():  # a new table: part of getting in
+        snapshot = await session.services.games.join_daily(player.id)
+    await session.send(out.game(snapshot, session.locale, message.id))
+
+
+@_handles(Resume)
+async def _resume(session: _Session, player: PlayerInfo, message: Resume) -> None:
+    snapshot = await session.services.games.resume(player.id, message.game_id)
+    await session.send(out.game(snapshot, session.locale, message.id))
+
+
+@_handles(ActionRequest)
+async def _action(session: _Session, player: PlayerInfo, message: ActionRequest) -> None:
+    result = await session.services.games.act(
+        player.id, message.game_id, message.seq, message.action
+    )
+    if result.outcome is Outcome.ACCEPTED:
+        metrics.ACCEPTED.inc()
+        await session.send(out.accepted(result.snapshot, session.locale, message.id))
+        return
+    assert result.code is not None
+    metrics.action_rejected(result.code)
+    await session.send(
+        out.rejected(result.snapshot, result.code, session.locale, session.error_help, message.id)
+    )
+
+
+@_handles(Resign)
+async def _resign(session: _Session, player: PlayerInfo, message: Resign) -> None:
+    snapshot = await session.services.games.resign(player.id, message.game_id)
+    await session.send(out.game(snapshot, session.locale, message.id))
+
+
+@_handles(Hint)
+async def _hint(session: _Session, player: PlayerInfo, message: Hint) -> None:
+    best = await session.services.games.hint(player.id, message.game_id)
+    await session.send(out.hint(message.game_id, best, message.id))
+
+
+@_handles(RaceCreate)
+async def _race_create(session: _Session, player: PlayerInfo, message: RaceCreate) -> None:
+    services = session.services
+    session.followed = True  # before: a close while it commits still unfollows
+    room = await services.races.create(
+        player, message.code, message.rules, message.time_limit_s, connection=session.connection
+    )
+    session.hub.subscribe(session, room)
+    await session.send(
+        out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
+    )
+
+
+@_handles(RaceJoin)
+async def _race_join(session: _Session, player: PlayerInfo, message: RaceJoin) -> None:
+    services = session.services
+    session.followed = True  # before: a close while it commits still unfollows
+    joined = await services.races.join(
+        player, message.invite, watch=message.watch, connection=session.connection
+    )
+    session.hub.subscribe(session, joined.room)
+    game = None
+    started = joined.room.starts_at is not None and joined.room.starts_at <= services.clock.now()
+    if joined.game_id is not None and started:
+        snapshot = await services.games.resume(player.id, joined.game_id)
+        game = out.game_state(snapshot, session.locale)
+    await session.send(
+        out.race(
+            joined.room, services.clock.now(), racer=joined.racer, game=game, request_id=message.id
         )
-    elif isinstance(message, RaceJoin):
-        session.followed = True  # before: a close while it commits still unfollows
-        joined = await services.races.join(
-            player, message.invite, watch=message.watch, connection=session.connection
-        )
-        session.hub.subscribe(session, joined.room)
-        game = None
-        started = (
-            joined.room.starts_at is not None and joined.room.starts_at <= services.clock.now()
-        )
-        if joined.game_id is not None and started:
-            snapshot = await services.games.resume(player.id, joined.game_id)
-            game = out.game_state(snapshot, session.locale)
-        await session.send(
-            out.race(
-                joined.room,
-                services.clock.now(),
-                racer=joined.racer,
-                game=game,
-                request_id=message.id,
-            )
-        )
-    elif isinstance(message, RaceLeave):
-        invite = normalize_invite(message.invite)
-        room = await services.races.leave(
-            player,
-            invite,
-            watching=session.hub.follows(session, invite),
-            connection=session.connection,
-        )
-        session.hub.unsubscribe(session, room.id)
-        await session.send(out.race_left(room.invite, message.id))
-    elif isinstance(message, RaceStart):
-        session.followed = True
-        room = await services.races.start(player, message.invite, session.connection)
-        session.hub.subscribe(session, room)
-        await session.send(
-            out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
-        )
+    )
+
+
+@_handles(RaceLeave)
+async def _race_leave(session: _Session, player: PlayerInfo, message: RaceLeave) -> None:
+    invite = normalize_invite(message.invite)
+    room = await session.services.races.leave(
+        player,
+        invite,
+        watching=session.hub.follows(session, invite),
+        connection=session.connection,
+    )
+    session.hub.unsubscribe(session, room.id)
+    await session.send(out.race_left(room.invite, message.id))
+
+
+@_handles(RaceStart)
+async def _race_start(session: _Session, player: PlayerInfo, message: RaceStart) -> None:
+    services = session.services
+    session.followed = True
+    room = await services.races.start(player, message.invite, session.connection)
+    session.hub.subscribe(session, room)
+    await session.send(
+        out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
+    )
