@@ -11,22 +11,18 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from sqlalchemy import insert, select, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode, RuleSet
 from server.engine.errors import IllegalActionError
-from server.engine.game import Action, ActionKind, AppliedAction, Game, GameView, Status
+from server.engine.game import Action, AppliedAction, Game, GameView, Status
 from server.errors import (
     ErrorCode,
-    ForbiddenError,
     InvalidInputError,
     NotFoundError,
     StorageConflict,
@@ -35,33 +31,24 @@ from server.errors import (
 )
 from server.services.analysis import Analyzer
 from server.services.clock import Clock, elapsed_ms
-from server.services.daily import DailyService, today_sql
+from server.services.daily import DailyService
+from server.services.live import LiveGame, LiveGames
 from server.storage.commits import (
-    DATABASE_TODAY_SQL,
     ActionWrite,
     DailyClosed,
     GameBusy,
     GameMovedOn,
     GroupCommitter,
 )
-from server.storage.events import RaceProgress, publish
-from server.storage.models import Game as GameRow
-from server.storage.models import GameAction, Player, Race
-from server.storage.sessions import Sessions, storage_errors
-
-_INSERT_GAME = insert(GameRow).returning(GameRow.id)
-#: A daily game is inserted only while its date is open by the database's clock (as every
-#: action on it is stored, see :mod:`server.storage.commits`); no row comes back otherwise.
-_INSERT_DAILY_GAME = text(
-    f"""
-    INSERT INTO games (player_id, code, rules, deal_version, mode, daily_date, status, score,
-                       moves, undos, seq, created_at)
-    SELECT :player_id, :code, :rules, :deal_version, :mode, :daily_date, :status, :score,
-           :moves, :undos, :seq, :created_at
-     WHERE CAST(:daily_date AS date) >= COALESCE(CAST(:pinned_today AS date), {DATABASE_TODAY_SQL})
-    RETURNING id
-    """
+from server.storage.events import RaceProgress
+from server.storage.games import (
+    GameMode,
+    GameStore,
+    StoredAction,
+    insert_race_games,
 )
+from server.storage.sessions import Sessions
+
 #: Tries of a daily join whose date closes between reading "today" and storing the game.
 JOIN_ATTEMPTS = 3
 
@@ -74,19 +61,6 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-class GameMode(StrEnum):
-    """How a game is played: free play (unranked), the daily challenge, or a race."""
-
-    FREE = "free"
-    DAILY = "daily"
-    RACE = "race"
-
-    @property
-    def ranked(self) -> bool:
-        """Ranked games end when blocked (docs/rules.md §4 "Ranked play")."""
-        return self is not GameMode.FREE
-
-
 class Outcome(StrEnum):
     """What became of an action request."""
 
@@ -94,36 +68,8 @@ class Outcome(StrEnum):
     REJECTED = "rejected"
 
 
-#: Rejection codes the service adds to the engine's (docs/rules.md §2) ones.
-
-
-@dataclass(frozen=True, slots=True)
-class RaceWindow:
-    """When a race game may be played: from ``starts_at`` (the deal's release) to ``ends_at``."""
-
-    race_id: int
-    starts_at: dt.datetime
-    ends_at: dt.datetime
-
-
 #: Called after a race game ended (won, blocked, resigned) was committed, with the race id.
 RaceGameEnded = Callable[[int], Awaitable[object]]
-
-
-@dataclass(slots=True)
-class _LiveGame:
-    id: int
-    player_id: int
-    mode: GameMode
-    code: GameCode
-    daily_date: dt.date | None
-    created_at: dt.datetime
-    finished_at: dt.datetime | None
-    elapsed_ms: int | None
-    game: Game
-    race: RaceWindow | None = None
-    hinted: bool = False
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,18 +154,6 @@ class GameSummary:
     par: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class StoredAction:
-    """One row of a game's action log."""
-
-    seq: int
-    kind: ActionKind
-    pos: int | None
-    card: str
-    score_after: int
-    at: dt.datetime
-
-
 class GameService:
     """Plays games for players: the only path from a request to the engine and the database.
 
@@ -244,14 +178,11 @@ class GameService:
         committer: GroupCommitter | None = None,
     ) -> None:
         self._analyzer = analyzer
-        self._engine: AsyncEngine = sessions.engine
-        self._committer = committer or GroupCommitter(self._engine)
-        self._sessions = sessions
+        self._committer = committer or GroupCommitter(sessions.engine)
+        self._store = GameStore(sessions)
+        self._live = LiveGames(self._store, cache_size)
         self._clock = clock
         self._daily = daily
-        self._cache: OrderedDict[int, _LiveGame] = OrderedDict()
-        self._cache_size = cache_size
-        self._loading: dict[int, asyncio.Lock] = {}
         self._race_game_ended: list[RaceGameEnded] = []
 
     async def close(self) -> None:
@@ -262,7 +193,7 @@ class GameService:
         """Register ``callback(race_id)``, awaited after a race game's end is committed."""
         self._race_game_ended.append(callback)
 
-    async def _notify_race_ended(self, live: _LiveGame) -> None:
+    async def _notify_race_ended(self, live: LiveGame) -> None:
         if live.race is None or not live.game.is_over:
             return
         for callback in self._race_game_ended:
@@ -297,7 +228,7 @@ class GameService:
         for _ in range(JOIN_ATTEMPTS):
             today = await self._daily.today()
             code = await self._daily.challenge(today, today=today)
-            existing = await self._daily_game_id(player_id, today)
+            existing = await self._store.daily_game_id(player_id, today)
             if existing is None:
                 try:
                     live = await self._create(player_id, GameMode.DAILY, code, today)
@@ -306,55 +237,40 @@ class GameService:
                     self._daily.note_closed(today)
                     continue
                 except StorageConflict:  # another connection of the player created it first
-                    existing = await self._daily_game_id(player_id, today)
+                    existing = await self._store.daily_game_id(player_id, today)
             assert existing is not None
             return await self.resume(player_id, existing)
         raise UnavailableError(
             "the daily challenge is changing date; try again", code=ErrorCode.UNAVAILABLE
         )
 
-    async def _daily_game_id(self, player_id: int, date: dt.date) -> int | None:
-        async with self._sessions() as session:
-            return await session.scalar(
-                select(GameRow.id).where(
-                    GameRow.player_id == player_id,
-                    GameRow.mode == GameMode.DAILY.value,
-                    GameRow.daily_date == date,
-                )
-            )
-
     async def _create(
         self, player_id: int, mode: GameMode, code: GameCode, daily_date: dt.date | None
-    ) -> _LiveGame:
+    ) -> LiveGame:
+        """Store a new game and keep it live.
+
+        Raises:
+            _DateClosed: a daily whose date is over by the database's clock (nothing stored).
+            StorageConflict: the player already has a game of that daily date.
+            StorageError: the database failed.
+        """
         game = Game.new(code, ranked=mode.ranked)
         now = self._clock.now()
-        values = {
-            "player_id": player_id,
-            "code": str(code),
-            "rules": code.rules.value,
-            "deal_version": code.version.value,
-            "mode": mode.value,
-            "daily_date": daily_date,
-            "status": game.status.value,
-            "score": game.score,
-            "moves": 0,
-            "undos": 0,
-            "seq": 0,
-            "created_at": now,
-        }
-        if daily_date is not None:
-            values["pinned_today"] = self._daily.pinned_today()
-        # A plain Core statement with bound values (compiled once) on a connection: the ORM
-        # unit of work would cost twice the CPU for one row. A concurrent daily join's
-        # StorageConflict is the caller's to handle.
-        with storage_errors():
-            async with self._engine.begin() as conn:
-                statement = _INSERT_GAME if daily_date is None else _INSERT_DAILY_GAME
-                game_id = (await conn.execute(statement, values)).scalar_one_or_none()
+        pinned = None if daily_date is None else self._daily.pinned_today()
+        game_id = await self._store.create(
+            player_id,
+            mode,
+            code,
+            game.status,
+            game.score,
+            now,
+            daily_date=daily_date,
+            pinned_today=pinned,
+        )
         if game_id is None:
             raise _DateClosed
-        live = _LiveGame(game_id, player_id, mode, code, daily_date, now, None, None, game)
-        self._remember(live)
+        live = LiveGame(game_id, player_id, mode, code, daily_date, now, None, None, game)
+        self._live.remember(live)
         return live
 
     async def create_race_games(
@@ -373,32 +289,9 @@ class GameService:
             ``{player_id: game_id}``.
         """
         fresh = Game.new(code, ranked=True)
-        rows = (
-            await session.execute(
-                insert(GameRow)
-                .values(
-                    [
-                        {
-                            "player_id": player_id,
-                            "code": str(code),
-                            "rules": code.rules.value,
-                            "deal_version": code.version.value,
-                            "mode": GameMode.RACE.value,
-                            "race_id": race_id,
-                            "status": fresh.status.value,
-                            "score": fresh.score,
-                            "moves": 0,
-                            "undos": 0,
-                            "seq": 0,
-                            "created_at": starts_at,
-                        }
-                        for player_id in player_ids
-                    ]
-                )
-                .returning(GameRow.player_id, GameRow.id)
-            )
-        ).all()
-        return {player_id: game_id for player_id, game_id in rows}
+        return await insert_race_games(
+            session, race_id, code, fresh.status, fresh.score, player_ids, starts_at
+        )
 
     # ----------------------------------------------------------------------------- reading
 
@@ -413,8 +306,8 @@ class GameService:
             ForbiddenError: ``not_your_game``.
             InvalidInputError: ``race_not_started`` before the race's countdown is over.
         """
-        await self._refresh(game_id)
-        live = await self._owned(player_id, game_id)
+        await self._live.refresh(game_id)
+        live = await self._live.owned(player_id, game_id)
         if not release:
             self._check_started(live)
         return self._snapshot(live)
@@ -422,28 +315,10 @@ class GameService:
     async def unfinished(self, player_id: int, limit: int = 20) -> list[GameSnapshot]:
         """The player's games that can still be played, newest first (at most ``limit``)."""
         today = await self._daily.today()
-        now = self._clock.now()
-        async with self._sessions() as session:
-            rows = (
-                await session.execute(
-                    select(GameRow.id, GameRow.seq, GameRow.status)
-                    .where(
-                        GameRow.player_id == player_id,
-                        (GameRow.status == "playing")
-                        | ((GameRow.status == "blocked") & (GameRow.mode == "free")),
-                        (GameRow.daily_date.is_(None)) | (GameRow.daily_date >= today),
-                        GameRow.race_id.is_(None)
-                        | GameRow.race_id.in_(
-                            select(Race.id).where(Race.status == "running", Race.starts_at <= now)
-                        ),
-                    )
-                    .order_by(GameRow.created_at.desc(), GameRow.id.desc())
-                    .limit(limit)
-                )
-            ).all()
-        for row in rows:
-            self._forget_if_stale(row.id, row.seq, row.status)
-        return [self._snapshot(await self._load(row.id)) for row in rows]
+        heads = await self._store.unfinished(player_id, today, self._clock.now(), limit)
+        for head in heads:
+            self._live.forget_if_stale(head.id, head.seq, head.status)
+        return [self._snapshot(await self._live.load(head.id)) for head in heads]
 
     async def summary(self, game_id: int, viewer_id: int | None) -> GameSummary:
         """A stored game for the REST API.
@@ -455,70 +330,44 @@ class GameService:
         Raises:
             NotFoundError: ``unknown_game``.
         """
-        async with self._sessions() as session:
-            row = (
-                await session.execute(
-                    select(GameRow, Player.name)
-                    .join(Player, Player.id == GameRow.player_id)
-                    .where(GameRow.id == game_id)
-                )
-            ).first()
-            if row is None:
-                raise NotFoundError(f"there is no game {game_id}", code=ErrorCode.UNKNOWN_GAME)
-            game_row, name = row
-            mode = GameMode(game_row.mode)
-            ended = game_row.status != Status.PLAYING.value
-            owner = viewer_id == game_row.player_id
-            if mode is GameMode.DAILY:
-                assert game_row.daily_date is not None
-                # A daily's code reveals every hidden card: never before its date is over.
-                code_revealed = public = not await self._daily.is_open(game_row.daily_date)
-            elif mode is GameMode.RACE:
-                # Nor a race's before the race is over (others may still be playing it).
-                race_status = await session.scalar(
-                    select(Race.status).where(Race.id == game_row.race_id)
-                )
-                code_revealed = public = race_status == "finished"
-                ended = ended or public
-            else:
-                public = ended
-                code_revealed = public or owner
-            actions: tuple[StoredAction, ...] | None = None
-            if public or owner:
-                rows = (
-                    await session.scalars(
-                        select(GameAction)
-                        .where(GameAction.game_id == game_id)
-                        .order_by(GameAction.seq)
-                    )
-                ).all()
-                actions = tuple(
-                    StoredAction(
-                        r.seq, ActionKind(r.kind), r.pos, r.card, r.score_after, r.created_at
-                    )
-                    for r in rows
-                )
+        record = await self._store.record(game_id)
+        if record is None:
+            raise NotFoundError(f"there is no game {game_id}", code=ErrorCode.UNKNOWN_GAME)
+        ended = record.status is not Status.PLAYING
+        owner = viewer_id == record.player_id
+        if record.mode is GameMode.DAILY:
+            assert record.daily_date is not None
+            # A daily's code reveals every hidden card: never before its date is over.
+            code_revealed = public = not await self._daily.is_open(record.daily_date)
+        elif record.mode is GameMode.RACE:
+            # Nor a race's before the race is over (others may still be playing it).
+            code_revealed = public = record.race_status == "finished"
+            ended = ended or public
+        else:
+            public = ended
+            code_revealed = public or owner
+        actions = await self._store.actions(game_id) if public or owner else None
         par = None
         if self._analyzer is not None and code_revealed and ended:
-            par = (await self._analyzer.analyse(GameCode.parse(game_row.code))).par
+            par = (await self._analyzer.analyse(record.code)).par
         return GameSummary(
-            hinted=game_row.hinted,
+            hinted=record.hinted,
             par=par,
-            id=game_row.id,
-            player_id=game_row.player_id,
-            player_name=name,
-            mode=mode,
-            code=GameCode.parse(game_row.code),
+            id=record.id,
+            player_id=record.player_id,
+            player_name=record.player_name,
+            mode=record.mode,
+            code=record.code,
             revealed=code_revealed,
-            daily_date=game_row.daily_date,
-            status=Status(game_row.status),
-            score=game_row.score,
-            moves=game_row.moves,
-            undos=game_row.undos,
-            seq=game_row.seq,
-            elapsed_ms=game_row.elapsed_ms,
-            created_at=game_row.created_at,
-            finished_at=game_row.finished_at,
+            daily_date=record.daily_date,
+            status=record.status,
+            score=record.score,
+            moves=record.moves,
+            undos=record.undos,
+            seq=record.seq,
+            elapsed_ms=record.elapsed_ms,
+            created_at=record.created_at,
+            finished_at=record.finished_at,
             actions=actions,
         )
 
@@ -547,7 +396,7 @@ class GameService:
         # Once its write is queued, the action runs to its end even if the caller is cancelled
         # (a client vanishing), and the lock is released only then: the next request on the
         # game waits for the commit's outcome instead of racing it (see _act_locked).
-        async with self._locked(player_id, game_id) as live:
+        async with self._live.locked(player_id, game_id) as live:
             if seq == live.game.seq:
                 result = await self._act_locked(live, seq, action, last_try=False)
                 if result is not None:
@@ -555,14 +404,14 @@ class GameService:
         # A mismatch, or a copy found behind its stored row when writing, is answered from the
         # stored state, which another process may have moved on since this copy was read (an
         # exact repeat of the action that moved it is then acknowledged, as on any process).
-        await self._refresh(game_id)
-        async with self._locked(player_id, game_id) as live:
+        await self._live.refresh(game_id)
+        async with self._live.locked(player_id, game_id) as live:
             result = await self._act_locked(live, seq, action, last_try=True)
             assert result is not None
             return result
 
     async def _act_locked(
-        self, live: _LiveGame, seq: int, action: Action, *, last_try: bool
+        self, live: LiveGame, seq: int, action: Action, *, last_try: bool
     ) -> ActionResult | None:
         """Apply ``action`` to a locked game; None when the write found the stored row moved on
         and this is not the ``last_try`` (the caller reloads and tries again).
@@ -620,7 +469,7 @@ class GameService:
 
     async def _after_write(
         self,
-        live: _LiveGame,
+        live: LiveGame,
         trial: Game,
         applied: AppliedAction,
         ending: tuple[dt.datetime | None, int | None],
@@ -645,13 +494,13 @@ class GameService:
             ) from None
         except (StorageConflict, GameMovedOn):
             # Another writer (another process) applied an action first: reload and resync.
-            self._forget(live.id)
+            self._live.forget(live.id)
             if not last_try:
                 return None
-            fresh = await self._load(live.id)
+            fresh = await self._live.load(live.id)
             return ActionResult(Outcome.REJECTED, self._snapshot(fresh), ErrorCode.STALE_SEQ)
         except StorageError:
-            self._forget(live.id)  # the commit's fate is unknown: reload on next use
+            self._live.forget(live.id)  # the commit's fate is unknown: reload on next use
             raise
         live.game = trial
         live.finished_at, live.elapsed_ms = ending
@@ -670,10 +519,10 @@ class GameService:
         """
         # The cached copy may be behind its stored row (another process served the player
         # since); a row that moves on while resigning is reloaded and the resignation retried.
-        await self._refresh(game_id)
+        await self._live.refresh(game_id)
         for attempt in range(RESIGN_ATTEMPTS):
             try:
-                async with self._locked(player_id, game_id) as live:
+                async with self._live.locked(player_id, game_id) as live:
                     await _to_completion(self._resign_locked(live))
                 break
             except _Conflict:
@@ -684,7 +533,7 @@ class GameService:
         await self._notify_race_ended(live)
         return self._snapshot(live)
 
-    async def _resign_locked(self, live: _LiveGame) -> None:
+    async def _resign_locked(self, live: LiveGame) -> None:
         """Resign a locked game: once begun, it runs to its end (see :meth:`act`)."""
         if live.daily_date is not None and not await self._daily.is_open(live.daily_date):
             raise InvalidInputError("this daily challenge is closed", code=ErrorCode.DAILY_CLOSED)
@@ -701,34 +550,24 @@ class GameService:
         now = self._clock.now()
         finished_at, elapsed = self._ending(live, trial.status, now)
         try:
-            async with self._sessions() as session:
+            stored = await self._store.resign(
+                live.id,
+                seq=trial.seq,
+                status=live.game.status,
+                resigned=trial.status,
+                finished_at=finished_at,
+                elapsed_ms=elapsed,
+                pinned_today=self._daily.pinned_today(),
                 # A row locked elsewhere delays only this resignation, and not for ever.
-                lock_ms = max(1, int(self._committer.timeout_s * 1000))
-                await session.execute(text(f"SET LOCAL lock_timeout = {lock_ms}"))
-                moved = await session.execute(
-                    update(GameRow)
-                    .where(
-                        GameRow.id == live.id,
-                        GameRow.seq == trial.seq,
-                        GameRow.status == live.game.status.value,
-                        # The database's clock decides a daily's end, as for actions.
-                        GameRow.daily_date.is_(None)
-                        | (GameRow.daily_date >= today_sql(self._daily.pinned_today())),
-                    )
-                    .values(status=trial.status.value, finished_at=finished_at, elapsed_ms=elapsed)
-                )
-                if moved.rowcount != 1:  # type: ignore[attr-defined]
-                    raise _Conflict
-                event = self._progress_event(live, trial, now)
-                if event is not None:
-                    await publish(session, event)
-                await session.commit()
-        except _Conflict:
-            self._forget(live.id)  # reloaded from the stored row by the next attempt
-            raise
+                lock_timeout_ms=max(1, int(self._committer.timeout_s * 1000)),
+                event=self._progress_event(live, trial, now),
+            )
         except StorageError:
-            self._forget(live.id)
+            self._live.forget(live.id)
             raise
+        if not stored:
+            self._live.forget(live.id)  # reloaded from the stored row by the next attempt
+            raise _Conflict
         live.game = trial
         live.finished_at, live.elapsed_ms = finished_at, elapsed
 
@@ -746,7 +585,7 @@ class GameService:
         """
         if self._analyzer is None:
             raise InvalidInputError("hints are not available", code=ErrorCode.HINTS_NOT_ALLOWED)
-        async with self._locked(player_id, game_id) as live:
+        async with self._live.locked(player_id, game_id) as live:
             if live.mode is not GameMode.FREE:
                 raise InvalidInputError(
                     "hints are given in free play only", code=ErrorCode.HINTS_NOT_ALLOWED
@@ -755,17 +594,13 @@ class GameService:
                 raise InvalidInputError("the game is over", code=ErrorCode.GAME_OVER)
             game = live.game.copy()
             if not live.hinted:
-                async with self._sessions() as session:
-                    await session.execute(
-                        update(GameRow).where(GameRow.id == live.id).values(hinted=True)
-                    )
-                    await session.commit()
+                await self._store.mark_hinted(live.id)
                 live.hinted = True
         return await self._analyzer.best_action(live.code, game)
 
     # ----------------------------------------------------------------------------- helpers
 
-    def _check_started(self, live: _LiveGame) -> None:
+    def _check_started(self, live: LiveGame) -> None:
         """Refuse any request on a race game before its start, without showing its state: the
         deal is released to every racer at the same moment.
 
@@ -778,11 +613,11 @@ class GameService:
                 code=ErrorCode.RACE_NOT_STARTED,
             )
 
-    def _race_over(self, live: _LiveGame) -> bool:
+    def _race_over(self, live: LiveGame) -> bool:
         """Whether a race game's time is up (its race may not be marked finished yet)."""
         return live.race is not None and self._clock.now() >= live.race.ends_at
 
-    def _progress_event(self, live: _LiveGame, game: Game, now: dt.datetime) -> RaceProgress | None:
+    def _progress_event(self, live: LiveGame, game: Game, now: dt.datetime) -> RaceProgress | None:
         """A race game's progress, for every process to pass on (never its cards)."""
         if live.race is None:
             return None
@@ -798,19 +633,19 @@ class GameService:
             elapsed_ms=elapsed_ms(live.created_at, now),
         )
 
-    def _closed(self, live: _LiveGame) -> bool:
+    def _closed(self, live: LiveGame) -> bool:
         """Whether a daily game's date is known to be over (the database's clock decides each
         write regardless, see :class:`~server.storage.commits.DailyClosed`)."""
         return live.daily_date is not None and self._daily.known_closed(live.daily_date)
 
     def _ending(
-        self, live: _LiveGame, status: Status, now: dt.datetime
+        self, live: LiveGame, status: Status, now: dt.datetime
     ) -> tuple[dt.datetime | None, int | None]:
         if status is Status.PLAYING:
             return None, None
         return now, elapsed_ms(live.created_at, now)
 
-    def _snapshot(self, live: _LiveGame) -> GameSnapshot:
+    def _snapshot(self, live: LiveGame) -> GameSnapshot:
         now = self._clock.now()
         until = now if live.race is None else min(now, live.race.ends_at)  # a race's clock stops
         elapsed = (
@@ -834,123 +669,6 @@ class GameService:
             finished_at=live.finished_at,
             race_id=None if live.race is None else live.race.race_id,
         )
-
-    @asynccontextmanager
-    async def _locked(self, player_id: int, game_id: int) -> AsyncIterator[_LiveGame]:
-        """The player's game, its lock held, and the copy the cache holds now."""
-        while True:
-            live = await self._owned(player_id, game_id)
-            await live.lock.acquire()
-            if self._cache.get(game_id) is live:
-                break
-            live.lock.release()  # reloaded by another request while we waited: use the new copy
-        try:
-            yield live
-        finally:
-            live.lock.release()
-
-    async def _owned(self, player_id: int, game_id: int) -> _LiveGame:
-        live = await self._load(game_id)
-        if live.player_id != player_id:
-            raise ForbiddenError(f"game {game_id} is not yours", code=ErrorCode.NOT_YOUR_GAME)
-        return live
-
-    async def _load(self, game_id: int) -> _LiveGame:
-        cached = self._cache.get(game_id)
-        if cached is not None:
-            self._cache.move_to_end(game_id)
-            return cached
-        loading = self._loading.setdefault(game_id, asyncio.Lock())
-        try:
-            async with loading:
-                cached = self._cache.get(game_id)
-                if cached is not None:
-                    return cached
-                live = await self._read(game_id)
-                self._remember(live)
-                return live
-        finally:
-            if not loading.locked():
-                self._loading.pop(game_id, None)
-
-    async def _read(self, game_id: int) -> _LiveGame:
-        async with self._sessions() as session:
-            # One snapshot for the row and its log, so a concurrent writer can't split them.
-            await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-            row = await session.get(GameRow, game_id)
-            if row is None:
-                raise NotFoundError(f"there is no game {game_id}", code=ErrorCode.UNKNOWN_GAME)
-            kinds = (
-                await session.execute(
-                    select(GameAction.kind, GameAction.pos)
-                    .where(GameAction.game_id == game_id)
-                    .order_by(GameAction.seq)
-                )
-            ).all()
-            race = None
-            if row.race_id is not None:
-                window = (
-                    await session.execute(
-                        select(Race.starts_at, Race.ends_at).where(Race.id == row.race_id)
-                    )
-                ).one()
-                assert window.starts_at is not None and window.ends_at is not None
-                race = RaceWindow(row.race_id, window.starts_at, window.ends_at)
-        code = GameCode.parse(row.code)
-        mode = GameMode(row.mode)
-        actions = [Action.from_record(kind, pos) for kind, pos in kinds]
-        game = Game.replay(code.deal(), code.rules, actions, ranked=mode.ranked)
-        if row.status == Status.RESIGNED.value:
-            game.resign()
-        if game.seq != row.seq or game.status.value != row.status or game.score != row.score:
-            log.error("game %s: stored row disagrees with its replayed action log", game_id)
-        return _LiveGame(
-            row.id,
-            row.player_id,
-            mode,
-            code,
-            row.daily_date,
-            row.created_at,
-            row.finished_at,
-            row.elapsed_ms,
-            game,
-            race,
-            row.hinted,
-        )
-
-    def _remember(self, live: _LiveGame) -> None:
-        self._cache[live.id] = live
-        self._cache.move_to_end(live.id)
-        while len(self._cache) > self._cache_size:
-            oldest_id, oldest = next(iter(self._cache.items()))
-            if oldest.lock.locked():
-                self._cache.move_to_end(oldest_id)
-                break
-            del self._cache[oldest_id]
-
-    def _forget(self, game_id: int) -> None:
-        self._cache.pop(game_id, None)
-
-    async def _refresh(self, game_id: int) -> None:
-        """Forget the cached copy of a game if its stored row has moved on (another process
-        may have served its player since)."""
-        if game_id not in self._cache:
-            return
-        async with self._sessions() as session:
-            stored = (
-                await session.execute(
-                    select(GameRow.seq, GameRow.status).where(GameRow.id == game_id)
-                )
-            ).first()
-        if stored is not None:
-            self._forget_if_stale(game_id, stored.seq, stored.status)
-
-    def _forget_if_stale(self, game_id: int, seq: int, status: str) -> None:
-        """Forget the cached copy of a game whose stored row has moved on (a player's games
-        are served by whichever process they connect to)."""
-        cached = self._cache.get(game_id)
-        if cached is not None and (cached.game.seq, cached.game.status.value) != (seq, status):
-            self._forget(game_id)
 
 
 class _Conflict(Exception):

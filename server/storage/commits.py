@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+from sqlalchemy import ColumnElement, Date, cast, func, literal, literal_column
 from sqlalchemy.exc import (
     DBAPIError,
     IntegrityError,
@@ -77,6 +78,16 @@ log = logging.getLogger(__name__)
 #: The database's current UTC date, as the statement that stores a daily game's row or action
 #: sees it: the one clock every process's daily boundary follows.
 DATABASE_TODAY_SQL = "(statement_timestamp() AT TIME ZONE 'UTC')::date"
+
+
+def today_sql(pinned: dt.date | None) -> ColumnElement[dt.date]:
+    """SQL for the daily boundary's current UTC date: the database's clock at the statement
+    (the one authority for every process), or ``pinned`` when a simulated clock decides."""
+    database = literal_column(DATABASE_TODAY_SQL, Date)
+    if pinned is None:
+        return database
+    return func.coalesce(cast(literal(pinned), Date), database)
+
 
 #: One statement for a whole batch: move each game row on (only if it still has the expected
 #: seq and status), log the actions of the rows that moved, publish their events. Run alone (no

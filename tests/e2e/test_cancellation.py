@@ -356,7 +356,7 @@ async def test_an_action_whose_handler_is_cancelled_keeps_its_game_until_stored(
 
         def waits_for_game(game_id: int) -> bool:
             """Whether a request waits for the game's lock (white-box)."""
-            live = games_service._cache.get(game_id)
+            live = games_service._live._cache.get(game_id)
             return live is not None and live.lock.locked() and bool(live.lock._waiters)
 
         admin = await asyncpg.connect(database_url)

@@ -19,6 +19,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from server.errors import StorageConflict, StorageError, StorageUnavailable
 from server.storage.commits import (
     COMMIT_BATCH_SQL,
     ActionWrite,
@@ -183,7 +184,9 @@ async def test_a_failed_batch_stores_nothing_and_the_writer_goes_on(db: AsyncEng
             committer.write(draw(b, 0, score=-1)),
             return_exceptions=True,
         )
-        assert all(isinstance(r, DBAPIError) for r in results), results
+        assert all(
+            isinstance(r, StorageError) and isinstance(r.__cause__, DBAPIError) for r in results
+        ), results
         assert await stored(db, a) == (0, [])
         assert await stored(db, b) == (0, [])
         await committer.write(draw(a, 0))  # the writer is still there
@@ -430,15 +433,17 @@ async def test_a_failed_batch_is_the_engines_error_without_values_and_is_prepare
     try:
         await committer.write(draw(a, 0))
         assert committer.prepares == 1
-        with pytest.raises(IntegrityError) as failed:
+        with pytest.raises(StorageConflict) as refused:
             # An unknown kind breaks the action log's check; the failing row would quote it.
             await committer.write(draw(b, 0, kind="xyzzy"))
-        assert isinstance(failed.value.orig, DriverError)
-        assert failed.value.orig.sqlstate == "23514"  # check_violation
-        assert isinstance(failed.value.__cause__, asyncpg.CheckViolationError)
-        assert not failed.value.connection_invalidated
-        assert "game_actions" in str(failed.value)
-        assert "xyzzy" not in str(failed.value)
+        failed = refused.value.__cause__
+        assert isinstance(failed, IntegrityError)
+        assert isinstance(failed.orig, DriverError)
+        assert failed.orig.sqlstate == "23514"  # check_violation
+        assert isinstance(failed.__cause__, asyncpg.CheckViolationError)
+        assert not failed.connection_invalidated
+        assert "game_actions" in str(failed)
+        assert "xyzzy" not in str(failed) and "xyzzy" not in str(refused.value)
         assert await stored(db, b) == (0, [])
         # The next batch takes a connection again and prepares the statement again.
         await committer.write(draw(a, 1))
@@ -454,11 +459,12 @@ async def test_a_value_the_driver_cannot_send_is_named_by_position_only(db: Asyn
     (g,) = await games(db, 1)
     committer = GroupCommitter(db)
     try:
-        with pytest.raises(DBAPIError) as failed:
+        with pytest.raises(StorageUnavailable) as refused:
             await committer.write(draw(g, 0, card=4_242_424))  # not a text
-        assert not isinstance(failed.value, IntegrityError)
-        assert "invalid input for query argument $14" in str(failed.value)
-        shown = "".join(traceback.format_exception(failed.value))
+        failed = refused.value.__cause__
+        assert isinstance(failed, DBAPIError) and not isinstance(failed, IntegrityError)
+        assert "invalid input for query argument $14" in str(failed)
+        shown = "".join(traceback.format_exception(refused.value))
         assert "4242424" not in shown
         await committer.write(draw(g, 0))
         assert await stored(db, g) == (1, [1])
@@ -508,11 +514,12 @@ async def test_a_batch_the_server_stops_fails_with_the_engines_error_and_the_wri
             pending = asyncio.ensure_future(committer.write(draw(g, 0)))
             pid = await _writer_waiting_on_a_lock(db, name)
             await blocker.execute(text(f"SELECT {how}(:pid)"), {"pid": pid})
-            with pytest.raises(DBAPIError) as failed:
+            with pytest.raises(StorageUnavailable) as refused:  # not taken for a game moved on
                 await pending
-        assert not isinstance(failed.value, IntegrityError)  # not taken for a game moved on
-        assert isinstance(failed.value.__cause__, driver_error)
-        assert failed.value.connection_invalidated is invalidated
+        failed = refused.value.__cause__
+        assert isinstance(failed, DBAPIError) and not isinstance(failed, IntegrityError)
+        assert isinstance(failed.__cause__, driver_error)
+        assert failed.connection_invalidated is invalidated
         assert await stored(db, g) == (0, [])
         await committer.write(draw(g, 0))  # on a connection of the pool, prepared again
         assert committer.prepares == 2
@@ -560,9 +567,10 @@ async def test_a_batch_held_up_past_the_write_timeout_fails_and_the_writer_goes_
         await committer.write(draw(other, 0))
         async with db.begin() as blocker:
             await blocker.execute(text("LOCK TABLE game_actions IN SHARE MODE"))
-            with pytest.raises(OperationalError) as failed:
+            with pytest.raises(StorageUnavailable) as refused:
                 await committer.write(draw(g, 0))
-            assert failed.value.connection_invalidated
+            failed = refused.value.__cause__
+            assert isinstance(failed, OperationalError) and failed.connection_invalidated
             assert await stored(db, g) == (0, [])
         await committer.write(draw(g, 0))  # the lock gone: a fresh connection, stored
         assert await stored(db, g) == (1, [1])
@@ -617,8 +625,9 @@ async def test_a_batch_whose_connection_is_lost_mid_statement_is_not_sent_again(
 
     monkeypatch.setattr(committer, "_commit", lost)
     try:
-        with pytest.raises(DBAPIError):
+        with pytest.raises(StorageUnavailable) as refused:
             await committer.write(draw(g, 0))
+        assert isinstance(refused.value.__cause__, DBAPIError)
         assert calls == [1]
     finally:
         await committer.close()

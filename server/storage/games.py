@@ -1,0 +1,425 @@
+"""The games aggregate's queries: a game's row, its action log and its race's window.
+
+Every action is stored by the group commit (:mod:`server.storage.commits`); this module holds
+the rest: creating games, reading them back (for the live-game cache and the REST summary),
+resigning and marking a game hinted. Every method raises only
+:class:`~server.errors.StorageError` for a database failure (through :class:`Sessions`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlalchemy import insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from server.engine.codes import GameCode
+from server.engine.game import ActionKind, Status
+from server.storage.commits import DATABASE_TODAY_SQL, today_sql
+from server.storage.events import RaceProgress, publish
+from server.storage.models import Game as GameRow
+from server.storage.models import GameAction, Player, Race
+from server.storage.sessions import Sessions, storage_errors
+
+
+class GameMode(StrEnum):
+    """How a game is played: free play (unranked), the daily challenge, or a race. The value is
+    the ``games.mode`` column's."""
+
+    FREE = "free"
+    DAILY = "daily"
+    RACE = "race"
+
+    @property
+    def ranked(self) -> bool:
+        """Ranked games end when blocked (docs/rules.md §4 "Ranked play")."""
+        return self is not GameMode.FREE
+
+
+@dataclass(frozen=True, slots=True)
+class RaceWindow:
+    """When a race game may be played: from ``starts_at`` (the deal's release) to ``ends_at``
+    (UTC)."""
+
+    race_id: int
+    starts_at: dt.datetime
+    ends_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAction:
+    """One row of a game's action log (``at``: UTC)."""
+
+    seq: int
+    kind: ActionKind
+    pos: int | None
+    card: str
+    score_after: int
+    at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GameRecord:
+    """A game's stored row (times UTC, ``elapsed_ms`` in ms), with its player's name and, for a
+    race game, its race's status."""
+
+    id: int
+    player_id: int
+    player_name: str
+    mode: GameMode
+    code: GameCode
+    daily_date: dt.date | None
+    status: Status
+    score: int
+    moves: int
+    undos: int
+    seq: int
+    elapsed_ms: int | None
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    hinted: bool
+    race_status: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredGame:
+    """What rebuilds a game in memory: its row and its action log, read in one snapshot.
+
+    Attributes:
+        actions: ``(kind, pos)`` of each stored action, in ``seq`` order.
+        race: the race's window for a race game, else None.
+    """
+
+    id: int
+    player_id: int
+    mode: GameMode
+    code: GameCode
+    daily_date: dt.date | None
+    status: Status
+    score: int
+    seq: int
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    elapsed_ms: int | None
+    hinted: bool
+    actions: tuple[tuple[str, int | None], ...]
+    race: RaceWindow | None
+
+
+@dataclass(frozen=True, slots=True)
+class GameHead:
+    """How far a stored game is: its ``seq`` and ``status``."""
+
+    id: int
+    seq: int
+    status: Status
+
+
+_INSERT_GAME = insert(GameRow).returning(GameRow.id)
+#: A daily game is inserted only while its date is open by the database's clock (as every
+#: action on it is stored, see :mod:`server.storage.commits`); no row comes back otherwise.
+_INSERT_DAILY_GAME = text(
+    f"""
+    INSERT INTO games (player_id, code, rules, deal_version, mode, daily_date, status, score,
+                       moves, undos, seq, created_at)
+    SELECT :player_id, :code, :rules, :deal_version, :mode, :daily_date, :status, :score,
+           :moves, :undos, :seq, :created_at
+     WHERE CAST(:daily_date AS date) >= COALESCE(CAST(:pinned_today AS date), {DATABASE_TODAY_SQL})
+    RETURNING id
+    """
+)
+
+
+class GameStore:
+    """The games' queries over one database.
+
+    Args:
+        sessions: the storage sessions (failures leave as StorageError).
+    """
+
+    def __init__(self, sessions: Sessions) -> None:
+        self._sessions = sessions
+
+    async def create(
+        self,
+        player_id: int,
+        mode: GameMode,
+        code: GameCode,
+        status: Status,
+        score: int,
+        created_at: dt.datetime,
+        *,
+        daily_date: dt.date | None = None,
+        pinned_today: dt.date | None = None,
+    ) -> int | None:
+        """Store a new game with no action yet.
+
+        Returns:
+            The game's id; None for a daily game whose date is over by the database's clock
+            (or ``pinned_today``): nothing was stored.
+
+        Raises:
+            StorageConflict: the player already has a game of that daily date.
+            StorageError: the database failed; nothing was stored.
+        """
+        values: dict[str, object] = {
+            "player_id": player_id,
+            "code": str(code),
+            "rules": code.rules.value,
+            "deal_version": code.version.value,
+            "mode": mode.value,
+            "daily_date": daily_date,
+            "status": status.value,
+            "score": score,
+            "moves": 0,
+            "undos": 0,
+            "seq": 0,
+            "created_at": created_at,
+        }
+        statement = _INSERT_GAME
+        if daily_date is not None:
+            values["pinned_today"] = pinned_today
+            statement = _INSERT_DAILY_GAME  # type: ignore[assignment]
+        # A plain Core statement with bound values (compiled once) on a connection: the ORM
+        # unit of work would cost twice the CPU for one row.
+        with storage_errors():
+            async with self._sessions.engine.begin() as conn:
+                game_id: int | None = (await conn.execute(statement, values)).scalar_one_or_none()
+        return game_id
+
+    async def daily_game_id(self, player_id: int, date: dt.date) -> int | None:
+        """The id of the player's game of one daily date, or None."""
+        async with self._sessions() as session:
+            return await session.scalar(
+                select(GameRow.id).where(
+                    GameRow.player_id == player_id,
+                    GameRow.mode == GameMode.DAILY.value,
+                    GameRow.daily_date == date,
+                )
+            )
+
+    async def unfinished(
+        self, player_id: int, today: dt.date, now: dt.datetime, limit: int
+    ) -> list[GameHead]:
+        """The player's games that can still be played, newest first: playing, or blocked in
+        free play; a daily only of ``today`` or later; a race game only of a running race that
+        has started by ``now``."""
+        async with self._sessions() as session:
+            rows = (
+                await session.execute(
+                    select(GameRow.id, GameRow.seq, GameRow.status)
+                    .where(
+                        GameRow.player_id == player_id,
+                        (GameRow.status == Status.PLAYING.value)
+                        | (
+                            (GameRow.status == Status.BLOCKED.value)
+                            & (GameRow.mode == GameMode.FREE.value)
+                        ),
+                        (GameRow.daily_date.is_(None)) | (GameRow.daily_date >= today),
+                        GameRow.race_id.is_(None)
+                        | GameRow.race_id.in_(
+                            select(Race.id).where(Race.status == "running", Race.starts_at <= now)
+                        ),
+                    )
+                    .order_by(GameRow.created_at.desc(), GameRow.id.desc())
+                    .limit(limit)
+                )
+            ).all()
+        return [GameHead(row.id, row.seq, Status(row.status)) for row in rows]
+
+    async def record(self, game_id: int) -> GameRecord | None:
+        """A game's row with its player's name and its race's status, or None."""
+        async with self._sessions() as session:
+            found = (
+                await session.execute(
+                    select(GameRow, Player.name, Race.status)
+                    .join(Player, Player.id == GameRow.player_id)
+                    .outerjoin(Race, Race.id == GameRow.race_id)
+                    .where(GameRow.id == game_id)
+                )
+            ).first()
+        if found is None:
+            return None
+        row, name, race_status = found
+        return GameRecord(
+            id=row.id,
+            player_id=row.player_id,
+            player_name=name,
+            mode=GameMode(row.mode),
+            code=GameCode.parse(row.code),
+            daily_date=row.daily_date,
+            status=Status(row.status),
+            score=row.score,
+            moves=row.moves,
+            undos=row.undos,
+            seq=row.seq,
+            elapsed_ms=row.elapsed_ms,
+            created_at=row.created_at,
+            finished_at=row.finished_at,
+            hinted=row.hinted,
+            race_status=race_status,
+        )
+
+    async def actions(self, game_id: int) -> tuple[StoredAction, ...]:
+        """A game's action log, in ``seq`` order."""
+        async with self._sessions() as session:
+            rows = (
+                await session.scalars(
+                    select(GameAction).where(GameAction.game_id == game_id).order_by(GameAction.seq)
+                )
+            ).all()
+        return tuple(
+            StoredAction(r.seq, ActionKind(r.kind), r.pos, r.card, r.score_after, r.created_at)
+            for r in rows
+        )
+
+    async def load(self, game_id: int) -> StoredGame | None:
+        """A game's row, its action log and its race's window, read in one snapshot (so a
+        concurrent writer cannot split them), or None when there is no such game."""
+        async with self._sessions() as session:
+            await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            row = await session.get(GameRow, game_id)
+            if row is None:
+                return None
+            kinds = (
+                await session.execute(
+                    select(GameAction.kind, GameAction.pos)
+                    .where(GameAction.game_id == game_id)
+                    .order_by(GameAction.seq)
+                )
+            ).all()
+            race = None
+            if row.race_id is not None:
+                window = (
+                    await session.execute(
+                        select(Race.starts_at, Race.ends_at).where(Race.id == row.race_id)
+                    )
+                ).one()
+                assert window.starts_at is not None and window.ends_at is not None
+                race = RaceWindow(row.race_id, window.starts_at, window.ends_at)
+        return StoredGame(
+            id=row.id,
+            player_id=row.player_id,
+            mode=GameMode(row.mode),
+            code=GameCode.parse(row.code),
+            daily_date=row.daily_date,
+            status=Status(row.status),
+            score=row.score,
+            seq=row.seq,
+            created_at=row.created_at,
+            finished_at=row.finished_at,
+            elapsed_ms=row.elapsed_ms,
+            hinted=row.hinted,
+            actions=tuple((kind, pos) for kind, pos in kinds),
+            race=race,
+        )
+
+    async def head(self, game_id: int) -> GameHead | None:
+        """How far the stored game is, or None when there is no such game."""
+        async with self._sessions() as session:
+            row = (
+                await session.execute(
+                    select(GameRow.seq, GameRow.status).where(GameRow.id == game_id)
+                )
+            ).first()
+        return None if row is None else GameHead(game_id, row.seq, Status(row.status))
+
+    async def resign(
+        self,
+        game_id: int,
+        *,
+        seq: int,
+        status: Status,
+        resigned: Status,
+        finished_at: dt.datetime | None,
+        elapsed_ms: int | None,
+        pinned_today: dt.date | None,
+        lock_timeout_ms: int,
+        event: RaceProgress | None,
+    ) -> bool:
+        """Store a resignation: the row moves from ``status`` to ``resigned`` if it is still at
+        ``seq`` and ``status`` and, for a daily, its date is still open by the database's clock;
+        ``event`` is published with it.
+
+        Args:
+            lock_timeout_ms: how long the update may wait for the row's lock, in ms.
+
+        Returns:
+            Whether it was stored (False: the row had moved on, or the daily is over).
+
+        Raises:
+            StorageError: the database failed, or the row stayed locked past the lock timeout;
+                nothing was stored.
+        """
+        async with self._sessions() as session:
+            # A row locked elsewhere delays only this resignation, and not for ever.
+            await session.execute(text(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}"))
+            moved = await session.execute(
+                update(GameRow)
+                .where(
+                    GameRow.id == game_id,
+                    GameRow.seq == seq,
+                    GameRow.status == status.value,
+                    # The database's clock decides a daily's end, as for actions.
+                    GameRow.daily_date.is_(None) | (GameRow.daily_date >= today_sql(pinned_today)),
+                )
+                .values(status=resigned.value, finished_at=finished_at, elapsed_ms=elapsed_ms)
+            )
+            if moved.rowcount != 1:  # type: ignore[attr-defined]
+                return False
+            if event is not None:
+                await publish(session, event)
+            await session.commit()
+        return True
+
+    async def mark_hinted(self, game_id: int) -> None:
+        """Record that the game's player asked for a hint."""
+        async with self._sessions() as session:
+            await session.execute(update(GameRow).where(GameRow.id == game_id).values(hinted=True))
+            await session.commit()
+
+
+async def insert_race_games(
+    session: AsyncSession,
+    race_id: int,
+    code: GameCode,
+    status: Status,
+    score: int,
+    player_ids: Sequence[int],
+    starts_at: dt.datetime,
+) -> dict[int, int]:
+    """Insert one race game per player in the caller's transaction (not committed here); each
+    is created at ``starts_at`` (its elapsed time counts from there).
+
+    Returns:
+        ``{player_id: game_id}``.
+    """
+    rows = (
+        await session.execute(
+            insert(GameRow)
+            .values(
+                [
+                    {
+                        "player_id": player_id,
+                        "code": str(code),
+                        "rules": code.rules.value,
+                        "deal_version": code.version.value,
+                        "mode": GameMode.RACE.value,
+                        "race_id": race_id,
+                        "status": status.value,
+                        "score": score,
+                        "moves": 0,
+                        "undos": 0,
+                        "seq": 0,
+                        "created_at": starts_at,
+                    }
+                    for player_id in player_ids
+                ]
+            )
+            .returning(GameRow.player_id, GameRow.id)
+        )
+    ).all()
+    return {player_id: game_id for player_id, game_id in rows}
