@@ -7,7 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from server.cli import _wilson, main
+from server.cli import main
+from server.cli.deals import _wilson
 from server.engine import Action, Card, Game, GameCode, Status
 
 

@@ -1,0 +1,20 @@
+"""The ``tripeaks`` command: ``serve``, ``migrate``, ``deal``, ``solve``, ``stats`` and
+``loadtest``, one module per family of commands."""
+
+from __future__ import annotations
+
+import click
+
+from server.cli.deals import deal, solve, stats
+from server.cli.loadtest import loadtest
+from server.cli.serve import migrate, serve
+
+
+@click.group()
+@click.version_option(package_name="tripeaks-server")
+def main() -> None:
+    """Competitive TriPeaks server: shared deals, daily challenge, leaderboards."""
+
+
+for command in (serve, migrate, deal, solve, stats, loadtest):
+    main.add_command(command)

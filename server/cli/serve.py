@@ -1,0 +1,132 @@
+"""``tripeaks serve`` (one process or ``--workers N``) and ``tripeaks migrate``."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from server.cli.common import (
+    configure_logging_for,
+    interrupt_on_sigterm,
+    settings_from,
+    with_database,
+)
+from server.config import Settings
+
+log = logging.getLogger("server")
+
+
+@click.command()
+@click.option("--host", help="Address to listen on (env TRIPEAKS_HOST, default 127.0.0.1).")
+@click.option("--port", type=int, help="Port to listen on (env TRIPEAKS_PORT, default 8080).")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Data folder for the embedded database and the daily secret (default ./.tripeaks).",
+)
+@click.option(
+    "--workers",
+    type=int,
+    help="Server processes sharing the port, e.g. one per core (env TRIPEAKS_WORKERS, default 1).",
+)
+def serve(host: str | None, port: int | None, data_dir: Path | None, workers: int | None) -> None:
+    """Run the server (migrates the database first)."""
+    from server.config import SecretError, load_or_create_daily_secret
+
+    settings = settings_from(host=host, port=port, data_dir=data_dir, workers=workers)
+    configure_logging_for(settings)
+    interrupt_on_sigterm()
+    try:  # before the embedded database is started; generated only beside it
+        daily_secret = load_or_create_daily_secret(settings, generate=not settings.database_url)
+    except SecretError as exc:
+        raise click.UsageError(f"invalid configuration: {exc}") from None
+    if settings.workers == 1:
+        _serve(with_database(settings), daily_secret)
+        return
+    from server.workers import PortTaken, check_port, run_workers
+
+    try:
+        check_port(settings.host, settings.port)
+    except PortTaken as exc:
+        raise click.ClickException(f"{exc}; choose another with --port or TRIPEAKS_PORT") from None
+    status = run_workers(settings.workers, with_database(settings), daily_secret, _worker_main)
+    log.info("stopped")
+    if status:
+        sys.exit(status)
+
+
+def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None) -> None:
+    """Run one server process until SIGINT or SIGTERM (a worker shares its port with others)."""
+    from aiohttp import web
+
+    from server.web.app import create_app
+
+    app = create_app(settings, daily_secret=daily_secret, freeze_startup=True)
+    try:
+        web.run_app(
+            app,
+            host=settings.host,
+            port=settings.port,
+            reuse_port=worker is not None,
+            shutdown_timeout=8.0,
+            print=lambda _banner: log.info(
+                "serving on http://%s:%s (Ctrl-C to stop)", settings.host, settings.port
+            ),
+            access_log=None,
+        )
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            raise click.ClickException(
+                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; "
+                "choose another with --port or TRIPEAKS_PORT"
+            ) from None
+        raise
+    if worker is None:
+        log.info("stopped")
+
+
+def _worker_main(number: int, dumped: dict[str, Any], daily_secret: bytes) -> None:
+    """A worker process of ``serve --workers`` (started by :mod:`server.workers`)."""
+    from server.workers import detach_from_terminal_signals, stop_with_parent
+
+    detach_from_terminal_signals()
+    stop_with_parent()
+    settings = Settings(**dumped)
+    configure_logging_for(settings, number)
+    _serve(settings, daily_secret, worker=number)
+
+
+@click.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Data folder of the embedded database (used when DATABASE_URL is not set).",
+)
+def migrate(data_dir: Path | None) -> None:
+    """Bring the database schema to the newest migration and exit."""
+    from server.storage.db import create_engine
+    from server.storage.db import migrate as run_migrations
+
+    settings = settings_from(data_dir=data_dir)
+    configure_logging_for(settings)
+    settings = with_database(settings)
+    assert settings.database_url
+
+    async def go() -> None:
+        # The migrations hold a session-level advisory lock: never through a transaction pooler.
+        engine = create_engine(
+            settings.direct_database_url or settings.database_url or "", pool_size=1
+        )
+        try:
+            await run_migrations(engine)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(go())
+    click.echo("database schema is up to date")
