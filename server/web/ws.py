@@ -18,7 +18,7 @@ from itertools import count
 from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
 from sqlalchemy.exc import SQLAlchemyError
 
-from server.engine.errors import Locale
+from server.catalogue import Locale
 from server.logs import bind, log_context
 from server.protocol import server as out
 from server.protocol.client import (
