@@ -1,5 +1,6 @@
 """The message catalogue (server/catalogue/): both languages hold the same keys and placeholders,
-every key the server uses exists, and the texts players read are those docs/rules.md §2 lists."""
+every key the server or the page uses exists, and the texts players read are those docs/rules.md
+§2 lists."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import pytest
 import server
 from server import catalogue
 from server.catalogue import Locale, has, placeholders, table, text
-from server.engine import Rejection
+from server.engine import FULL_DECK, Rejection, RuleSet, Status
 from server.protocol import server as out
 from server.protocol.server import PlayerText, rejection_text
+from server.services.games import GameMode
 
 SERVER_DIR = Path(server.__file__).resolve().parent
 STATIC_DIR = SERVER_DIR / "web" / "static"
@@ -226,3 +228,82 @@ def test_every_key_the_server_reads_is_a_literal_or_a_player_text() -> None:
             else:
                 assert function == "rejection_text", (path.name, function, ast.unparse(key))
     assert seen >= 2
+
+
+# ----------------------------------------------------------------------------- what the page uses
+
+_CALL_LITERAL = re.compile(r"\b(t|tn|tNodes|has)\(\s*\"([^\"]+)\"")
+_CALL_TEMPLATE = re.compile(r"\b(t|tn|tNodes|has)\(\s*`([^`]+)`")
+_DOTTED = re.compile(r"[\"']([a-z][A-Za-z]*(?:\.[A-Za-z0-9_]+)+)[\"']")
+_DATA_I18N = re.compile(r"data-i18n(?:-placeholder|-aria-label|-title)?=\"([^\"]+)\"")
+
+
+def _js() -> dict[str, str]:
+    assert JS_FILES, STATIC_DIR
+    return {path.name: path.read_text(encoding="utf-8") for path in JS_FILES}
+
+
+def test_the_page_asks_for_every_locale_the_server_has() -> None:
+    found = re.search(r"export const LOCALES = (\[[^\]]*\]);", _js()["i18n.js"])
+    assert found, "i18n.js names its LOCALES"
+    assert json.loads(found[1]) == [locale.value for locale in Locale]
+    assert not (STATIC_DIR / "i18n").exists(), "the page's texts live in the catalogue only"
+
+
+def test_every_literal_key_the_page_uses_exists() -> None:
+    used: set[str] = set()
+    for name, source in _js().items():
+        for fn, key in _CALL_LITERAL.findall(source):
+            used.add(key)
+            if fn == "tn":
+                assert {f"{key}.one", f"{key}.other"} <= set(EN), (name, key)
+            else:
+                assert key in EN, (name, key)
+    assert {"app.title", "count.cardsLeft", "err.generic"} <= used
+
+
+def test_every_key_the_page_holds_in_a_variable_exists() -> None:
+    """Keys chosen before the call (``t(copied ? "code.copied" : "code.selected")``, a key kept
+    in a field): any quoted dotted name whose first part is one of the catalogue's."""
+    namespaces = {key.split(".", 1)[0] for key in EN}
+    for name, source in _js().items():
+        for key in _DOTTED.findall(source):
+            if key.split(".", 1)[0] not in namespaces:
+                continue  # e.g. a local-storage name such as "tripeaks.token"
+            plural = {f"{key}.one", f"{key}.other"} <= set(EN)
+            assert key in EN or plural, (name, key)
+
+
+def test_every_built_key_the_page_uses_matches_some_key() -> None:
+    for name, source in _js().items():
+        for _, template in _CALL_TEMPLATE.findall(source):
+            pattern = re.compile(
+                "".join(
+                    ".+" if part.startswith("${") else re.escape(part)
+                    for part in re.split(r"(\$\{[^}]*\})", template)
+                    if part
+                )
+                + r"(\.one|\.other)?"
+            )
+            assert any(pattern.fullmatch(key) for key in EN), (name, template)
+
+
+def test_the_values_the_page_builds_keys_from_all_have_a_text() -> None:
+    for rules in RuleSet:
+        assert {f"rules.{rules.value}", f"rules.short.{rules.value}"} <= set(EN), rules
+    for mode in GameMode:
+        assert f"mode.{mode.value}" in EN, mode
+    for status in Status:
+        assert f"race.status.{status.value}" in EN, status
+    for status in (Status.WON, Status.BLOCKED):
+        assert f"lb.status.{status.value}" in EN, status
+    for room in ("lobby", "running", "finished", "closed"):
+        assert f"invite.status.{room}" in EN, room
+    for card in map(str, FULL_DECK):
+        assert {f"rank.{card[0]}", f"suit.{card[1]}"} <= set(EN), card
+
+
+def test_every_key_the_page_marks_in_its_html_exists() -> None:
+    keys = _DATA_I18N.findall(INDEX.read_text(encoding="utf-8"))
+    assert "app.title" in keys
+    assert set(keys) - set(EN) == set()

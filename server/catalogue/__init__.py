@@ -1,17 +1,21 @@
-"""The message catalogue: the texts the server sends players, one JSON file per language.
+"""The message catalogue: every text a player reads, one JSON file per language.
 
 ``en.json`` and ``zh-Hant.json`` beside this module each map a key to its text. The server reads
-them here, once, when this module is first imported (:func:`text`). To change a wording, edit the
-JSON; nothing else needs to change.
+them here, once, when this module is first imported (:func:`text`); the page fetches the very same
+files from ``/i18n/<locale>.json`` (``server/web/static/js/i18n.js``). To change a wording, edit
+the JSON; nothing else needs to change.
 
 What a newcomer needs to know:
 
 - Both files hold the same keys, and a key's text names the same placeholders in both
-  (``tests/test_catalogue.py`` checks it, and that every key the server uses exists).
+  (``tests/test_catalogue.py`` checks it, and that every key the server or the page uses exists).
 - A placeholder is a name in braces, ``{name}``, filled in from the named parameters; one with no
   parameter of its name is left as it stands.
+- A counted text has one key per plural form: ``<key>.one`` and ``<key>.other`` (the page picks
+  the form with ``Intl.PluralRules``; a language with one form repeats it in both).
 - The keys the server sends players are listed in :class:`server.protocol.server.PlayerText`
   (``state.…``: the notice of a game's state; ``rejected.<code>``: why an action was refused).
+  Every other key is the page's.
 
 The engine knows nothing of this: it speaks in codes (:class:`server.engine.errors.Rejection`),
 and the layers above turn a code into a text in the player's :class:`Locale`.
