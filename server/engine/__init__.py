@@ -31,10 +31,7 @@ from server.engine.errors import (
     InvalidGameCodeError,
     InvalidPositionError,
     InvalidRuleSetError,
-    Locale,
     Rejection,
-    blocked_notice,
-    rejection_message,
 )
 from server.engine.game import (
     FACE_DOWN,
@@ -80,16 +77,13 @@ __all__ = [
     "InvalidGameCodeError",
     "InvalidPositionError",
     "InvalidRuleSetError",
-    "Locale",
     "Rank",
     "Rejection",
     "RuleSet",
     "Status",
     "Suit",
-    "blocked_notice",
     "deal_tp1",
     "deal_tp2",
     "is_neighbour",
     "next_score",
-    "rejection_message",
 ]

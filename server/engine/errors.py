@@ -1,9 +1,10 @@
-"""The engine's error family, rejection codes and player-facing messages.
+"""The engine's error family and rejection codes.
 
 Every error the engine raises is an :class:`EngineError`, itself a :class:`ValueError`, so a caller
 that only wants "bad input" can catch ``ValueError``. A refused game action is an
 :class:`IllegalActionError` carrying a machine-readable :class:`Rejection` code (docs/rules.md
-§2); the player-facing texts for those codes live here too, in English and Traditional Chinese.
+§2). The engine holds no text for players: the layers above turn a code into one, in the
+player's language, from the message catalogue (``server/catalogue/``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,7 @@ __all__ = [
     "InvalidGameCodeError",
     "InvalidPositionError",
     "InvalidRuleSetError",
-    "Locale",
     "Rejection",
-    "blocked_notice",
-    "rejection_message",
     "shown",
 ]
 
@@ -118,85 +116,3 @@ class IllegalActionError(EngineError):
         self.code = Rejection(code)
         self.detail = detail
         super().__init__(f"{self.code.value}: {detail}" if detail else self.code.value)
-
-
-class Locale(StrEnum):
-    """The languages player messages exist in (docs/rules.md §2)."""
-
-    EN = "en"
-    ZH_HANT = "zh-Hant"
-
-    @classmethod
-    def parse(cls, text: str | None) -> Locale:
-        """Read a locale tag leniently; anything unknown falls back to English.
-
-        Args:
-            text: a BCP 47 tag such as ``"en"``, ``"zh-Hant"``, ``"zh-TW"``, ``"zh-HK"`` (case and
-                ``_``/``-`` do not matter; an Accept-Language list is read by its first tag), or
-                ``None``.
-
-        Returns:
-            :attr:`ZH_HANT` for Traditional Chinese tags, :attr:`EN` otherwise. Never raises.
-
-        >>> Locale.parse("zh-tw")
-        <Locale.ZH_HANT: 'zh-Hant'>
-        >>> Locale.parse(None)
-        <Locale.EN: 'en'>
-        """
-        if not isinstance(text, str):
-            return cls.EN
-        tag = text.split(",", 1)[0].split(";", 1)[0].strip().lower().replace("_", "-")
-        if tag == "zh-hant" or tag.startswith("zh-hant-") or tag in _HANT_REGIONS:
-            return cls.ZH_HANT
-        return cls.EN
-
-
-_HANT_REGIONS: Final = frozenset({"zh-tw", "zh-hk", "zh-mo"})
-
-_REJECTION_TEXT: Final[dict[Rejection, dict[Locale, str]]] = {
-    Rejection.NOT_ADJACENT: {
-        Locale.EN: "Must be one rank higher or lower",
-        Locale.ZH_HANT: "點數必須大一級或小一級",
-    },
-    Rejection.BLOCKED: {
-        Locale.EN: "This card is blocked.",
-        Locale.ZH_HANT: "這張牌被擋住了",
-    },
-}
-
-_BLOCKED_NOTICE: Final[dict[Locale, str]] = {
-    Locale.EN: "No more moves available.",
-    Locale.ZH_HANT: "已無可走的步驟",
-}
-
-
-def rejection_message(code: Rejection, locale: Locale) -> str | None:
-    """The player-facing text for a rejection, shown while *error help* is on (docs/rules.md §2
-    table).
-
-    Args:
-        code: the rejection code.
-        locale: the player's language.
-
-    Returns:
-        The text for ``not_adjacent`` and ``blocked``; ``None`` for the codes that have none.
-
-    >>> rejection_message(Rejection.BLOCKED, Locale.EN)
-    'This card is blocked.'
-    >>> rejection_message(Rejection.NO_CARD, Locale.EN) is None
-    True
-    """
-    texts = _REJECTION_TEXT.get(Rejection(code))
-    return None if texts is None else texts[Locale(locale)]
-
-
-def blocked_notice(locale: Locale) -> str:
-    """The notice shown when a game becomes blocked (docs/rules.md §2 "Blocked").
-
-    Args:
-        locale: the player's language.
-
-    Returns:
-        ``"No more moves available."`` or ``"已無可走的步驟"``.
-    """
-    return _BLOCKED_NOTICE[Locale(locale)]

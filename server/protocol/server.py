@@ -16,9 +16,10 @@ from typing import Any, Protocol
 
 import msgspec
 
+from server.catalogue import Locale, text
 from server.engine.cards import FULL_DECK, Card
 from server.engine.codes import GameCode
-from server.engine.errors import Locale, Rejection, blocked_notice, rejection_message
+from server.engine.errors import Rejection
 from server.engine.game import FACE_DOWN, Action, GameView, Status
 from server.errors import ErrorCode
 
@@ -55,24 +56,31 @@ class PlayerInfo(Protocol):
     def name(self) -> str: ...
 
 
-#: Messages for the rejection codes the services add to the engine's.
-_SERVICE_REJECTIONS = {
-    "stale_seq": {
-        Locale.EN: "The game moved on; here is its current state.",
-        Locale.ZH_HANT: "牌局已更新，以下是目前的狀態。",
-    },
-    "daily_closed": {
-        Locale.EN: "This daily challenge is closed.",
-        Locale.ZH_HANT: "本日挑戰已結束。",
-    },
-    "race_not_started": {
-        Locale.EN: "The race has not started yet; wait for the countdown to end.",
-        Locale.ZH_HANT: "比賽尚未開始，請等倒數結束。",
-    },
-    "race_over": {
-        Locale.EN: "The race is over.",
-        Locale.ZH_HANT: "比賽已結束。",
-    },
+class PlayerText(StrEnum):
+    """Every catalogue key (``server/catalogue/<locale>.json``) whose text the server sends
+    players; the page's own texts are the catalogue's other keys."""
+
+    #: A blocked game's STATE ``message``, whatever the error help setting.
+    BLOCKED_NOTICE = "state.blocked"
+    #: ``rejected`` ``message`` texts (with error help on), for the engine's rejection codes…
+    NOT_ADJACENT = "rejected.not_adjacent"
+    BLOCKED = "rejected.blocked"
+    #: … and for those the services add.
+    STALE_SEQ = "rejected.stale_seq"
+    DAILY_CLOSED = "rejected.daily_closed"
+    #: (``race_not_started`` is answered as an ``error`` today, so this text is not sent.)
+    RACE_NOT_STARTED = "rejected.race_not_started"
+    RACE_OVER = "rejected.race_over"
+
+
+#: The rejection codes that have a text (the others are sent without ``message``).
+_REJECTION_TEXT: dict[str, PlayerText] = {
+    Rejection.NOT_ADJACENT: PlayerText.NOT_ADJACENT,
+    Rejection.BLOCKED: PlayerText.BLOCKED,
+    "stale_seq": PlayerText.STALE_SEQ,
+    "daily_closed": PlayerText.DAILY_CLOSED,
+    "race_not_started": PlayerText.RACE_NOT_STARTED,
+    "race_over": PlayerText.RACE_OVER,
 }
 
 
@@ -196,7 +204,7 @@ def game_state(snapshot: GameSnapshot, locale: Locale) -> GameState:
         cards_left=view.cards_left,
         can_undo=view.can_undo,
         elapsed_ms=snapshot.elapsed_ms,
-        message=blocked_notice(locale) if view.status is Status.BLOCKED else None,
+        message=text(PlayerText.BLOCKED_NOTICE, locale) if view.status is Status.BLOCKED else None,
     )
 
 
@@ -255,15 +263,21 @@ def rejected(
     request_id: int | str | None,
 ) -> Rejected:
     """An action was refused; nothing changed. ``message`` is sent only with error help on."""
-    text = _rejection_text(code, locale) if error_help else None
-    return Rejected(code, game_state(snapshot, locale), text or None, request_id)
+    message = rejection_text(code, locale) if error_help else None
+    return Rejected(code, game_state(snapshot, locale), message, request_id)
 
 
-def _rejection_text(code: str, locale: Locale) -> str | None:
-    try:
-        return rejection_message(Rejection(code), locale)
-    except ValueError:
-        return _SERVICE_REJECTIONS.get(code, {}).get(locale)
+def rejection_text(code: str, locale: Locale) -> str | None:
+    """The player text of a rejection code in ``locale`` (docs/rules.md §2 "Rejections and
+    messages"); None for the codes that have none.
+
+    >>> rejection_text("blocked", Locale.EN)
+    'This card is blocked.'
+    >>> rejection_text("no_card", Locale.EN) is None
+    True
+    """
+    key = _REJECTION_TEXT.get(code)
+    return None if key is None else text(key, locale)
 
 
 def error(code: ErrorCode, message: str, request_id: int | str | None = None) -> ErrorReply:

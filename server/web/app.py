@@ -12,6 +12,7 @@ from pathlib import Path
 
 from aiohttp import WSCloseCode, web
 
+from server import catalogue
 from server.config import Settings, load_or_create_daily_secret
 from server.engine.codes import RuleSet
 from server.services import Services
@@ -105,6 +106,7 @@ def create_app(
     app.on_response_prepare.append(_cache_headers)
     api.add_routes(app)
     app.router.add_get("/ws", ws.websocket_handler)
+    app.router.add_get("/i18n/{locale}.json", _catalogue)
     index = STATIC_DIR / "index.html"
     if index.exists():
         app.router.add_get("/", _index)
@@ -316,10 +318,10 @@ async def _close_sockets(app: web.Application) -> None:
 
 
 async def _cache_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """The page and its modules are revalidated on every load, so an upgrade is seen at once;
-    API answers are never cached."""
+    """The page, its modules and its texts are revalidated on every load, so an upgrade is seen
+    at once; API answers are never cached."""
     path = request.path
-    if path == "/" or path.startswith(("/static/", "/race/")):
+    if path == "/" or path.startswith(("/static/", "/race/", "/i18n/")):
         response.headers.setdefault("Cache-Control", "no-cache")
     elif path.startswith("/api/"):
         response.headers.setdefault("Cache-Control", "no-store")
@@ -327,3 +329,13 @@ async def _cache_headers(request: web.Request, response: web.StreamResponse) -> 
 
 async def _index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC_DIR / "index.html")
+
+
+async def _catalogue(request: web.Request) -> web.FileResponse:
+    """``GET /i18n/<locale>.json``: a language's message catalogue, the very file the server
+    reads its texts from (``server/catalogue/``), for the page; only a known locale's."""
+    try:
+        locale = catalogue.Locale(request.match_info["locale"])
+    except ValueError:
+        raise web.HTTPNotFound() from None
+    return web.FileResponse(catalogue.path(locale))

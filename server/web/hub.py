@@ -14,7 +14,7 @@ import logging
 from collections.abc import Hashable
 from typing import Any, Protocol
 
-from server.engine.errors import Locale
+from server.catalogue import Locale
 from server.errors import ServiceError, StorageError
 from server.protocol import server as out
 from server.services import Services

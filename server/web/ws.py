@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
 
-from server.engine.errors import Locale
+from server.catalogue import Locale
 from server.errors import (
     ErrorCode,
     ServerBusyError,

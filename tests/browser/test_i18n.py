@@ -73,8 +73,8 @@ async def test_both_languages_have_every_text(
     context, page = await open_page(browser, base, page_errors)
     keys = await page.evaluate(
         """async () => {
-            const en = (await import('/static/i18n/en.js')).default;
-            const zh = (await import('/static/i18n/zh-Hant.js')).default;
+            const en = await (await fetch('/i18n/en.json')).json();
+            const zh = await (await fetch('/i18n/zh-Hant.json')).json();
             const empty = [...Object.entries(en), ...Object.entries(zh)]
                 .filter(([, v]) => typeof v !== 'string' || !v).map(([k]) => k);
             return {en: Object.keys(en).sort(), zh: Object.keys(zh).sort(), empty};

@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 
-from server.engine import FACE_DOWN, Game, GameCode, GameView, Locale, RuleSet
+from server.catalogue import Locale
+from server.engine import FACE_DOWN, Game, GameCode, GameView, RuleSet
 from server.errors import ErrorCode
 from server.protocol import server as out
 
@@ -115,3 +116,15 @@ def test_the_schema_names_every_typed_message() -> None:
     assert set(room["required"]) >= {"race_id", "code", "players", "watchers", "results"}
     state = schema["$defs"]["GameState"]
     assert set(state["required"]) >= {"game_id", "code", "tableau", "elapsed_ms"}
+
+
+def test_a_rejection_carries_its_text_in_the_players_language_only_with_error_help() -> None:
+    snapshot = _snapshot(Game.new(GameCode.random(RuleSet.EASY)))
+    helped = json.loads(out.encode(out.rejected(snapshot, "blocked", Locale.ZH_HANT, True, 4)))
+    assert helped["code"] == "blocked" and helped["message"] == "這張牌被擋住了"
+    quiet = json.loads(out.encode(out.rejected(snapshot, "blocked", Locale.EN, False, 4)))
+    assert quiet["code"] == "blocked" and "message" not in quiet
+    silent = json.loads(out.encode(out.rejected(snapshot, "no_card", Locale.EN, True, 4)))
+    assert "message" not in silent
+    stale = json.loads(out.encode(out.rejected(snapshot, "stale_seq", Locale.EN, True, None)))
+    assert stale["message"] == "The game moved on; here is its current state."

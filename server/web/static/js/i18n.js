@@ -1,9 +1,20 @@
-// Texts: one table per language (static/i18n/*.js); t() looks a key up in the current one.
-import en from "../i18n/en.js";
-import zhHant from "../i18n/zh-Hant.js";
+// Texts: one message catalogue per language, the JSON files the server reads its own texts from
+// (server/catalogue/<locale>.json, served at /i18n/<locale>.json). Both are fetched once, when
+// this module loads, so every text is at hand before the page starts; t() looks a key up in the
+// current one. A text's placeholders are {name}; a counted text has one key per plural form
+// (key.one, key.other: see tn()).
+export const LOCALES = ["en", "zh-Hant"];
 
-export const TABLES = { en, "zh-Hant": zhHant };
-export const LOCALES = Object.keys(TABLES);
+async function loadCatalogue(name) {
+  const resp = await fetch(`/i18n/${name}.json`);
+  if (!resp.ok) throw new Error(`the ${name} texts could not be loaded (HTTP ${resp.status})`);
+  return resp.json();
+}
+
+export const TABLES = Object.fromEntries(
+  await Promise.all(LOCALES.map(async (name) => [name, await loadCatalogue(name)])),
+);
+const en = TABLES.en;
 
 let current = "en";
 const listeners = new Set();
