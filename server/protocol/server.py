@@ -24,8 +24,9 @@ from server.engine.game import FACE_DOWN, Action, GameView, Status
 from server.errors import ErrorCode
 
 
-class GameSnapshot(Protocol):
-    """What the encoder needs of a game at one moment (the services' snapshot has it)."""
+class SnapshotView(Protocol):
+    """What the encoder reads of a game at one moment: the fields of the one snapshot type,
+    :class:`server.services.games.GameSnapshot` (the protocol layer does not import services)."""
 
     @property
     def id(self) -> int: ...
@@ -47,7 +48,7 @@ class GameSnapshot(Protocol):
     def race_id(self) -> int | None: ...
 
 
-class PlayerInfo(Protocol):
+class PlayerView(Protocol):
     """What the encoder needs of a player."""
 
     @property
@@ -182,7 +183,7 @@ class Pong(_Reply, frozen=True, tag="pong"):
 Message = _Reply
 
 
-def game_state(snapshot: GameSnapshot, locale: Locale) -> GameState:
+def game_state(snapshot: SnapshotView, locale: Locale) -> GameState:
     """The STATE of ``snapshot`` for a player whose language is ``locale`` (see
     :class:`GameState`)."""
     view = snapshot.view
@@ -227,8 +228,8 @@ class Welcome(_Reply, frozen=True, tag="welcome"):
 
 
 def welcome(
-    player: PlayerInfo,
-    games: Sequence[GameSnapshot],
+    player: PlayerView,
+    games: Sequence[SnapshotView],
     locale: Locale,
     rooms: Sequence[RoomView] = (),
     now: dt.datetime | None = None,
@@ -245,18 +246,18 @@ def welcome(
     )
 
 
-def game(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> GameReply:
+def game(snapshot: SnapshotView, locale: Locale, request_id: int | str | None) -> GameReply:
     """Reply to ``new_game``, ``join_daily``, ``resume`` and ``resign``."""
     return GameReply(game_state(snapshot, locale), request_id)
 
 
-def accepted(snapshot: GameSnapshot, locale: Locale, request_id: int | str | None) -> Accepted:
+def accepted(snapshot: SnapshotView, locale: Locale, request_id: int | str | None) -> Accepted:
     """An action was applied and committed (or was an exact repeat of the last one)."""
     return Accepted(game_state(snapshot, locale), request_id)
 
 
 def rejected(
-    snapshot: GameSnapshot,
+    snapshot: SnapshotView,
     code: str,
     locale: Locale,
     error_help: bool,
