@@ -18,7 +18,7 @@ from server.catalogue import Locale, has, placeholders, table, text
 from server.engine import FULL_DECK, Rejection, RuleSet, Status
 from server.protocol import server as out
 from server.protocol.server import PlayerText, rejection_text
-from server.services.games import GameMode
+from server.storage.games import GameMode
 
 SERVER_DIR = Path(server.__file__).resolve().parent
 STATIC_DIR = SERVER_DIR / "web" / "static"

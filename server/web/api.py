@@ -34,7 +34,7 @@ from server.errors import (
 from server.logs import bind, log_context
 from server.protocol.server import iso_time, room_state
 from server.services.daily import DailyInfo, parse_date
-from server.services.games import GameSummary
+from server.services.game_views import GameSummary
 from server.services.leaderboards import Entry
 from server.services.players import PlayerInfo
 from server.web import metrics

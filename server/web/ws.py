@@ -47,7 +47,7 @@ from server.protocol.client import (
 )
 from server.services import Services
 from server.services.connections import ConnectionLimit
-from server.services.games import Outcome
+from server.services.game_views import Outcome
 from server.services.players import PlayerInfo
 from server.services.presence import Connection
 from server.services.races import normalize_invite

@@ -11,7 +11,7 @@ import pytest
 from server.engine import Action, RuleSet
 from server.services import Services
 from server.services.clock import FakeClock
-from server.services.games import Outcome
+from server.services.game_views import Outcome
 from server.storage.db import create_engine
 from tests.helpers import WAIT_S
 

@@ -18,7 +18,7 @@ from server.engine import GameCode, RuleSet
 from server.errors import ConflictError, InvalidInputError, ServiceError
 from server.services import Services
 from server.services.clock import FakeClock
-from server.services.games import Outcome
+from server.services.game_views import Outcome
 from server.services.players import PlayerInfo
 from server.services.races import (
     INVITE_ALPHABET,

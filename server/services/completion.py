@@ -1,0 +1,41 @@
+"""Waiting for work that must run to its end even when the caller is cancelled (a client
+vanishing while its action commits)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+async def settled(future: asyncio.Future[None]) -> bool:
+    """Wait until ``future`` is done (its result or exception left in it), even through
+    cancellations of the caller; returns whether the caller was cancelled meanwhile (the
+    cancellation is then the caller's to raise once it has dealt with the outcome)."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)  # a future, not a coroutine: no task is made
+        except asyncio.CancelledError:
+            cancelled = cancelled or not future.cancelled()
+        except Exception:  # left in the future for the caller
+            break
+    return cancelled
+
+
+async def to_completion(work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work`` in a task of its own that a cancellation of the caller does not stop; a
+    cancelled caller is cancelled only once ``work`` is over (its result then goes unused)."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: nobody waits for it any more
+        raise
