@@ -4,6 +4,7 @@
 import { codeLine, codeText } from "./code.js";
 import { formatTime, locale, t, tn, tNodes } from "./i18n.js";
 import { clear, h } from "./dom.js";
+import { POSITIONS } from "./rules.js";
 
 /** Server time now, from the offset measured with the ROOM object's `server_time`. */
 export function serverNow(race) {
@@ -403,8 +404,8 @@ export class RacePanel {
   }
 
   /**
-   * Every racer with their presence, and in a running race a progress bar (cards removed of
-   * 28), cards left and score.
+   * Every racer with their presence, and in a running race a progress bar (cards removed from
+   * the layout), cards left and score.
    */
   _racers(room, withProgress) {
     const list = h("ul", { class: "racers", id: "race-players" });
@@ -414,7 +415,7 @@ export class RacePanel {
       const parts = [nameLine(p, this.me)];
       if (withProgress) {
         const prog = this._progress(p, mine);
-        const cards = prog ? prog.cards_left : 28;
+        const cards = prog ? prog.cards_left : POSITIONS;
         const score = prog ? prog.score : 500;
         const status = prog ? prog.status : "playing";
         let detail = t("race.progressRow", { cards: tn("count.cardsLeft", cards), score });
@@ -422,7 +423,7 @@ export class RacePanel {
         parts.push(
           h("span", { class: "detail" }, detail),
           mark,
-          h("progress", { max: "28", value: String(28 - cards), "aria-label": `${p.name}: ${detail}` }),
+          h("progress", { max: String(POSITIONS), value: String(POSITIONS - cards), "aria-label": `${p.name}: ${detail}` }),
         );
       } else {
         parts.push(mark);
