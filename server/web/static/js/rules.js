@@ -3,7 +3,7 @@
 // set, and which cards are playable and removable. None of it is written here: engine-rules.js
 // is made by the server from its engine (server/web/page_rules.py, from server/engine/layout.py
 // and is_neighbour), so the page and the server cannot disagree. Where a card is drawn is not
-// a rule: that is the table's geometry (table.js), worked out from the cover map below.
+// a rule: that is the table's geometry (views/table.js), worked out from the cover map below.
 import ENGINE from "./engine-rules.js";
 
 /** How many layout positions there are (0 … POSITIONS − 1); also the cards dealt to the layout. */

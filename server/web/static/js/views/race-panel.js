@@ -1,229 +1,36 @@
-// The race panel: lobby (invite, players, start), countdown on server time, live progress bars
-// of every racer, and the results; and the invite page a player sees before joining. It only
-// shows the ROOM object and race_progress pushes.
-import { codeLine, codeText } from "./code.js";
-import { formatTime, locale, t, tn, tNodes } from "./i18n.js";
-import { clear, h } from "./dom.js";
-import { POSITIONS } from "./rules.js";
+// The race room beside the table: the lobby (invite, link, players, start), the countdown on
+// server time, every racer's live progress, and the results. It only shows the ROOM object
+// and race_progress pushes (store.race) and reports the player's choices.
+import { codeLine, codeText } from "../code.js";
+import { $, clear, h } from "../dom.js";
+import { formatTime, t, tn, tNodes } from "../i18n.js";
+import { serverNow } from "../race-clock.js";
+import { POSITIONS } from "../rules.js";
+import { store } from "../store.js";
+import { dealMark, nameLine, presenceMark, presenceState, rowData, rulesLimit, watcherList } from "./racers.js";
 
-/** Server time now, from the offset measured with the ROOM object's `server_time`. */
-export function serverNow(race) {
-  return Date.now() + (race ? race.offset : 0);
+let panel = null;
+
+/** Build the panel in #race-panel. @param {object} on  {start(), leave(), home(), replay(code), newRace()} */
+export function initRacePanel(on) {
+  panel = new RacePanel($("#race-panel"), on);
 }
 
-/** Remember how far the server's clock is from ours (clock skew; latency is small). */
-export function measureOffset(race, room) {
-  if (room && room.server_time) race.offset = Date.parse(room.server_time) - Date.now();
+/** Show the race followed (store.race), or hide the panel when there is none. */
+export function renderRace() {
+  const race = store.race;
+  $("#race-panel").hidden = !race;
+  $(".play-body").classList.toggle("with-race", !!race);
+  $("#view-play").classList.toggle("racing", !!race);
+  panel.render(race, store.player, store.game);
 }
 
-/**
- * Whose deal the race is on: the host typed its code (and may know its cards), or a random
- * sealed deal nobody knows before the race ends. Nothing when the room does not say.
- */
-export function dealMark(room, id) {
-  if (room.host_deal === true) {
-    return h("p", { class: "deal-mark host", id, dataset: { deal: "host" } }, t("race.hostDeal"));
-  }
-  if (room.host_deal === false) {
-    return h("p", { class: "deal-mark random", id, dataset: { deal: "random" } }, t("race.randomDeal"));
-  }
-  return null;
+/** A refused race request (e.g. starting it), under the panel. */
+export function raceError(text) {
+  $("#race-panel").append(h("p", { class: "error", role: "alert" }, text));
 }
 
-/** A racer's name with tags for the host and for me (`me` may be null). */
-function nameLine(p, me) {
-  const tags = [];
-  if (p.host) tags.push(h("span", { class: "tag" }, t("race.host")));
-  if (me && p.player_id === me.id) tags.push(h("span", { class: "tag" }, t("race.you")));
-  return h("span", { class: "name-line" }, h("span", { class: "name" }, p.name), ...tags);
-}
-
-/** A racer's or watcher's presence state ("connected", "reconnecting", "gone"), or null. */
-function presenceState(p) {
-  const state = p && p.presence ? p.presence.state : null;
-  return state === "connected" || state === "reconnecting" || state === "gone" ? state : null;
-}
-
-/** The data attributes of a racer's or watcher's row: their id, and their presence if known. */
-function rowData(p) {
-  const data = { player: String(p.player_id) };
-  const state = presenceState(p);
-  if (state) data.presence = state;
-  return data;
-}
-
-/**
- * Server times are shown on the viewer's clock (`offset`: server minus ours), e.g. "12:03" —
- * with the seconds when `seconds`.
- */
-function clockTime(serverMs, offset, seconds = false) {
-  const options = seconds ? { hour: "numeric", minute: "2-digit", second: "2-digit" } : { hour: "numeric", minute: "2-digit" };
-  return new Intl.DateTimeFormat(locale(), options).format(new Date(serverMs - offset));
-}
-
-/** The clock offset of a room fetched on its own (the invite page), measured when first shown. */
-const roomOffsets = new WeakMap();
-function offsetOf(room) {
-  if (!roomOffsets.has(room)) roomOffsets.set(room, room.server_time ? Date.parse(room.server_time) - Date.now() : 0);
-  return roomOffsets.get(room);
-}
-
-/**
- * How a racer or watcher is there, beside their name: nothing when connected (their row's dot
- * says it) or unknown; "reconnecting — 42 s left" (counting down to the end of the grace
- * period, on server time) while their place is kept; "gone since 12:03" once gone.
- */
-function presenceMark(p, offset) {
-  const state = presenceState(p);
-  if (state === "reconnecting") {
-    const until = p.presence.until ? Date.parse(p.presence.until) : NaN;
-    const attrs = { class: "presence reconnecting" };
-    if (!Number.isNaN(until)) {
-      attrs.dataset = { until: String(until), offset: String(offset) };
-      attrs.title = t("presence.keptUntil", { time: clockTime(until, offset, true) });
-    }
-    const mark = h(
-      "span",
-      attrs,
-      h("span", { class: "presence-icon", "aria-hidden": "true" }, "↻"),
-      h("span", { class: "presence-text" }),
-    );
-    showCountdown(mark);
-    if (mark.dataset.until) followCountdowns();
-    return mark;
-  }
-  if (state === "gone") {
-    const since = Date.parse(p.presence.since);
-    const text = Number.isNaN(since) ? t("presence.gone") : t("presence.goneSince", { time: clockTime(since, offset) });
-    return h(
-      "span",
-      { class: "presence gone" },
-      h("span", { class: "presence-icon", "aria-hidden": "true" }, "⊘"),
-      h("span", { class: "presence-text" }, text),
-    );
-  }
-  return null;
-}
-
-/** A reconnecting mark's text: the seconds left of the grace period, or just "reconnecting…". */
-function showCountdown(mark) {
-  let text = t("presence.reconnecting");
-  if (mark.dataset.until) {
-    const now = Date.now() + Number(mark.dataset.offset || 0);
-    const left = Math.ceil((Number(mark.dataset.until) - now) / 1000);
-    if (left > 0) text = t("presence.reconnectingLeft", { n: left });
-  }
-  const el = mark.querySelector(".presence-text");
-  if (el.textContent !== text) el.textContent = text;
-}
-
-/** Every shown countdown is refreshed while one is on the page (the panel and the invite page). */
-let countdownTimer = null;
-function followCountdowns() {
-  if (countdownTimer) return;
-  countdownTimer = setInterval(() => {
-    const marks = document.querySelectorAll(".presence.reconnecting[data-until]");
-    if (!marks.length) {
-      clearInterval(countdownTimer);
-      countdownTimer = null;
-    }
-    for (const mark of marks) showCountdown(mark);
-  }, 250);
-}
-
-/**
- * Who watches the room, under its racers: "Watching (N)" and their names with their presence.
- * Nothing when nobody watches.
- */
-function watcherList(room, me, offset, { id, heading }) {
-  const listed = room.watchers || [];
-  const total = Math.max(room.watchers_total || 0, listed.length);
-  if (!total) return [];
-  const list = h("ul", { class: "racers watchers", id, "aria-labelledby": `${id}-title` });
-  for (const w of listed) {
-    const mine = me && w.player_id === me.id;
-    const cls = mine ? "racer watcher me" : "racer watcher";
-    list.append(h("li", { class: cls, dataset: rowData(w) }, nameLine(w, me), presenceMark(w, offset)));
-  }
-  const more = total - listed.length;
-  const shown = [h(heading, { id: `${id}-title` }, t("race.watching", { n: total })), list];
-  if (more > 0) shown.push(h("p", { class: "muted watchers-more" }, tn("count.moreWatchers", more)));
-  return shown;
-}
-
-function rulesLimit(room) {
-  return t("race.rulesLimit", { rules: t(`rules.short.${room.rules}`), minutes: Math.round(room.time_limit_s / 60) });
-}
-
-/**
- * The invite page: a race as anyone with its invite sees it, before joining or watching.
- * @param {HTMLElement} root  #view-invite
- * @param {object} state  {invite, room (ROOM or null while loading), error, joinError, busy}
- * @param {object} me  the player
- * @param {object} on  {join(), watch(), home(), errorText(code)}
- */
-export function renderInvite(root, state, me, on) {
-  const room = state.room;
-  root.querySelector("#invite-title").textContent = t("invite.title", {
-    invite: room ? room.invite : state.invite.toUpperCase(),
-  });
-  const el = clear(root.querySelector("#invite-room"));
-  const home = h("button", { type: "button", id: "invite-home", onclick: () => on.home() }, t("end.menu"));
-  if (!room) {
-    if (state.error) {
-      el.append(h("p", { class: "error", role: "alert", id: "invite-error" }, on.errorText(state.error)));
-      el.append(h("div", { class: "race-actions" }, home));
-    } else {
-      el.append(h("p", { class: "muted", id: "invite-loading" }, t("invite.loading")));
-    }
-    return;
-  }
-  // A gone racer's seat in a full lobby goes to a newcomer (docs/rules.md §4 "Presence").
-  const full = room.players.filter((p) => presenceState(p) !== "gone").length >= room.max_players;
-  const offset = offsetOf(room);
-  const host = room.players.find((p) => p.host);
-  let status = t(`invite.status.${room.status}`);
-  if (room.status === "lobby" && full) status = t("invite.status.full");
-  el.append(
-    h("p", { class: "invite-status", id: "invite-status" }, status),
-    dealMark(room, "invite-deal"),
-    h("p", { class: "muted", id: "invite-rules" }, rulesLimit(room)),
-  );
-  if (host) el.append(h("p", { id: "invite-host" }, t("invite.host", { name: host.name })));
-  if (room.players.length) {
-    const list = h("ul", { class: "racers", id: "invite-players" });
-    for (const p of room.players) {
-      list.append(h("li", { class: "racer", dataset: rowData(p) }, nameLine(p, me), presenceMark(p, offset)));
-    }
-    el.append(h("h2", {}, t("race.players", { n: room.players.length, max: room.max_players })), list);
-  }
-  if (room.status === "lobby" || room.status === "running") {
-    el.append(...watcherList(room, me, offset, { id: "invite-watchers", heading: "h2" }));
-  }
-  if (state.joinError) el.append(h("p", { class: "error", role: "alert", id: "invite-error" }, on.errorText(state.joinError)));
-  const actions = h("div", { class: "race-actions" });
-  const busy = !!state.busy;
-  if (room.status === "lobby" && !full) {
-    actions.append(
-      h(
-        "button",
-        { type: "button", class: "primary", id: "invite-join", disabled: busy, onclick: () => on.join() },
-        state.busy === "join" ? t("race.joining", { invite: room.invite }) : t("invite.join"),
-      ),
-    );
-  }
-  if (room.status === "lobby" || room.status === "running") {
-    actions.append(h("button", { type: "button", id: "invite-watch", disabled: busy, onclick: () => on.watch() }, t("invite.watch")));
-  } else if (room.status === "finished") {
-    actions.append(
-      h("button", { type: "button", class: "primary", id: "invite-watch", disabled: busy, onclick: () => on.watch() }, t("invite.results")),
-    );
-  }
-  actions.append(home);
-  el.append(actions);
-}
-
-export class RacePanel {
+class RacePanel {
   /**
    * @param {HTMLElement} el  the #race-panel element
    * @param {object} on  {start(), leave(), home(), replay(code), newRace()}

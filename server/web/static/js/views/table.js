@@ -1,9 +1,9 @@
-// The table: the three peaks (28 card buttons in their overlapping layout), the stock, the
-// waste card, score/moves/time, undo and give-up. It only shows a STATE and reports clicks;
-// the server decides everything.
-import { cardName, t, tn } from "./i18n.js";
-import { paintBack, paintFace } from "./cards.js";
-import { canRemove, coveredBy, POSITIONS, rowOf, ROWS } from "./rules.js";
+// The table: the three peaks (a card button per layout position, overlapping as the cover map
+// lays them out), the stock, the waste card and undo; arrow keys move between the cards. It
+// only shows a STATE and reports clicks; the server decides everything.
+import { paintBack, paintFace } from "../cards.js";
+import { cardName, t, tn } from "../i18n.js";
+import { canRemove, coveredBy, POSITIONS, rowOf, ROWS } from "../rules.js";
 
 /**
  * Horizontal centre of a position, in card slots: the bottom row's cards sit side by side
