@@ -11,7 +11,17 @@ import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
 import { inviteInAddress, onEnter, onHistory, show } from "./router.js";
 import * as session from "./session.js";
-import { currentGame, notify, savedLocale, setOpenGames, setPendingInvite, setPlayer, signOut, store, subscribe } from "./store.js";
+import {
+  currentGame,
+  notify,
+  savedLocale,
+  setOpenGames,
+  setPendingInvite,
+  setPlayer,
+  signOut,
+  store,
+  subscribe,
+} from "./store.js";
 import { refreshEnd } from "./views/end.js";
 import { initGameView, onGame, renderGame } from "./views/game.js";
 import { Leaderboard } from "./views/leaderboard.js";

@@ -5,15 +5,7 @@
 import { cardName, has, t } from "./i18n.js";
 import { show } from "./router.js";
 import { request } from "./session.js";
-import {
-  dropGame,
-  forgetCurrentGame,
-  leaveRaceContext,
-  notify,
-  setGame,
-  setOpenGames,
-  store,
-} from "./store.js";
+import { dropGame, forgetCurrentGame, leaveRaceContext, notify, setGame, setOpenGames, store } from "./store.js";
 import { checkHinted, focusTable, showHint } from "./views/game.js";
 import { announce, codeError, codeErrorText, errorText, homeError, setMessage } from "./views/notices.js";
 

@@ -2,21 +2,12 @@
 // race_go with my game, race_progress of every racer), starting it as its host, and leaving.
 // It owns the race followed (store.race: {invite, room, role, offset, progress}) and tells
 // the views with notify("race"); the room beside the table is views/race-panel.js.
-import { t } from "./i18n.js";
-import { goTo, show } from "./router.js";
-import { measureOffset } from "./race-clock.js";
-import { request } from "./session.js";
-import {
-  dropGame,
-  followRace,
-  forgetCurrentGame,
-  leaveRaceContext,
-  notify,
-  rememberRaceGame,
-  setGame,
-  store,
-} from "./store.js";
 import { clearQueue, goHome, showPlay } from "./games.js";
+import { t } from "./i18n.js";
+import { measureOffset } from "./race-clock.js";
+import { goTo, show } from "./router.js";
+import { request } from "./session.js";
+import { dropGame, followRace, forgetCurrentGame, leaveRaceContext, notify, rememberRaceGame, setGame, store } from "./store.js";
 import { focusTable, renderGame } from "./views/game.js";
 import { announce, codeError, codeErrorText, errorText, homeError, setMessage } from "./views/notices.js";
 import { raceError } from "./views/race-panel.js";

@@ -1,7 +1,7 @@
 // The panel under an ended game: how it ended, its summary and par (asked of the server once
 // per game), its code with a copy button (free play), and what next: undo a blocked free game,
-// replay its code, a new deal, the day's leaderboard, the menu. Race games end in the race
-// panel's results instead (views/race-panel.js).
+// replay its code, a new deal, the day's leaderboard, the menu. A race game's panel only says
+// whether the race runs on: its results are the race panel's (views/race-panel.js).
 import { api } from "../api.js";
 import { codeText, copyControl } from "../code.js";
 import { $, h } from "../dom.js";

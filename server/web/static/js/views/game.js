@@ -86,6 +86,7 @@ export function renderGame(before) {
   renderEnd(game, before);
 }
 
+/** Put the keyboard on the first face-up card (or the stock). */
 export function focusTable() {
   table.focusFirst();
 }
@@ -121,7 +122,6 @@ export async function checkHinted(game) {
   }
 }
 
-
 /** The game's clock: server time in a race, the STATE's time run on since it came otherwise. */
 function tick() {
   const game = store.game;
@@ -141,6 +141,7 @@ function tick() {
   if (el.textContent !== text) el.textContent = text;
 }
 
+/** The table's keys: D draws, U undoes, H asks for a hint (not while typing in a field). */
 function onKey(ev) {
   if (store.view !== "play" || !store.game) return;
   if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.repeat) return; // a held key plays once
