@@ -1,7 +1,7 @@
 """The browser's modules stay a house a newcomer can change (docs/architecture.md, static/):
 each says at its top what it owns, every import names a module that is there, no two modules
 import each other round a circle, and the views draw without deciding (they import no
-controller, which would let a view start a request behind the store's back)."""
+controller: what the player's choice does is decided outside them, and handed to them)."""
 
 from __future__ import annotations
 
