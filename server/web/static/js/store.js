@@ -78,12 +78,15 @@ export function notify(topic, ...details) {
 
 // ------------------------------------------------------------------------------ the player
 
+/**
+ * Registered: the token and player are kept. Nothing is notified yet: the top bar names the
+ * player once the server has welcomed them on the websocket (setPlayer).
+ */
 export function signIn(token, player) {
   store.token = token;
   store.player = player;
   save(KEY.token, token);
   save(KEY.player, player);
-  notify("player");
 }
 
 /** The player as the server names them now (each welcome). */
