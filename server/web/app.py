@@ -22,7 +22,7 @@ from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
-from server.web import api, metrics, ws
+from server.web import api, metrics, page_rules, ws
 from server.web.admission import Admission
 from server.web.hub import Hub
 from server.web.keys import (
@@ -111,6 +111,7 @@ def create_app(
     if index.exists():
         app.router.add_get("/", _index)
         app.router.add_get("/race/{invite}", _index)
+        page_rules.add_routes(app)
         app.router.add_static("/static/", STATIC_DIR, name="static")
     return app
 

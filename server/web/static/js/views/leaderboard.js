@@ -1,9 +1,9 @@
 // The daily leaderboard (REST): a date's ranking page by page, my row highlighted, and the
 // window "around me".
-import { api } from "./api.js";
-import { codeLine, codeText } from "./code.js";
-import { formatTime, t, tn, tNodes } from "./i18n.js";
-import { $, clear, h } from "./dom.js";
+import { api } from "../api.js";
+import { codeLine, codeText } from "../code.js";
+import { $, clear, h } from "../dom.js";
+import { formatTime, t, tn, tNodes } from "../i18n.js";
 
 export function shiftDate(iso, days) {
   const d = new Date(`${iso}T00:00:00Z`);

@@ -1,8 +1,24 @@
-// The table: the three peaks (28 card buttons in their overlapping layout), the stock, the
-// waste card, score/moves/time, undo and give-up. It only shows a STATE and reports clicks;
-// the server decides everything.
-import { cardName, t, tn } from "./i18n.js";
-import { centreOf, isNeighbour, paintBack, paintFace, rowOf } from "./cards.js";
+// The table: the three peaks (a card button per layout position, overlapping as the cover map
+// lays them out), the stock, the waste card and undo; arrow keys move between the cards. It
+// only shows a STATE and reports clicks; the server decides everything.
+import { paintBack, paintFace } from "../cards.js";
+import { cardName, t, tn } from "../i18n.js";
+import { canRemove, coveredBy, POSITIONS, rowOf, ROWS } from "../rules.js";
+
+/**
+ * Horizontal centre of a position, in card slots: the bottom row's cards sit side by side
+ * (centres 0.5, 1.5, …), and every other card is centred over the two that cover it (the cover
+ * map, rules.js), so each card half-overlaps the two below it.
+ */
+const CENTRES = [];
+function centreOf(pos) {
+  if (CENTRES[pos] === undefined) {
+    const above = coveredBy(pos);
+    const bottom = ROWS[ROWS.length - 1];
+    CENTRES[pos] = above.length ? (centreOf(above[0]) + centreOf(above[1])) / 2 : bottom.indexOf(pos) + 0.5;
+  }
+  return CENTRES[pos];
+}
 
 export class Table {
   /**
@@ -20,7 +36,7 @@ export class Table {
     this.undoButton = root.querySelector("#btn-undo");
     this.game = null;
     this.buttons = [];
-    for (let pos = 0; pos < 28; pos++) {
+    for (let pos = 0; pos < POSITIONS; pos++) {
       const b = document.createElement("button");
       b.type = "button";
       b.className = "card";
@@ -44,8 +60,7 @@ export class Table {
     this.game = game;
     const active = document.activeElement;
     const focusedPos = active && active.dataset && active.parentElement === this.peaks ? Number(active.dataset.pos) : null;
-    const playing = game.status === "playing";
-    for (let pos = 0; pos < 28; pos++) {
+    for (let pos = 0; pos < POSITIONS; pos++) {
       const b = this.buttons[pos];
       const cell = game.tableau[pos];
       if (cell === null) {
@@ -70,7 +85,7 @@ export class Table {
         }
         b.dataset.state = "up";
         b.tabIndex = 0;
-        const hint = highlight && playing && isNeighbour(cell, game.waste, game.rules);
+        const hint = highlight && canRemove(game, pos);
         b.classList.toggle("hint", hint);
         b.setAttribute("aria-label", hint ? `${cardName(cell)}, ${t("table.playable")}` : cardName(cell));
       }

@@ -1,0 +1,144 @@
+// A game at the table: starting one (a deal by code or at random, the daily, a game resumed),
+// the player's actions sent one at a time with the newest seq, a hint, giving up, and going
+// back to the menu. The server decides every move; this module asks it and puts its answer
+// in the store (the views follow). It owns the action queue (store.queue, store.acting).
+import { cardName, has, t } from "./i18n.js";
+import { show } from "./router.js";
+import { request } from "./session.js";
+import { dropGame, forgetCurrentGame, leaveRaceContext, notify, setGame, setOpenGames, store } from "./store.js";
+import { checkHinted, focusTable, showHint } from "./views/game.js";
+import { announce, codeError, codeErrorText, errorText, homeError, setMessage } from "./views/notices.js";
+
+/**
+ * Ask for a game (new_game, join_daily or resume) and sit down at it. `quiet`: a failure only
+ * forgets the game to resume; `field`: a failure shows under that code field.
+ */
+export async function startGame(message, { quiet = false, field = null } = {}) {
+  homeError("");
+  const reply = await request(message);
+  if (reply.type === "game") {
+    if (field) codeError(field, "");
+    leaveRaceContext();
+    enterGame(reply.game);
+  } else if (quiet) {
+    forgetCurrentGame();
+  } else if (field) {
+    codeError(field, codeErrorText(reply.code));
+  } else {
+    if (store.view !== "home") show("home");
+    homeError(errorText(reply.code));
+  }
+}
+
+function enterGame(game) {
+  clearQueue();
+  setMessage("");
+  setGame(game);
+  showPlay();
+  focusTable();
+  if (game.mode === "free") checkHinted(game);
+}
+
+/** Show the table view, with the race panel as the race followed (if any) stands. */
+export function showPlay() {
+  show("play");
+  notify("race");
+}
+
+/** Forget the actions not sent yet. */
+export function clearQueue() {
+  store.queue = [];
+}
+
+/** Queue an action: they go to the server one at a time, each with the newest seq. */
+export function act(kind, pos) {
+  const game = store.game;
+  if (!game || store.view !== "play") return;
+  if (game.status === "won" || game.status === "resigned") return;
+  // A blocked game is over in ranked play; in free play only undo can bring it back.
+  if (game.status === "blocked" && (game.mode !== "free" || kind !== "undo")) return;
+  if (store.queue.length >= 3) return;
+  store.queue.push({ kind, pos });
+  pump();
+}
+
+async function pump() {
+  if (store.acting) return;
+  store.acting = true;
+  try {
+    while (store.queue.length && store.game) {
+      const next = store.queue.shift();
+      const game = store.game;
+      const message = { type: "action", game_id: game.game_id, seq: game.seq, action: next.kind };
+      if (next.kind === "remove") message.pos = next.pos;
+      const reply = await request(message);
+      if (!store.game || store.game.game_id !== game.game_id) break;
+      if (reply.type === "accepted") {
+        setMessage("");
+        setGame(reply.game);
+        announce(
+          `${t("table.wasteLabel", { card: cardName(reply.game.waste) })}. ${t("stat.score")} ${reply.game.score}`,
+        );
+      } else if (reply.type === "rejected") {
+        clearQueue();
+        setGame(reply.game);
+        let text = reply.message || "";
+        if (!text && has(`msg.${reply.code}`)) text = t(`msg.${reply.code}`);
+        setMessage(text);
+      } else {
+        clearQueue();
+        setMessage(errorText(reply.code));
+      }
+    }
+  } finally {
+    store.acting = false;
+  }
+}
+
+/** Give up the game on the table. */
+export async function resign() {
+  const game = store.game;
+  if (!game) return;
+  const reply = await request({ type: "resign", game_id: game.game_id });
+  if (reply.type === "game") setGame(reply.game);
+  else setMessage(errorText(reply.code));
+}
+
+/** Ask the server for the best next move (free play) and point at it for a moment. */
+export async function hint() {
+  const game = store.game;
+  if (!game || store.view !== "play" || game.mode !== "free" || game.status !== "playing") return;
+  const reply = await request({ type: "hint", game_id: game.game_id });
+  if (!store.game || store.game.game_id !== game.game_id) return;
+  if (reply.type !== "hint") {
+    setMessage(errorText(reply.code));
+    return;
+  }
+  store.hinted.add(game.game_id);
+  store.checkedHinted.add(game.game_id);
+  showHint(reply.action, reply.pos);
+}
+
+/** Fetch the game on the table again (after a reconnection, or for a notice in a new language). */
+export function refreshGame() {
+  const id = store.game.game_id;
+  request({ type: "resume", game_id: id }).then((reply) => {
+    if (reply.type === "game" && store.game && store.game.game_id === id) setGame(reply.game);
+  });
+}
+
+/** Leave the table (and any race) for the menu. */
+export function goHome() {
+  const game = store.game;
+  if (game) {
+    // Keep the menu's "continue" list current without another hello.
+    const others = store.welcomeGames.filter((g) => g.game_id !== game.game_id);
+    const open = game.status === "playing" || (game.status === "blocked" && game.mode === "free");
+    setOpenGames(open ? [game, ...others] : others);
+  }
+  dropGame();
+  clearQueue();
+  forgetCurrentGame();
+  leaveRaceContext();
+  show("home");
+}

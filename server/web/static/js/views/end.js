@@ -1,0 +1,134 @@
+// The panel under an ended game: how it ended, its summary and par (asked of the server once
+// per game), its code with a copy button (free play), and what next: undo a blocked free game,
+// replay its code, a new deal, the day's leaderboard, the menu. A race game's panel only says
+// whether the race runs on: its results are the race panel's (views/race-panel.js).
+import { api } from "../api.js";
+import { codeText, copyControl } from "../code.js";
+import { $, h } from "../dom.js";
+import { formatTime, locale, t, tNodes } from "../i18n.js";
+import { store } from "../store.js";
+import { announce } from "./notices.js";
+
+let on = null;
+
+/** @param {object} handlers  {act(kind), startGame(message), goHome(), openLeaderboard(date)} */
+export function initEndPanel(handlers) {
+  on = handlers;
+}
+
+/** Show the panel for `game` (hidden while it is played); `before`: the STATE shown before. */
+export function renderEnd(game, before) {
+  const panel = $("#end-panel");
+  if (game.status === "playing") {
+    panel.hidden = true;
+    return;
+  }
+  const titles = {
+    won: t("end.won.title"),
+    blocked: game.message || t("end.blocked.title"),
+    resigned: t("end.resigned.title"),
+  };
+  $("#end-title").textContent = titles[game.status] || "";
+  $("#end-summary").textContent = t("end.summary", {
+    score: game.score,
+    moves: game.moves,
+    undos: game.undos,
+    time: formatTime(game.elapsed_ms),
+  });
+  renderPar(game);
+  const copy = $("#end-copy");
+  const codeKey = game.mode === "free" && game.code ? `${game.code}|${locale()}` : "";
+  // The code's line is built once per code and language (a "Copied" confirmation stays put).
+  if (!codeKey || copy.dataset.key !== codeKey) {
+    let note = [];
+    copy.textContent = "";
+    if (game.mode === "daily") note = [game.status === "resigned" ? t("end.dailyResigned") : t("end.daily", { date: game.daily_date })];
+    else if (game.mode === "race") note = [store.race && store.race.room.status === "running" ? t("end.raceWait") : ""];
+    else if (codeKey) {
+      const code = codeText(game.code, { id: "end-code" });
+      note = tNodes("end.code", { code });
+      copy.append(copyControl(game.code, code, { id: "end-copy-code" }));
+    }
+    $("#end-note").replaceChildren(...note);
+    copy.dataset.key = codeKey;
+    copy.hidden = !codeKey;
+  }
+  const actions = $("#end-actions");
+  actions.textContent = "";
+  const button = (label, fn, cls) => h("button", { type: "button", class: cls || null, onclick: fn }, label);
+  if (game.mode === "free") {
+    if (game.status === "blocked" && game.can_undo) actions.append(button(t("end.undo"), () => on.act("undo"), "primary"));
+    if (game.code) actions.append(button(t("end.replay"), () => on.startGame({ type: "new_game", code: game.code })));
+    actions.append(button(t("end.newRandom"), () => on.startGame({ type: "new_game", rules: game.rules })));
+    actions.append(button(t("end.menu"), on.goHome));
+  } else if (game.mode === "daily") {
+    actions.append(button(t("end.leaderboard"), () => on.openLeaderboard(game.daily_date), "primary"));
+    actions.append(button(t("end.menu"), on.goHome));
+  }
+  const wasPlaying = !before || before.game_id !== game.game_id || before.status === "playing";
+  panel.hidden = false;
+  if (wasPlaying && before && before.game_id === game.game_id) {
+    const first = actions.querySelector("button");
+    if (first) first.focus();
+    announce(`${$("#end-title").textContent}. ${$("#end-summary").textContent}`);
+  }
+}
+
+/** Show the panel again for the game on the table (its race's state changed). */
+export function refreshEnd() {
+  if (store.game && store.view === "play") renderEnd(store.game, store.game);
+}
+
+/** "Par 752 · your score 650 (86%)" under the summary of an ended free or daily game. */
+function renderPar(game) {
+  const el = $("#end-par");
+  const known = store.par[game.game_id];
+  if (game.mode === "race" || game.status === "playing" || !known) {
+    el.hidden = true;
+    el.textContent = "";
+    if (game.mode !== "race" && game.status !== "playing" && known === undefined) loadPar(game);
+    return;
+  }
+  // The share is the server's par_share (score / par), worked out for the score shown.
+  const share = game.score / known.par;
+  el.textContent = Number.isFinite(share)
+    ? t("end.par", { par: known.par, score: game.score, share: Math.round(share * 100) })
+    : t("end.parOnly", { par: known.par });
+  el.hidden = false;
+}
+
+const parLoading = new Set();
+
+async function loadPar(game) {
+  if (parLoading.has(game.game_id)) return;
+  parLoading.add(game.game_id);
+  let par = null;
+  try {
+    const summary = await api.game(game.game_id, store.token);
+    if (summary.hinted) store.hinted.add(game.game_id);
+    if (typeof summary.par === "number" && summary.par > 0) {
+      par = summary.par;
+    }
+  } catch (err) {
+    /* no summary: try the daily's par below */
+  }
+  if (par === null && game.mode === "daily" && game.daily_date) {
+    try {
+      let dayPar = store.dailyPar[game.daily_date];
+      if (dayPar === undefined) {
+        const daily = await api.daily(game.daily_date);
+        dayPar = daily.par;
+        if (typeof dayPar === "number") store.dailyPar[game.daily_date] = dayPar;
+      }
+      if (typeof dayPar === "number" && dayPar > 0) {
+        par = dayPar;
+      }
+    } catch (err) {
+      /* no par today */
+    }
+  }
+  store.par[game.game_id] = par === null ? null : { par };
+  const now = store.game;
+  if (now && now.game_id === game.game_id && now.status !== "playing") renderPar(now);
+}
+

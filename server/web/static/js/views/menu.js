@@ -1,0 +1,116 @@
+// The menu (the home view): games to continue, today's daily, free play by code or at random,
+// a race to see by its invite or to create, and the leaderboard. It draws what the store and
+// the server's daily say and hands the player's choice to the handlers of initMenu.
+import { api } from "../api.js";
+import { codeText } from "../code.js";
+import { $, h } from "../dom.js";
+import { t, tn, tNodes } from "../i18n.js";
+import { raceGames, store } from "../store.js";
+import { codeError, errorText, homeError } from "./notices.js";
+
+let on = null;
+
+/**
+ * @param {object} handlers  {startGame(message, options), joinRace(invite), openInvite(invite),
+ *   createRace({code, rules, timeLimit}), openLeaderboard()}
+ */
+export function initMenu(handlers) {
+  on = handlers;
+  timeLimitOptions();
+  $("#btn-leaderboard").addEventListener("click", () => on.openLeaderboard());
+  $("#btn-daily").addEventListener("click", () => on.startGame({ type: "join_daily" }));
+  $("#free-code-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const code = $("#free-code").value.trim();
+    if (code) on.startGame({ type: "new_game", code }, { field: "free-code" });
+    else codeError("free-code", errorText("bad_code"));
+  });
+  for (const field of ["free-code", "race-code"]) {
+    $(`#${field}`).addEventListener("input", () => {
+      if ($(`#${field}-error`).textContent) codeError(field, "");
+    });
+  }
+  $("#btn-random").addEventListener("click", () => on.startGame({ type: "new_game", rules: $("#free-rules").value }));
+  $("#race-join-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const invite = $("#race-invite").value.trim();
+    if (invite) on.openInvite(invite);
+    else homeError(errorText("bad_invite"));
+  });
+  $("#race-create-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const code = $("#race-code").value.trim();
+    on.createRace({ code, rules: $("#race-rules").value, timeLimit: Number($("#race-limit").value) });
+  });
+}
+
+/** Open the "Create a race" form, its code field focused. */
+export function openRaceForm() {
+  const details = $(".race-create");
+  details.open = true;
+  $("#race-code").focus();
+}
+
+/** Draw the menu: the games to continue, and today's daily (asked of the server). */
+export async function renderHome() {
+  const games = store.welcomeGames || [];
+  const list = $("#continue-list");
+  list.textContent = "";
+  const races = raceGames();
+  for (const g of games) {
+    let what = g.code ? codeText(g.code) : g.daily_date || "";
+    if (g.mode === "race") what = races[g.game_id] || "";
+    const label = tNodes("home.continue.item", {
+      mode: t(`mode.${g.mode}`),
+      what,
+      score: g.score,
+      cards: tn("count.cardsLeft", g.cards_left),
+    });
+    list.append(
+      h(
+        "li",
+        {},
+        h(
+          "button",
+          {
+            type: "button",
+            onclick: () =>
+              g.mode === "race" && races[g.game_id] ? on.joinRace(races[g.game_id]) : on.startGame({ type: "resume", game_id: g.game_id }),
+          },
+          label,
+        ),
+      ),
+    );
+  }
+  $("#tile-continue").hidden = games.length === 0;
+  const info = $("#daily-info");
+  try {
+    const daily = await api.daily();
+    store.today = daily.date;
+    let text = t("home.daily.info", {
+      date: daily.date,
+      rules: t(`rules.short.${daily.rules}`),
+      players: tn("count.players", daily.players),
+    });
+    if (typeof daily.par === "number") {
+      store.dailyPar[daily.date] = daily.par;
+      text += ` · ${t("home.daily.par", { par: daily.par })}`;
+    }
+    info.textContent = text;
+    const mine = games.find((g) => g.mode === "daily" && g.daily_date === daily.date);
+    $("#btn-daily").textContent = mine ? t("home.daily.resume") : t("home.daily.play");
+  } catch (err) {
+    info.textContent = errorText(err.code);
+  }
+}
+
+/** The race's time limits, in the current language (the choice made is kept). */
+export function timeLimitOptions() {
+  const select = $("#race-limit");
+  const current = select.value || "300";
+  select.textContent = "";
+  for (const minutes of [2, 5, 10, 15, 30]) {
+    select.append(h("option", { value: String(minutes * 60) }, t("home.race.minutes", { n: minutes })));
+  }
+  select.value = current;
+}

@@ -1,0 +1,51 @@
+// What the page tells the player besides its views: a server error code in words, the table's
+// message line, the screen reader's announcements, and the menu's errors (its own line and the
+// one under each game-code field).
+import { $ } from "../dom.js";
+import { has, t } from "../i18n.js";
+
+let messageTimer = null;
+
+/** An error code (docs/protocol.md) in the player's language. */
+export function errorText(code) {
+  return has(`err.${code}`) ? t(`err.${code}`) : t("err.generic", { code });
+}
+
+/** The table's message line (empty: clear it); a message goes away after a while. */
+export function setMessage(text) {
+  const el = $("#message");
+  el.textContent = text || "";
+  clearTimeout(messageTimer);
+  if (text) messageTimer = setTimeout(() => (el.textContent = ""), 6000);
+}
+
+/** Say `text` to a screen reader (politely, after what it is reading). */
+export function announce(text) {
+  $("#announce").textContent = text;
+}
+
+/** The menu's error line (empty: clear it). */
+export function homeError(text) {
+  const el = $("#home-error");
+  el.textContent = text || "";
+  if (text) el.scrollIntoView({ block: "nearest" });
+}
+
+/** A typed code the server refused: its own message, and longer than the protocol's 64
+ * characters reads as an invalid code too. */
+export function codeErrorText(code) {
+  return errorText(code === "invalid_message" ? "bad_code" : code);
+}
+
+/** Show (or clear) an error under a code field: "free-code" or "race-code". */
+export function codeError(field, text) {
+  const input = $(`#${field}`);
+  const el = $(`#${field}-error`);
+  el.textContent = text || "";
+  if (text) {
+    input.setAttribute("aria-invalid", "true");
+    el.scrollIntoView({ block: "nearest" });
+  } else {
+    input.removeAttribute("aria-invalid");
+  }
+}
