@@ -19,6 +19,7 @@ from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
+from server.storage.players import PostgresPlayerStore
 from server.storage.sessions import Sessions
 
 
@@ -78,7 +79,7 @@ class Services:
         return cls(
             db=db,
             clock=clock,
-            players=PlayerService(sessions, clock),
+            players=PlayerService(PostgresPlayerStore(sessions), clock),
             daily=daily,
             games=games,
             leaderboards=LeaderboardService(sessions),
