@@ -19,6 +19,7 @@ from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
+from server.storage.daily import PostgresDailyStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.sessions import Sessions
 
@@ -67,7 +68,9 @@ class Services:
                 writes and its statement's time in seconds (see :class:`GroupCommitter`).
         """
         sessions = Sessions(db)
-        daily = DailyService(sessions, clock, daily_secret, daily_rules, analyzer)
+        daily = DailyService(
+            PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
+        )
         games = GameService(
             sessions,
             clock,

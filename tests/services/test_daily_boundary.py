@@ -19,6 +19,7 @@ from server.services import Services
 from server.services.analysis import Analyzer
 from server.services.clock import Clock, FakeClock, SystemClock
 from server.services.daily import DailyService
+from server.storage.daily import PostgresDailyStore
 from server.storage.db import create_engine
 from server.storage.sessions import Sessions
 from tests.conftest import ServerFactory
@@ -195,7 +196,7 @@ async def test_prepare_ahead_stores_tomorrow_only_within_the_lead(
     engine = create_engine(database_url, pool_size=2)
     try:
         daily = DailyService(
-            Sessions(engine),
+            PostgresDailyStore(Sessions(engine)),
             clock,
             (settings.daily_secret or "").encode(),
             analyzer=analyzer,
