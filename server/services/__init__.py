@@ -20,6 +20,7 @@ from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
+from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.sessions import Sessions
 
@@ -85,7 +86,7 @@ class Services:
             players=PlayerService(PostgresPlayerStore(sessions), clock),
             daily=daily,
             games=games,
-            leaderboards=LeaderboardService(sessions),
+            leaderboards=LeaderboardService(PostgresLeaderboardStore(sessions)),
             races=RaceService(sessions, clock, games, limits),
             presence=PresenceService(
                 sessions,

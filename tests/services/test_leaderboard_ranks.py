@@ -22,10 +22,11 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import SelectBase
 
 from server.engine import RuleSet
-from server.services import leaderboards
 from server.services.clock import FakeClock
 from server.services.leaderboards import BoardKey, Entry, LeaderboardService
+from server.storage import leaderboards
 from server.storage.db import create_engine
+from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.models import Game, Player
 from server.storage.sessions import Sessions
 from tests.helpers import WsPlayer, blocking_line, daily_code, register
@@ -149,7 +150,7 @@ async def check_board(
     try:
         games = await fill(engine, board)
         want = naive(games)
-        boards = LeaderboardService(Sessions(engine))
+        boards = LeaderboardService(PostgresLeaderboardStore(Sessions(engine)))
         for limit in limits:
             assert ranks(await walk(boards, limit)) == want, limit
         for at, radius in probes:
@@ -211,7 +212,7 @@ async def test_around_ranks_a_window_whose_top_tie_starts_above_it(db: AsyncEngi
     )
     want = naive(games)
     assert [rank for rank, _ in want] == [1, 2, 2, 2, 2, 6, 7]
-    boards = LeaderboardService(Sessions(db))
+    boards = LeaderboardService(PostgresLeaderboardStore(Sessions(db)))
     recounts: list[object] = []
 
     def spy(_conn: Any, statement: object, *_args: Any) -> None:
@@ -236,7 +237,7 @@ async def test_a_page_after_a_vanished_cursor_still_ranks_right(db: AsyncEngine)
         + [Result(400, 30, 1000, 0, "won", True)],
     )
     want = naive(games)
-    boards = LeaderboardService(Sessions(db))
+    boards = LeaderboardService(PostgresLeaderboardStore(Sessions(db)))
     # A cursor between the ties, at a position no entry holds any more.
     between = BoardKey(500, 30, 1000, T0 + dt.timedelta(microseconds=500), 0).encode()
     page = await boards.page(DATE, 10, between)
@@ -267,7 +268,7 @@ async def test_dailies_finished_over_websockets_keep_the_counts(
     stored, recounted = await stored_and_recounted(db)
     assert stored == recounted
     assert sum(n for key, n in stored.items() if key[1] == 0) == 2
-    boards = LeaderboardService(Sessions(db))
+    boards = LeaderboardService(PostgresLeaderboardStore(Sessions(db)))
     ann, ben = [await boards.rank_of(DATE, p["id"]) for p in players[:2]]
     assert ann is not None and ben is not None and (ann.rank, ben.rank) == (1, 1)
     assert await boards.rank_of(DATE, players[2]["id"]) is None
@@ -352,6 +353,6 @@ async def test_counts_rows_that_dropped_to_zero_do_not_change_ranks(db: AsyncEng
         )
         zero = await conn.scalar(text("SELECT count(*) FROM leaderboard_counts WHERE entries = 0"))
     assert zero == 3
-    boards = LeaderboardService(Sessions(db))
+    boards = LeaderboardService(PostgresLeaderboardStore(Sessions(db)))
     entry = await boards.rank_of(DATE, games[1][1])
     assert entry is not None and entry.rank == 1
