@@ -132,8 +132,9 @@ class BoardSlice:
         rows: the entries, in board order.
         before: how many entries of the board come before ``rows[0]`` (0 when ``rows`` is
             empty).
-        better: how many of them rank strictly better than ``rows[0]`` (the rest tie with it;
-            its rank is ``better + 1``; 0 when ``rows`` is empty).
+        better: how many entries rank strictly better than ``rows[0]``: all of them come
+            before it, and the other entries before it tie with it; its rank is
+            ``better + 1`` (0 when ``rows`` is empty).
     """
 
     rows: tuple[BoardRow, ...]
