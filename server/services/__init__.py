@@ -19,6 +19,9 @@ from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
+from server.storage.daily import PostgresDailyStore
+from server.storage.leaderboards import PostgresLeaderboardStore
+from server.storage.players import PostgresPlayerStore
 from server.storage.sessions import Sessions
 
 
@@ -66,7 +69,9 @@ class Services:
                 writes and its statement's time in seconds (see :class:`GroupCommitter`).
         """
         sessions = Sessions(db)
-        daily = DailyService(sessions, clock, daily_secret, daily_rules, analyzer)
+        daily = DailyService(
+            PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
+        )
         games = GameService(
             sessions,
             clock,
@@ -78,10 +83,10 @@ class Services:
         return cls(
             db=db,
             clock=clock,
-            players=PlayerService(sessions, clock),
+            players=PlayerService(PostgresPlayerStore(sessions), clock),
             daily=daily,
             games=games,
-            leaderboards=LeaderboardService(sessions),
+            leaderboards=LeaderboardService(PostgresLeaderboardStore(sessions)),
             races=RaceService(sessions, clock, games, limits),
             presence=PresenceService(
                 sessions,

@@ -9,16 +9,15 @@ import logging
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Date, cast, func, literal, literal_column, select
-from sqlalchemy.dialects.postgresql import insert
-
 from server.engine.codes import TP2_CODE_SPACE, DealVersion, GameCode, RuleSet
 from server.errors import ErrorCode, InvalidInputError, NotFoundError, UnavailableError
 from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
-from server.storage.commits import DATABASE_TODAY_SQL
-from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
-from server.storage.sessions import Sessions
+
+# Re-exported for server/web/metrics.py, which imports it from here: it is SQL, and lives in
+# server.storage.commits with the rest of the daily boundary's.
+from server.storage.commits import today_sql as today_sql
+from server.storage.daily import DailyStore
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +76,6 @@ class DailyInfo:
     line: list[LineStep] | None = None
 
 
-def today_sql(pinned: dt.date | None) -> ColumnElement[dt.date]:
-    """SQL for the daily boundary's current UTC date: the database's clock at the statement
-    (the one authority for every process), or ``pinned`` when a simulated clock decides."""
-    database = literal_column(DATABASE_TODAY_SQL, Date)
-    if pinned is None:
-        return database
-    return func.coalesce(cast(literal(pinned), Date), database)
-
-
-_DATABASE_TODAY = select(today_sql(None).label("today"))
-
-
 class DailyService:
     """Chooses, stores and reveals daily deals.
 
@@ -104,7 +91,8 @@ class DailyService:
     simulated clock (tests) that clock stands in for the database's.
 
     Args:
-        sessions: database session factory.
+        store: where deals are kept and the database's clock read (PostgreSQL, or an
+            in-memory store in tests).
         clock: the UTC clock.
         secret: the server's daily secret.
         rules: the rule set of new daily deals.
@@ -113,13 +101,13 @@ class DailyService:
 
     def __init__(
         self,
-        sessions: Sessions,
+        store: DailyStore,
         clock: Clock,
         secret: bytes,
         rules: RuleSet = RuleSet.EASY,
         analyzer: Analyzer | None = None,
     ) -> None:
-        self._sessions = sessions
+        self._store = store
         self._clock = clock
         self._secret = secret
         self._rules = rules
@@ -143,8 +131,7 @@ class DailyService:
         pinned = self.pinned_today()
         if pinned is not None:
             return pinned
-        async with self._sessions() as session:
-            today: dt.date = (await session.execute(_DATABASE_TODAY)).scalar_one()
+        today = await self._store.today()
         self._confirm(today)
         return today
 
@@ -203,39 +190,27 @@ class DailyService:
             InvalidInputError: ``bad_date`` for a date in the future.
             NotFoundError: ``no_daily`` for a past date that had no daily (nobody asked for it
                 that day); past dates are never created afterwards.
+            UnavailableError: no winnable candidate was found for today.
+            StorageError: the database failed.
         """
         if today is None:
             today = await self.today()
         if date > today:
             raise InvalidInputError(f"{date.isoformat()} is in the future", code=ErrorCode.BAD_DATE)
-        stored = await self._stored(date)
+        stored = await self._store.deal(date)
         if stored is not None:
             return stored
         if date < today:
             raise NotFoundError(
                 f"there was no daily challenge on {date.isoformat()}", code=ErrorCode.NO_DAILY
             )
-        return await self._store(date)
+        return await self._choose_and_keep(date)
 
-    async def _store(self, date: dt.date) -> GameCode:
+    async def _choose_and_keep(self, date: dt.date) -> GameCode:
         """Choose ``date``'s deal and store it, unless a deal is stored first (by this or
         another process); returns the stored one."""
         chosen = await self.choose_code(date)
-        async with self._sessions() as session:
-            await session.execute(
-                insert(DailyChallenge)
-                .values(
-                    date=date,
-                    code=str(chosen),
-                    rules=chosen.rules.value,
-                    created_at=self._clock.now(),
-                )
-                .on_conflict_do_nothing(index_elements=["date"])
-            )
-            await session.commit()
-        stored = await self._stored(date)
-        assert stored is not None
-        return stored
+        return await self._store.keep_deal(date, chosen, self._clock.now())
 
     async def prepare_ahead(self, lead: dt.timedelta) -> list[dt.date]:
         """Make sure today's deal is stored, and tomorrow's too once the day has less than
@@ -250,7 +225,8 @@ class DailyService:
             The dates whose deal this call stored or found stored (today, maybe tomorrow).
 
         Raises:
-            UnavailableError: the database failed, or no winnable candidate was found.
+            UnavailableError: no winnable candidate was found.
+            StorageError: the database failed.
         """
         today = await self.today()
         dates = [today]
@@ -258,20 +234,13 @@ class DailyService:
         if self._clock.now() >= midnight - lead:
             dates.append(today + dt.timedelta(days=1))
         for date in dates:
-            code = await self._stored(date)
+            code = await self._store.deal(date)
             if code is None:
-                code = await self._store(date)
+                code = await self._choose_and_keep(date)
                 log.info("daily deal of %s chosen and stored ahead", date.isoformat())
             if self._analyzer is not None:
                 await self._analyzer.analyse(code)  # par ready in this process's cache
         return dates
-
-    async def _stored(self, date: dt.date) -> GameCode | None:
-        async with self._sessions() as session:
-            code = await session.scalar(
-                select(DailyChallenge.code).where(DailyChallenge.date == date)
-            )
-        return None if code is None else GameCode.parse(code)
 
     async def info(self, date: dt.date | None = None) -> DailyInfo:
         """Public facts about a date's daily (today's by default).
@@ -279,25 +248,12 @@ class DailyService:
         Raises:
             InvalidInputError: ``bad_date`` for a date in the future.
             NotFoundError: ``no_daily`` for a past date without a daily.
+            StorageError: the database failed.
         """
         today = await self.today()
         day = today if date is None else date
         code = await self.challenge(day, today=today)
-        # Both from counters the database keeps (never a count of the date's games): the
-        # players, and the ranked entries summed over the date's scores.
-        async with self._sessions() as session:
-            row = (
-                await session.execute(
-                    select(
-                        select(DailyPlayers.players)
-                        .where(DailyPlayers.daily_date == day)
-                        .scalar_subquery(),
-                        select(func.sum(LeaderboardCount.entries))
-                        .where(LeaderboardCount.daily_date == day, LeaderboardCount.level == 0)
-                        .scalar_subquery(),
-                    )
-                )
-            ).one()
+        counts = await self._store.counts(day)
         open_ = day >= today
         closes = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
         par, line = None, None
@@ -310,8 +266,8 @@ class DailyService:
             rules=code.rules,
             code=None if open_ else code,
             is_open=open_,
-            players=int(row[0] or 0),
-            ranked=int(row[1] or 0),
+            players=counts.players,
+            ranked=counts.ranked,
             closes_at=closes,
             par=par,
             line=line,

@@ -7,14 +7,10 @@ import secrets
 import unicodedata
 from dataclasses import dataclass
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-
 from server.errors import ConflictError, ErrorCode, InvalidInputError, UnauthorizedError
 from server.names import INVISIBLE_LETTERS, mixes_scripts, name_key
 from server.services.clock import Clock
-from server.storage.models import Player
-from server.storage.sessions import Sessions
+from server.storage.players import PlayerRow, PlayerStore
 
 NAME_MIN = 2
 NAME_MAX = 24
@@ -104,12 +100,12 @@ class PlayerService:
     """Registers players and resolves bearer tokens.
 
     Args:
-        sessions: the database session factory.
+        store: where players are kept (PostgreSQL, or an in-memory store in tests).
         clock: the UTC clock.
     """
 
-    def __init__(self, sessions: Sessions, clock: Clock) -> None:
-        self._sessions = sessions
+    def __init__(self, store: PlayerStore, clock: Clock) -> None:
+        self._store = store
         self._clock = clock
 
     async def register(self, raw_name: object) -> tuple[PlayerInfo, str]:
@@ -123,57 +119,52 @@ class PlayerService:
                 mixes scripts beyond TR39's highly restrictive level, such as a Cyrillic ``у``
                 in a Latin ``Racу``: Japanese and Korean mixes are fine).
             ConflictError: ``name_taken`` when another player's name has the same
-                :func:`~server.names.name_key`: the same name in any case, or a look-alike.
+                :func:`~server.names.name_key`: the same name in any case, or a look-alike
+                (also one registered at the same moment: the store's unique key decides).
+            StorageError: the database failed; nobody was registered.
         """
         name = normalize_name(raw_name)
         key = name_key(name)
-        token = secrets.token_urlsafe(32)
-        async with self._sessions() as session:
-            taken = await session.scalar(select(Player.name).where(Player.name_key == key))
+        if mixes_scripts(name):
+            # A taken name is refused as taken, whatever its letters.
+            taken = await self._store.name_holding(key)
             if taken is not None:
                 raise _name_taken(name, taken)
-            if mixes_scripts(name):
-                raise InvalidInputError(
-                    f"the name {name!r} mixes letters of different scripts (such as Latin with "
-                    "Cyrillic or Greek); use one script",
-                    code=ErrorCode.BAD_NAME,
-                )
-            player = Player(
-                name=name, name_key=key, token_hash=hash_token(token), created_at=self._clock.now()
+            raise InvalidInputError(
+                f"the name {name!r} mixes letters of different scripts (such as Latin with "
+                "Cyrillic or Greek); use one script",
+                code=ErrorCode.BAD_NAME,
             )
-            session.add(player)
-            try:
-                await session.commit()
-            except IntegrityError:
-                # Another registration of a look-alike name committed first: the unique index
-                # on name_key is the guard.
-                await session.rollback()
-                taken = await session.scalar(select(Player.name).where(Player.name_key == key))
-                raise _name_taken(name, taken) from None
-        return PlayerInfo(player.id, player.name), token
+        token = secrets.token_urlsafe(32)
+        player = await self._store.add(name, key, hash_token(token), self._clock.now())
+        if player is None:
+            # Another player holds the key (maybe registered meanwhile): name the holder.
+            raise _name_taken(name, await self._store.name_holding(key))
+        return _info(player), token
 
     async def authenticate(self, token: str | None) -> PlayerInfo:
         """The player owning a bearer token.
 
         Raises:
             UnauthorizedError: the token is missing or unknown.
+            StorageError: the database failed.
         """
         if not token or len(token) > 200:
             raise UnauthorizedError("a valid player token is required", code=ErrorCode.UNAUTHORIZED)
-        async with self._sessions() as session:
-            row = (
-                await session.execute(
-                    select(Player.id, Player.name).where(Player.token_hash == hash_token(token))
-                )
-            ).first()
-        if row is None:
+        player = await self._store.by_token_hash(hash_token(token))
+        if player is None:
             raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
-        return PlayerInfo(row.id, row.name)
+        return _info(player)
 
     async def get(self, player_id: int) -> PlayerInfo | None:
-        """The player with this id, or None."""
-        async with self._sessions() as session:
-            row = (
-                await session.execute(select(Player.id, Player.name).where(Player.id == player_id))
-            ).first()
-        return None if row is None else PlayerInfo(row.id, row.name)
+        """The player with this id, or None.
+
+        Raises:
+            StorageError: the database failed.
+        """
+        player = await self._store.get(player_id)
+        return None if player is None else _info(player)
+
+
+def _info(row: PlayerRow) -> PlayerInfo:
+    return PlayerInfo(row.id, row.name)

@@ -1,5 +1,8 @@
 """The daily challenge over REST (``GET /api/v1/daily``, ``GET /api/v1/daily/{date}``) and the
-websocket ``join_daily``, on real servers with a fake clock."""
+websocket ``join_daily``, on real servers with a fake clock.
+
+PostgreSQL only: a real server's services are built over it. The service's rules run on both
+stores in ``test_daily_service.py``."""
 
 from __future__ import annotations
 

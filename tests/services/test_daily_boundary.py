@@ -1,5 +1,10 @@
 """One clock for the daily boundary (the database's), and daily deals prepared before their
-date opens. Real servers on one PostgreSQL; processes whose clocks differ from it."""
+date opens. Real servers on one PostgreSQL; processes whose clocks differ from it.
+
+Every test here but the one of :meth:`DailyService.prepare_ahead` is PostgreSQL's only: they
+run real servers (whose services are built over PostgreSQL), or move a real database's date
+under processes whose own clocks differ from it, or cross midnight between two of its
+statements. ``test_daily_service.py`` has the daily's rules on both stores."""
 
 from __future__ import annotations
 
@@ -11,7 +16,6 @@ from typing import Any
 import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient
-from sqlalchemy import text
 
 from server.config import Settings
 from server.engine import DealVersion, GameCode, RuleSet
@@ -20,11 +24,12 @@ from server.services.analysis import Analyzer
 from server.services.clock import Clock, FakeClock, SystemClock
 from server.services.daily import DailyService
 from server.storage.db import create_engine
-from server.storage.sessions import Sessions
+from tests.backends import Backend
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, daily_code, register
 
 Client = TestClient[Any, Any]
+SECRET = b"test-daily-key-0123456789abcdefghij"
 StartServer = Callable[[Clock], Any]
 
 
@@ -190,28 +195,19 @@ async def test_the_next_dates_deal_is_chosen_before_midnight_and_served_from_the
 
 
 async def test_prepare_ahead_stores_tomorrow_only_within_the_lead(
-    database_url: str, clock: FakeClock, analyzer: Analyzer, settings: Settings
+    backend: Backend, clock: FakeClock, analyzer: Analyzer
 ) -> None:
-    engine = create_engine(database_url, pool_size=2)
-    try:
-        daily = DailyService(
-            Sessions(engine),
-            clock,
-            (settings.daily_secret or "").encode(),
-            analyzer=analyzer,
-        )
-        lead = dt.timedelta(hours=1)
-        clock.set(dt.datetime(2026, 3, 14, 22, 59, 59, tzinfo=dt.UTC))
-        assert await daily.prepare_ahead(lead) == [dt.date(2026, 3, 14)]
-        clock.advance(seconds=1)
-        assert await daily.prepare_ahead(lead) == [dt.date(2026, 3, 14), dt.date(2026, 3, 15)]
-        async with engine.connect() as conn:
-            dates = (await conn.execute(text("SELECT date FROM daily_challenges"))).scalars()
-            assert sorted(dates) == [dt.date(2026, 3, 14), dt.date(2026, 3, 15)]
-        # Asked again, nothing changes: the stored deals are kept.
-        assert await daily.prepare_ahead(lead) == [dt.date(2026, 3, 14), dt.date(2026, 3, 15)]
-    finally:
-        await engine.dispose()
+    daily = DailyService(backend.daily, clock, SECRET, analyzer=analyzer)
+    lead = dt.timedelta(hours=1)
+    clock.set(dt.datetime(2026, 3, 14, 22, 59, 59, tzinfo=dt.UTC))
+    assert await daily.prepare_ahead(lead) == [dt.date(2026, 3, 14)]
+    clock.advance(seconds=1)
+    assert await daily.prepare_ahead(lead) == [dt.date(2026, 3, 14), dt.date(2026, 3, 15)]
+    assert sorted(await backend.deals()) == [dt.date(2026, 3, 14), dt.date(2026, 3, 15)]
+    # Asked again, nothing changes: the stored deals are kept.
+    deals = await backend.deals()
+    assert await daily.prepare_ahead(lead) == [dt.date(2026, 3, 14), dt.date(2026, 3, 15)]
+    assert await backend.deals() == deals
 
 
 async def test_a_date_stored_with_a_tp1_deal_keeps_it_and_publishes_its_tp1_code(

@@ -1,6 +1,9 @@
 """Daily leaderboards over REST on a real server: docs/rules.md §4 order, shared ranks, keyset
 pages, "around me" and input validation. Boards are built by inserting rows straight into the
-tables."""
+tables.
+
+PostgreSQL only: a real server's services are built over it (and a test here reads its SQL).
+The service's rules run on both stores in ``test_leaderboard_service.py``."""
 
 from __future__ import annotations
 

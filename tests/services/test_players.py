@@ -1,4 +1,7 @@
-"""Players over REST (``POST /api/v1/players``, ``GET /api/v1/players/me``) on a real server."""
+"""Players over REST (``POST /api/v1/players``, ``GET /api/v1/players/me``) on a real server.
+
+PostgreSQL only: a real server's services are built over it. The service's rules run on both
+stores in ``test_player_service.py``."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from server.services.clock import FakeClock
 from server.services.players import PlayerService
 from server.storage.db import alembic_config, create_engine, migrate
 from server.storage.models import Base
+from server.storage.players import PostgresPlayerStore
 from server.storage.sessions import Sessions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -284,7 +285,9 @@ async def test_upgrade_keeps_players_with_look_alike_names_and_refuses_new_look_
         assert keys[CYRILLIC_HANS] == f"{name_key('Hans')}#{ids[CYRILLIC_HANS]}"
         assert keys["Zed"] == name_key("Zed")
 
-        players = PlayerService(Sessions(engine), FakeClock(dt.datetime.now(dt.UTC)))
+        players = PlayerService(
+            PostgresPlayerStore(Sessions(engine)), FakeClock(dt.datetime.now(dt.UTC))
+        )
         for clash, message in [
             ("\u0430da", "'аda' looks like 'Ada', which is already taken"),  # Cyrillic а
             ("\u0391DA", "'ΑDA' looks like 'Ada', which is already taken"),  # Greek Α
@@ -311,7 +314,9 @@ async def test_downgrade_from_name_key_restores_the_lower_name_index(
     engine = await _at_0006_with_look_alikes(empty_database_url)
     try:
         await migrate(engine)
-        players = PlayerService(Sessions(engine), FakeClock(dt.datetime.now(dt.UTC)))
+        players = PlayerService(
+            PostgresPlayerStore(Sessions(engine)), FakeClock(dt.datetime.now(dt.UTC))
+        )
         for name in ("İnes", "Adam", "Zoë"):
             await players.register(name)
         for clash in ("ines", "INES", "Ines", "ZOË"):

@@ -1,0 +1,153 @@
+"""The daily challenge's rows (table ``daily_challenges``), its counters (``daily_players``,
+``leaderboard_counts``) and the database's clock, which alone says which date it is.
+
+:class:`DailyStore` is the contract :class:`server.services.daily.DailyService` depends on;
+:class:`PostgresDailyStore` keeps it in PostgreSQL (an in-memory one for tests keeps it in
+``tests/fakes/daily.py``, over a clock of its own standing in for the database's). Choosing a
+date's deal, and what may be shown of it, are the service's rules.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+
+from server.engine.codes import GameCode
+from server.storage.commits import today_sql
+from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
+from server.storage.sessions import Sessions
+
+
+@dataclass(frozen=True, slots=True)
+class DailyCounts:
+    """What the database counts of one date's daily.
+
+    Attributes:
+        players: daily games started on the date, whatever became of them.
+        ranked: the date's ranked entries (daily games won or blocked).
+    """
+
+    players: int
+    ranked: int
+
+
+class DailyStore(Protocol):
+    """Where daily deals are kept, and the clock that decides the date. Every method may raise
+    :class:`~server.errors.StorageError` when the database fails (nothing is changed then)."""
+
+    async def today(self) -> dt.date:
+        """The current UTC date by the database's clock (the one authority on the daily
+        boundary for every process)."""
+        ...
+
+    async def deal(self, date: dt.date) -> GameCode | None:
+        """The deal stored for a UTC date, or None when it has none."""
+        ...
+
+    async def keep_deal(self, date: dt.date, code: GameCode, created_at: dt.datetime) -> GameCode:
+        """Store ``code`` as the deal of ``date`` unless the date has one already (stored
+        earlier, or by another process meanwhile): a date's deal never changes.
+
+        Args:
+            date: the UTC date.
+            code: the deal chosen for it (its rule set is the day's).
+            created_at: when it was chosen (aware, UTC).
+
+        Returns:
+            The date's stored deal: ``code``, or the one stored first.
+        """
+        ...
+
+    async def counts(self, date: dt.date) -> DailyCounts:
+        """The date's players and ranked entries (zero for a date nobody played)."""
+        ...
+
+
+_TODAY = select(today_sql(None).label("today"))
+
+
+class PostgresDailyStore:
+    """:class:`DailyStore` in PostgreSQL: deals in ``daily_challenges`` (the date is the
+    primary key: the first deal stored for a date stays), counts from the counters that
+    triggers on ``games`` keep (never a count of the date's games).
+
+    Args:
+        sessions: the database session factory (its failures leave as
+            :class:`~server.errors.StorageError`).
+    """
+
+    def __init__(self, sessions: Sessions) -> None:
+        self._sessions = sessions
+
+    async def today(self) -> dt.date:
+        """The database's current UTC date, ``(statement_timestamp() AT TIME ZONE 'UTC')::date``
+        (one short query).
+
+        Raises:
+            StorageError: the database did not answer.
+        """
+        async with self._sessions() as session:
+            today: dt.date = (await session.execute(_TODAY)).scalar_one()
+        return today
+
+    async def deal(self, date: dt.date) -> GameCode | None:
+        """The deal stored for ``date`` (UTC), or None.
+
+        Raises:
+            StorageError: the database failed.
+        """
+        statement = select(DailyChallenge.code).where(DailyChallenge.date == date)
+        async with self._sessions() as session:
+            code = await session.scalar(statement)
+        return None if code is None else GameCode.parse(code)
+
+    async def keep_deal(self, date: dt.date, code: GameCode, created_at: dt.datetime) -> GameCode:
+        """Insert the deal unless the date has one (``ON CONFLICT (date) DO NOTHING``, which
+        waits for a concurrent insert of the date and yields to it), then read the date's deal.
+
+        Args:
+            date: the UTC date.
+            code: the deal chosen for it.
+            created_at: when it was chosen (aware, UTC).
+
+        Returns:
+            The date's stored deal (``code`` or the one stored first).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        statement = (
+            insert(DailyChallenge)
+            .values(date=date, code=str(code), rules=code.rules.value, created_at=created_at)
+            .on_conflict_do_nothing(index_elements=[DailyChallenge.date])
+        )
+        async with self._sessions() as session:
+            await session.execute(statement)
+            await session.commit()
+        stored = await self.deal(date)
+        assert stored is not None  # a date's deal is never deleted
+        return stored
+
+    async def counts(self, date: dt.date) -> DailyCounts:
+        """The date's players (``daily_players``) and ranked entries (level 0 of
+        ``leaderboard_counts`` summed over the scores), read in one statement.
+
+        Raises:
+            StorageError: the database failed.
+        """
+        statement = select(
+            select(DailyPlayers.players).where(DailyPlayers.daily_date == date).scalar_subquery(),
+            select(func.sum(LeaderboardCount.entries))
+            .where(LeaderboardCount.daily_date == date, LeaderboardCount.level == 0)
+            .scalar_subquery(),
+        )
+        async with self._sessions() as session:
+            players, ranked = (await session.execute(statement)).one()
+        return DailyCounts(players=int(players or 0), ranked=int(ranked or 0))
+
+
+__all__ = ["DailyCounts", "DailyStore", "PostgresDailyStore"]

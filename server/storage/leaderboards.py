@@ -1,0 +1,531 @@
+"""Daily leaderboards' reads: the board of a date in docs/rules.md §4 order, as pages, windows
+and single entries, each with what ranks them.
+
+Order: score descending, moves ascending, elapsed ms ascending, finish time, player id (see
+:func:`order_key`); entries equal on score, moves and elapsed time tie (:func:`tied`). Only
+ended daily games (won or blocked) are on a date's board. :class:`LeaderboardStore` is the
+contract :class:`server.services.leaderboards.LeaderboardService` depends on (which turns
+slices into ranks, cursors and pages); :class:`PostgresLeaderboardStore` keeps it in
+PostgreSQL (an in-memory one for tests keeps it in ``tests/fakes/leaderboards.py``).
+
+In PostgreSQL every read is a bounded index range, whatever the size of the board: a page or a
+window is one row comparison on the board index ``ix_games_daily_board`` (ascending on
+``-score``), never an OFFSET, and a rank sums a few ranges of ``leaderboard_counts``, which
+triggers on ``games`` keep up to date (see :func:`_rank_counts`). Each answer is one statement,
+hence one snapshot: rows and ranks always agree. (Only when the ties at the top of an "around
+me" window reach above it is the window read again with the top's counts, in one REPEATABLE
+READ transaction.) The statements are built once and bound to each request's values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    CompoundSelect,
+    Date,
+    DateTime,
+    Integer,
+    ScalarSelect,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    null,
+    select,
+    true,
+    tuple_,
+    union_all,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.orm import aliased
+
+from server.storage.models import Game, LeaderboardCount, Player
+from server.storage.sessions import Sessions
+
+#: Largest player id (``players.id`` is a BIGINT); larger ids are on no board.
+MAX_PLAYER_ID = 2**63 - 1
+
+
+class Placed(Protocol):
+    """Anything with a place in the order: a position, a row."""
+
+    @property
+    def score(self) -> int: ...
+    @property
+    def moves(self) -> int: ...
+    @property
+    def elapsed_ms(self) -> int: ...
+    @property
+    def finished_at(self) -> dt.datetime: ...
+    @property
+    def player_id(self) -> int: ...
+
+
+def order_key(entry: Placed) -> tuple[int, int, int, dt.datetime, int]:
+    """An entry's place in the board order (smaller first): higher score, then fewer moves,
+    less elapsed time, earlier finish, smaller player id."""
+    return (-entry.score, entry.moves, entry.elapsed_ms, entry.finished_at, entry.player_id)
+
+
+def tied(a: Placed, b: Placed) -> bool:
+    """Whether two entries tie (equal score, moves and elapsed time): neither ranks better."""
+    return (a.score, a.moves, a.elapsed_ms) == (b.score, b.moves, b.elapsed_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class BoardPosition:
+    """A place in the board order (which no entry need hold: a cursor's). ``elapsed_ms`` in
+    milliseconds, ``finished_at`` aware UTC; score and moves within 0..2³¹−1, elapsed time and
+    player id within 0..2⁶³−1 (the columns' ranges)."""
+
+    score: int
+    moves: int
+    elapsed_ms: int
+    finished_at: dt.datetime
+    player_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class BoardRow:
+    """One entry of a board: a player's ended daily game of the date.
+
+    Attributes:
+        player_id: the player.
+        name: the player's display name.
+        score: the game's score.
+        moves: its moves.
+        undos: its undos (not part of the order).
+        elapsed_ms: its playing time, milliseconds.
+        status: ``"won"`` or ``"blocked"``.
+        finished_at: when it ended (aware, UTC).
+    """
+
+    player_id: int
+    name: str
+    score: int
+    moves: int
+    undos: int
+    elapsed_ms: int
+    status: str
+    finished_at: dt.datetime
+
+    @property
+    def position(self) -> BoardPosition:
+        """This entry's place in the order."""
+        return BoardPosition(
+            self.score, self.moves, self.elapsed_ms, self.finished_at, self.player_id
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BoardSlice:
+    """Consecutive entries of a board, and where they stand in it.
+
+    Attributes:
+        rows: the entries, in board order.
+        before: how many entries of the board come before ``rows[0]`` (0 when ``rows`` is
+            empty).
+        better: how many entries rank strictly better than ``rows[0]``: all of them come
+            before it, and the other entries before it tie with it; its rank is
+            ``better + 1`` (0 when ``rows`` is empty).
+    """
+
+    rows: tuple[BoardRow, ...]
+    before: int
+    better: int
+
+
+class LeaderboardStore(Protocol):
+    """Where the daily boards are read. Every method may raise
+    :class:`~server.errors.StorageError` when the database fails."""
+
+    async def page(self, date: dt.date, limit: int, after: BoardPosition | None) -> BoardSlice:
+        """Up to ``limit`` (1 and up) entries of the date's board: the first ones, or the
+        ones after the position ``after`` (which no entry need hold any more)."""
+        ...
+
+    async def window(self, date: dt.date, player_id: int, radius: int) -> BoardSlice | None:
+        """The player's entry on the date's board with up to ``radius`` (0 and up) entries
+        either side (fewer at the ends), or None when the player has no entry on it."""
+        ...
+
+    async def entry(self, date: dt.date, player_id: int) -> BoardSlice | None:
+        """The player's entry on the date's board alone (``rows`` of one), or None when the
+        player has none."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """The parts of a position in the order as SQL expressions: statement parameters (a
+    cursor) or the columns of the row being selected (its own rank)."""
+
+    score: ColumnElement[Any]
+    moves: ColumnElement[Any]
+    elapsed_ms: ColumnElement[Any]
+    second: ColumnElement[Any]
+    finished_at: ColumnElement[Any]
+    player_id: ColumnElement[Any]
+
+    def position(self) -> ColumnElement[Any]:
+        """This key as a row value in the order of the board index's columns, comparable with
+        another key's (a cursor's with a row's own, :data:`_SELF`)."""
+        return tuple_(-self.score, self.moves, self.elapsed_ms, self.finished_at, self.player_id)
+
+
+_DATE = bindparam("date", type_=Date())
+_LIMIT = bindparam("limit", type_=Integer())
+_PLAYER = bindparam("player_id", type_=BigInteger())
+_CURSOR = _Key(
+    score=bindparam("k_score", type_=Integer()),
+    moves=bindparam("k_moves", type_=Integer()),
+    elapsed_ms=bindparam("k_elapsed_ms", type_=BigInteger()),
+    second=bindparam("k_second", type_=BigInteger()),
+    finished_at=bindparam("k_finished_at", type_=DateTime(timezone=True)),
+    player_id=bindparam("k_player_id", type_=BigInteger()),
+)
+_SELF = _Key(
+    score=Game.score.expression,
+    moves=Game.moves.expression,
+    elapsed_ms=Game.elapsed_ms.expression,
+    second=(Game.elapsed_ms // 1000).expression,
+    finished_at=Game.finished_at.expression,
+    player_id=Game.player_id.expression,
+)
+
+
+def _key_values(key: BoardPosition) -> dict[str, Any]:
+    """The values of the :data:`_CURSOR` parameters for ``key``."""
+    return {
+        "k_score": key.score,
+        "k_moves": key.moves,
+        "k_elapsed_ms": key.elapsed_ms,
+        "k_second": key.elapsed_ms // 1000,
+        "k_finished_at": key.finished_at,
+        "k_player_id": key.player_id,
+    }
+
+
+def _on_board(game: Any) -> ColumnElement[bool]:
+    """``game``'s row is a ranked entry of the date being read.
+
+    The mode and statuses are literals, not parameters: a plan made for any parameter values
+    could not use the partial board index, whose WHERE is this very condition.
+    """
+    return and_(
+        game.mode == literal_column("'daily'"),
+        game.status.in_([literal_column("'won'"), literal_column("'blocked'")]),
+        game.daily_date == _DATE,
+    )
+
+
+def _counted(level: int, *where: ColumnElement[bool]) -> ScalarSelect[Any]:
+    """The sum of the ``leaderboard_counts`` entries of the date at ``level`` matching
+    ``where``."""
+    return (
+        select(func.coalesce(func.sum(LeaderboardCount.entries), 0))
+        .where(LeaderboardCount.daily_date == _DATE, LeaderboardCount.level == level, *where)
+        .scalar_subquery()
+    )
+
+
+def _rank_counts(key: _Key, *, up_to: bool) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """Two counts for the position ``key``: the entries ranked strictly better (the rank of an
+    entry there, minus one), and its ties (same score, moves and elapsed ms) placed before it
+    in the order — or, when ``up_to``, not after it.
+
+    Better entries have a higher score, or the same score and fewer moves, or the same score
+    and moves and a shorter elapsed time. Each is summed from a bounded range: level 0 of
+    ``leaderboard_counts`` for higher scores, level 1 for the same score and fewer moves, level
+    2 for the same score and moves and an earlier elapsed second, and the board index for the
+    same score, moves and elapsed second but fewer ms. The ties come from the board index too.
+    """
+    counts = LeaderboardCount
+    other = aliased(Game)
+    same_moves = and_(_on_board(other), -other.score == -key.score, other.moves == key.moves)
+    same_second_faster = (
+        select(func.count())
+        .where(
+            same_moves,
+            other.elapsed_ms >= key.second * 1000,
+            other.elapsed_ms < key.elapsed_ms,
+        )
+        .scalar_subquery()
+    )
+    better = (
+        _counted(0, counts.score > key.score)
+        + _counted(1, counts.score == key.score, counts.moves < key.moves)
+        + _counted(
+            2, counts.score == key.score, counts.moves == key.moves, counts.elapsed_s < key.second
+        )
+        + same_second_faster
+    )
+    placed = tuple_(other.finished_at, other.player_id)
+    earlier = tuple_(key.finished_at, key.player_id)
+    ties = (
+        select(func.count())
+        .where(
+            same_moves,
+            other.elapsed_ms == key.elapsed_ms,
+            placed <= earlier if up_to else placed < earlier,
+        )
+        .scalar_subquery()
+    )
+    return better.label("better"), ties.label("ties")
+
+
+_COLUMNS = (
+    Game.player_id,
+    Player.name,
+    Game.score,
+    Game.moves,
+    Game.undos,
+    Game.elapsed_ms,
+    Game.status,
+    Game.finished_at,
+)
+_ORDER = (
+    (-Game.score).asc(),
+    Game.moves.asc(),
+    Game.elapsed_ms.asc(),
+    Game.finished_at.asc(),
+    Game.player_id.asc(),
+)
+_REVERSE = (
+    (-Game.score).desc(),
+    Game.moves.desc(),
+    Game.elapsed_ms.desc(),
+    Game.finished_at.desc(),
+    Game.player_id.desc(),
+)
+_ENTRIES = select(*_COLUMNS).join(Player, Player.id == Game.player_id).where(_on_board(Game))
+
+#: The first ``limit`` entries (the first ranks 1: no counts needed).
+_FIRST_PAGE = _ENTRIES.order_by(*_ORDER).limit(_LIMIT)
+#: The ``limit`` entries after the cursor, each with the cursor's counts (the entries ranked
+#: better than it, and its ties up to it).
+_NEXT_PAGE = (
+    _ENTRIES.add_columns(*_rank_counts(_CURSOR, up_to=True))
+    .where(_SELF.position() > _CURSOR.position())
+    .order_by(*_ORDER)
+    .limit(_LIMIT)
+)
+#: One player's entry with its counts (the entries ranked better, its ties before it).
+_OWN = _ENTRIES.add_columns(*_rank_counts(_SELF, up_to=False)).where(Game.player_id == _PLAYER)
+
+
+def _around() -> CompoundSelect[Any]:
+    """One statement for a window around a player: the player's entry with its counts
+    (``part`` 0), and up to ``limit`` entries above it (1) and below it (2)."""
+    own = _OWN.cte("own")
+    at_own = tuple_(-own.c.score, own.c.moves, own.c.elapsed_ms, own.c.finished_at, own.c.player_id)
+    # LATERAL, so that the player's row drives the index scans (a plan scanning the board
+    # from one end and filtering on the player's position would read half of it).
+    nearer = _ENTRIES.where(_SELF.position() < at_own).order_by(*_REVERSE).limit(_LIMIT)
+    farther = _ENTRIES.where(_SELF.position() > at_own).order_by(*_ORDER).limit(_LIMIT)
+    above, below = nearer.lateral("above"), farther.lateral("below")
+
+    def columns(source: Any) -> list[Any]:
+        return [source.c[column.key] for column in _COLUMNS]
+
+    return union_all(
+        select(literal_column("0").label("part"), *columns(own), own.c.better, own.c.ties),
+        select(literal_column("1"), *columns(above), null(), null()).select_from(
+            own.join(above, true())
+        ),
+        select(literal_column("2"), *columns(below), null(), null()).select_from(
+            own.join(below, true())
+        ),
+    )
+
+
+_AROUND = _around()
+#: The counts of the cursor (the entries ranked better, its ties before it).
+_COUNTS = select(*_rank_counts(_CURSOR, up_to=False))
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The rows of an "around me" window in board order, the number of entries before the
+    first, and the first one's rank (None when its ties reach above the window)."""
+
+    rows: list[Any]
+    position: int
+    rank: int | None
+
+    @classmethod
+    def read(cls, parts: Sequence[Any], radius: int) -> _Window | None:
+        """Put together the rows of :data:`_AROUND` (read with ``limit = radius + 1``).
+
+        Returns:
+            The window, or None when the player has no entry.
+        """
+        own = next((row for row in parts if row.part == 0), None)
+        if own is None:
+            return None
+        above = sorted((row for row in parts if row.part == 1), key=order_key)
+        below = sorted((row for row in parts if row.part == 2), key=order_key)[:radius]
+        # One entry more above than shown: when it does not tie with the top of the window,
+        # the top is the first of its ties and its rank follows from its position.
+        beyond = above.pop(0) if len(above) > radius else None
+        rows = [*above, own, *below]
+        position = int(own.better) + int(own.ties) - len(above)
+        if tied(rows[0], own):
+            rank: int | None = int(own.better) + 1
+        elif beyond is None or not tied(beyond, rows[0]):
+            rank = position + 1
+        else:
+            rank = None
+        return cls(rows, position, rank)
+
+
+class PostgresLeaderboardStore:
+    """:class:`LeaderboardStore` over PostgreSQL's ``games`` (the board index) and
+    ``leaderboard_counts`` (the ranks).
+
+    Args:
+        sessions: the database session factory (its failures leave as
+            :class:`~server.errors.StorageError`).
+    """
+
+    def __init__(self, sessions: Sessions) -> None:
+        self._sessions = sessions
+
+    async def page(self, date: dt.date, limit: int, after: BoardPosition | None) -> BoardSlice:
+        """Up to ``limit`` entries of the date's board in order: the first ones, or those
+        after ``after``, with the counts of ``after`` (one statement, one snapshot).
+
+        Args:
+            date: the UTC date.
+            limit: most entries returned, 1 and up.
+            after: the position to continue from (a cursor; no entry need hold it any more),
+                or None for the top of the board.
+
+        Returns:
+            The entries, how many come before the first, and how many of those rank better
+            than it (both 0 when there is no entry).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        values = {"date": date, "limit": limit}
+        async with self._connection() as conn:
+            if after is None:
+                rows = (await conn.execute(_FIRST_PAGE, values)).all()
+            else:
+                rows = (await conn.execute(_NEXT_PAGE, values | _key_values(after))).all()
+        if not rows:
+            return BoardSlice((), 0, 0)
+        if after is None:
+            return BoardSlice(_board_rows(rows), 0, 0)
+        # The first row follows every entry up to ``after``; it ties with those tying with
+        # ``after`` only if it ties with ``after`` itself.
+        first = rows[0]
+        before = int(first.better) + int(first.ties)
+        better = int(first.better) if tied(first, after) else before
+        return BoardSlice(_board_rows(rows), before, better)
+
+    async def window(self, date: dt.date, player_id: int, radius: int) -> BoardSlice | None:
+        """The player's entry with up to ``radius`` entries above and below it: one
+        statement, or (when the ties at the window's top reach above it) the window and the
+        top's counts read again in one REPEATABLE READ transaction.
+
+        Args:
+            date: the UTC date.
+            player_id: the player in the middle.
+            radius: entries on either side, 0 and up.
+
+        Returns:
+            The window, or None when the player has no entry on the board (also for ids
+            outside 1..2⁶³−1).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        if not 0 < player_id <= MAX_PLAYER_ID:
+            return None
+        values = {"date": date, "player_id": player_id, "limit": radius + 1}
+        async with self._connection() as conn:
+            window = _Window.read((await conn.execute(_AROUND, values)).all(), radius)
+        if window is not None and window.rank is None:
+            # Rare: the top's ties reach above the window. Read the window again and count
+            # for its top, both from one snapshot.
+            async with self._connection(snapshot=True) as conn:
+                window = _Window.read((await conn.execute(_AROUND, values)).all(), radius)
+                if window is not None and window.rank is None:
+                    top = _board_row(window.rows[0]).position
+                    counts = await conn.execute(_COUNTS, {"date": date} | _key_values(top))
+                    window = _Window(window.rows, window.position, int(counts.one().better) + 1)
+        if window is None:
+            return None
+        assert window.rank is not None
+        return BoardSlice(_board_rows(window.rows), window.position, window.rank - 1)
+
+    async def entry(self, date: dt.date, player_id: int) -> BoardSlice | None:
+        """The player's entry with its counts (one statement).
+
+        Args:
+            date: the UTC date.
+            player_id: the player.
+
+        Returns:
+            A slice of that one entry, or None when the player has none on the board (also
+            for ids outside 1..2⁶³−1).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        if not 0 < player_id <= MAX_PLAYER_ID:
+            return None
+        async with self._connection() as conn:
+            own = (await conn.execute(_OWN, {"date": date, "player_id": player_id})).first()
+        if own is None:
+            return None
+        return BoardSlice(_board_rows([own]), int(own.better) + int(own.ties), int(own.better))
+
+    @asynccontextmanager
+    async def _connection(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A connection for one answer. An answer read by one statement reads one snapshot
+        and needs no transaction (sparing its two round trips); with ``snapshot``, the
+        statements run in one transaction reading one snapshot, so that they agree."""
+        level = "REPEATABLE READ" if snapshot else "AUTOCOMMIT"
+        async with self._sessions() as session:
+            yield await session.connection(execution_options={"isolation_level": level})
+
+
+def _board_row(row: Any) -> BoardRow:
+    """A selected row (of :data:`_COLUMNS`) as a :class:`BoardRow`."""
+    return BoardRow(
+        player_id=row.player_id,
+        name=row.name,
+        score=row.score,
+        moves=row.moves,
+        undos=row.undos,
+        elapsed_ms=row.elapsed_ms,
+        status=row.status,
+        finished_at=row.finished_at,
+    )
+
+
+def _board_rows(rows: Sequence[Any]) -> tuple[BoardRow, ...]:
+    return tuple(_board_row(row) for row in rows)
+
+
+__all__ = [
+    "MAX_PLAYER_ID",
+    "BoardPosition",
+    "BoardRow",
+    "BoardSlice",
+    "LeaderboardStore",
+    "Placed",
+    "PostgresLeaderboardStore",
+    "order_key",
+    "tied",
+]

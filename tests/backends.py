@@ -1,0 +1,301 @@
+"""The two stores the services' tests run on, behind one harness: in memory (``tests/fakes``)
+or PostgreSQL (``server/storage``), with the same way of putting rows in place and reading
+them back.
+
+A test takes the ``backend`` fixture (defined here, parametrized ``memory`` / ``postgres``;
+``tests/services/conftest.py`` and ``tests/storage/conftest.py`` offer it), builds its service
+over ``backend.players``, ``backend.daily`` or ``backend.leaderboards``, and seeds games with
+:meth:`Backend.add_games`, as other writers of ``games`` would have stored them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+from sqlalchemy import delete, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from server.names import name_key
+from server.storage.daily import DailyStore, PostgresDailyStore
+from server.storage.db import create_engine
+from server.storage.leaderboards import LeaderboardStore, PostgresLeaderboardStore
+from server.storage.models import DailyChallenge, Game, Player, Race
+from server.storage.players import PlayerStore, PostgresPlayerStore
+from server.storage.sessions import Sessions
+from tests.fakes.daily import MemoryDailyStore
+from tests.fakes.database import MemoryDatabase
+from tests.fakes.leaderboards import MemoryLeaderboardStore
+from tests.fakes.players import MemoryPlayerStore
+
+KINDS = ("memory", "postgres")
+#: Where no database listens: PostgreSQL stores over it fail as over a database that is down.
+NOWHERE_URL = "postgresql://postgres@127.0.0.1:9/nowhere"
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """A game to put straight into the store (a daily one of ``daily_date`` by default)."""
+
+    player_id: int
+    score: int
+    moves: int
+    elapsed_ms: int | None
+    finished_at: dt.datetime | None
+    status: str = "won"
+    undos: int = 0
+    mode: str = "daily"
+    daily_date: dt.date | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPlayer:
+    """A player's row as stored."""
+
+    name: str
+    name_key: str
+    token_hash: bytes
+
+
+class Backend:
+    """The stores of one test and a way to seed and inspect their rows.
+
+    Attributes:
+        kind: ``"memory"`` or ``"postgres"``.
+        players, daily, leaderboards: the stores.
+    """
+
+    kind: str
+    players: PlayerStore
+    daily: DailyStore
+    leaderboards: LeaderboardStore
+
+    async def add_players(self, names: Sequence[str]) -> list[int]:
+        """Store players with these names (and random tokens) directly; their ids in order."""
+        raise NotImplementedError
+
+    async def add_games(self, seeds: Sequence[Seed]) -> list[int]:
+        """Store games directly; their ids in order."""
+        raise NotImplementedError
+
+    async def clear(self) -> None:
+        """Delete every game and player."""
+        raise NotImplementedError
+
+    async def deals(self) -> dict[dt.date, str]:
+        """Every stored daily deal: its date and code."""
+        raise NotImplementedError
+
+    async def stored_player(self, player_id: int) -> StoredPlayer | None:
+        """A player's stored row, or None."""
+        raise NotImplementedError
+
+    async def restart_player_ids(self, start: int) -> None:
+        """Give the next players ids from ``start`` on."""
+        raise NotImplementedError
+
+    async def go_down(self) -> None:
+        """From now on the stores fail as over a database that cannot be reached."""
+        raise NotImplementedError
+
+
+class MemoryBackend(Backend):
+    """The in-memory stores over one :class:`MemoryDatabase`."""
+
+    kind = "memory"
+
+    def __init__(self, database: MemoryDatabase) -> None:
+        self.database = database
+        self.players = MemoryPlayerStore(database)
+        self.daily = MemoryDailyStore(database)
+        self.leaderboards = MemoryLeaderboardStore(database)
+
+    async def add_players(self, names: Sequence[str]) -> list[int]:
+        now = self.database.now()
+        return [
+            self.database.insert_player(n, name_key(n), secrets.token_bytes(32), now).id
+            for n in names
+        ]
+
+    async def add_games(self, seeds: Sequence[Seed]) -> list[int]:
+        return [
+            self.database.insert_game(
+                s.player_id,
+                mode=s.mode,
+                daily_date=s.daily_date,
+                status=s.status,
+                score=s.score,
+                moves=s.moves,
+                undos=s.undos,
+                elapsed_ms=s.elapsed_ms,
+                finished_at=s.finished_at,
+            ).id
+            for s in seeds
+        ]
+
+    async def clear(self) -> None:
+        self.database.clear()
+
+    async def deals(self) -> dict[dt.date, str]:
+        return {date: str(deal.code) for date, deal in self.database.deals.items()}
+
+    async def stored_player(self, player_id: int) -> StoredPlayer | None:
+        p = self.database.players.get(player_id)
+        return None if p is None else StoredPlayer(p.name, p.name_key, p.token_hash)
+
+    async def restart_player_ids(self, start: int) -> None:
+        self.database.restart_player_ids(start)
+
+    async def go_down(self) -> None:
+        self.database.down = True
+
+
+class PostgresBackend(Backend):
+    """The PostgreSQL stores over one engine."""
+
+    kind = "postgres"
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._use(Sessions(engine))
+        self._down: AsyncEngine | None = None
+
+    def _use(self, sessions: Sessions) -> None:
+        self.players = PostgresPlayerStore(sessions)
+        self.daily = PostgresDailyStore(sessions)
+        self.leaderboards = PostgresLeaderboardStore(sessions)
+
+    async def add_players(self, names: Sequence[str]) -> list[int]:
+        if not names:
+            return []
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                insert(Player).returning(Player.id, sort_by_parameter_order=True),
+                [{"name": n, "token_hash": secrets.token_bytes(32)} for n in names],
+            )
+            return list(result.scalars())
+
+    async def add_games(self, seeds: Sequence[Seed]) -> list[int]:
+        if not seeds:
+            return []
+        async with self.engine.begin() as conn:
+            race_id = None
+            if any(s.mode == "race" for s in seeds):
+                race_id = await conn.scalar(
+                    insert(Race)
+                    .values(
+                        invite=secrets.token_hex(3).upper(),
+                        host_id=seeds[0].player_id,
+                        code="TP1-E-AAAAAAA",
+                        rules="E",
+                        status="finished",
+                        time_limit_s=600,
+                        max_players=8,
+                        version=1,
+                        created_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                    )
+                    .returning(Race.id)
+                )
+            result = await conn.execute(
+                insert(Game).returning(Game.id, sort_by_parameter_order=True),
+                [
+                    {
+                        "player_id": s.player_id,
+                        "code": "TP1-E-AAAAAAA",
+                        "rules": "E",
+                        "deal_version": "TP1",
+                        "mode": s.mode,
+                        "daily_date": s.daily_date,
+                        "race_id": race_id if s.mode == "race" else None,
+                        "status": s.status,
+                        "score": s.score,
+                        "moves": s.moves,
+                        "undos": s.undos,
+                        "seq": s.moves + s.undos,
+                        "elapsed_ms": s.elapsed_ms,
+                        "created_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                        "finished_at": s.finished_at,
+                    }
+                    for s in seeds
+                ],
+            )
+            return list(result.scalars())
+
+    async def clear(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(Game))
+            await conn.execute(delete(Race))
+            await conn.execute(delete(Player))
+
+    async def deals(self) -> dict[dt.date, str]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(DailyChallenge.date, DailyChallenge.code))
+            return {row.date: row.code for row in rows}
+
+    async def stored_player(self, player_id: int) -> StoredPlayer | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(Player.name, Player.name_key, Player.token_hash).where(
+                        Player.id == player_id
+                    )
+                )
+            ).first()
+        return None if row is None else StoredPlayer(row.name, row.name_key, row.token_hash)
+
+    async def restart_player_ids(self, start: int) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(text(f"ALTER TABLE players ALTER COLUMN id RESTART WITH {start}"))
+
+    async def go_down(self) -> None:
+        self._down = create_engine(NOWHERE_URL, pool_size=1)
+        self._use(Sessions(self._down))
+
+    async def close(self) -> None:
+        if self._down is not None:
+            await self._down.dispose()
+
+
+@asynccontextmanager
+async def open_backend(
+    kind: str, database_url: str | None, database: MemoryDatabase | None = None
+) -> AsyncIterator[Backend]:
+    """The stores of one kind, for the time of the block.
+
+    Args:
+        kind: ``"memory"`` or ``"postgres"``.
+        database_url: the (empty, migrated) database of a ``postgres`` backend.
+        database: the tables of a ``memory`` backend (new ones over the real clock by default).
+    """
+    if kind == "memory":
+        yield MemoryBackend(database or MemoryDatabase())
+        return
+    assert kind == "postgres" and database_url is not None
+    engine = create_engine(database_url, pool_size=3)
+    backend = PostgresBackend(engine)
+    try:
+        yield backend
+    finally:
+        await backend.close()
+        await engine.dispose()
+
+
+@pytest.fixture(params=KINDS)
+def backend_url(request: pytest.FixtureRequest) -> str | None:
+    """The kind of store: None for memory, else a fresh database's URL (made only for
+    ``postgres``)."""
+    if request.param == "memory":
+        return None
+    url: str = request.getfixturevalue("database_url")
+    return url
+
+
+@pytest.fixture
+async def backend(backend_url: str | None) -> AsyncIterator[Backend]:
+    """The stores of one test, in memory or in PostgreSQL."""
+    async with open_backend("memory" if backend_url is None else "postgres", backend_url) as b:
+        yield b

@@ -1,0 +1,74 @@
+"""An in-memory :class:`~server.storage.leaderboards.LeaderboardStore`: the board sorted in
+Python and every count counted, with none of the SQL store's shortcuts (keyset ranges, the
+``leaderboard_counts`` sums, the "around me" recount), so that the two agree only by both
+being right."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from server.storage.leaderboards import BoardPosition, BoardRow, BoardSlice, order_key
+from tests.fakes.database import MemoryDatabase
+
+
+class MemoryLeaderboardStore:
+    """The daily boards of a :class:`MemoryDatabase`'s games.
+
+    Args:
+        database: the in-memory tables.
+    """
+
+    def __init__(self, database: MemoryDatabase) -> None:
+        self._db = database
+
+    async def page(self, date: dt.date, limit: int, after: BoardPosition | None) -> BoardSlice:
+        await self._db.query()
+        board = self._board(date)
+        start = 0 if after is None else sum(order_key(e) <= order_key(after) for e in board)
+        return _slice(board, start, start + limit)
+
+    async def window(self, date: dt.date, player_id: int, radius: int) -> BoardSlice | None:
+        await self._db.query()
+        board = self._board(date)
+        at = next((i for i, e in enumerate(board) if e.player_id == player_id), None)
+        if at is None:
+            return None
+        return _slice(board, max(0, at - radius), at + radius + 1)
+
+    async def entry(self, date: dt.date, player_id: int) -> BoardSlice | None:
+        return await self.window(date, player_id, 0)
+
+    def _board(self, date: dt.date) -> list[BoardRow]:
+        """The date's ranked daily games in board order."""
+        players = self._db.players
+        rows = [
+            BoardRow(
+                player_id=g.player_id,
+                name=players[g.player_id].name,
+                score=g.score,
+                moves=g.moves,
+                undos=g.undos,
+                elapsed_ms=g.elapsed_ms,
+                status=g.status,
+                finished_at=g.finished_at,
+            )
+            for g in self._db.games.values()
+            if g.mode == "daily"
+            and g.daily_date == date
+            and g.status in ("won", "blocked")
+            and g.elapsed_ms is not None
+            and g.finished_at is not None
+        ]
+        return sorted(rows, key=order_key)
+
+
+def _slice(board: list[BoardRow], start: int, stop: int) -> BoardSlice:
+    """``board[start:stop]`` with the entries before it and those ranked better than its
+    first (counted: a higher score, or the same and fewer moves, or the same score and moves
+    and less time)."""
+    rows = tuple(board[start:stop])
+    if not rows:
+        return BoardSlice((), 0, 0)
+    first = (-rows[0].score, rows[0].moves, rows[0].elapsed_ms)
+    better = sum((-e.score, e.moves, e.elapsed_ms) < first for e in board)
+    return BoardSlice(rows, start, better)

@@ -1,0 +1,66 @@
+"""What the layers above storage may know of the database: no SQLAlchemy error is named outside
+``server/storage`` (storage raises only StorageError), and the services whose queries have
+moved into their stores import nothing of SQLAlchemy or the driver."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import server
+
+SERVER = Path(server.__file__).parent
+#: Outside storage these are never caught nor named: storage translates them once.
+DRIVER_ERRORS = {
+    "SQLAlchemyError",
+    "DBAPIError",
+    "IntegrityError",
+    "OperationalError",
+    "InterfaceError",
+    "PostgresError",
+}
+#: Modules whose queries live in ``server/storage`` (one store per aggregate), so that they
+#: import nothing of SQLAlchemy or asyncpg. The list grows as the other services (games, races,
+#: presence, and then ``services/__init__.py`` and ``web/``) move their queries into stores.
+WITHOUT_SQL = [
+    "services/players.py",
+    "services/daily.py",
+    "services/leaderboards.py",
+]
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
+    """Every absolute import of a module: the module and the names taken from it."""
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, [alias.name for alias in node.names]))
+    return found
+
+
+def test_no_module_outside_storage_names_a_database_error() -> None:
+    paths = sorted(p for p in SERVER.rglob("*.py") if "storage" not in p.relative_to(SERVER).parts)
+    assert any(p.parent.name == "services" for p in paths)
+    assert any(p.parent.name == "web" for p in paths)
+    for path in paths:
+        where = path.relative_to(SERVER)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for module, names in _imports(tree):
+            assert module.split(".")[:2] != ["sqlalchemy", "exc"], (where, module)
+            assert module.split(".")[:2] != ["asyncpg", "exceptions"], (where, module)
+            assert not DRIVER_ERRORS & set(names), (where, module, names)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                assert node.id not in DRIVER_ERRORS, (where, node.lineno, node.id)
+            elif isinstance(node, ast.Attribute):
+                assert node.attr not in DRIVER_ERRORS, (where, node.lineno, node.attr)
+
+
+def test_services_split_into_stores_import_nothing_of_sqlalchemy_or_the_driver() -> None:
+    for name in WITHOUT_SQL:
+        path = SERVER / name
+        assert path.is_file(), name
+        for module, _ in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            assert module.split(".")[0] not in ("sqlalchemy", "asyncpg"), (name, module)
