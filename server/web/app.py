@@ -116,118 +116,135 @@ def create_app(
     return app
 
 
-def _database(  # type: ignore[no-untyped-def]
+def _database(
     run_migrations: bool, shared: Analyzer | None, daily_secret: bytes
-):
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The application's database context: the engine, the services over it, the race hub and
+    event listener, and the background loops. Each resource registers its own clean-up as it
+    is acquired, so a start that fails half-way stops exactly what it started, in reverse
+    order; each clean-up step is bounded (see :func:`_bounded`)."""
+
     async def ctx(app: web.Application) -> AsyncIterator[None]:
-        settings = app[SETTINGS]
-        assert settings.database_url
-        # Behind a transaction pooler, DATABASE_URL serves the requests and the direct URL what
-        # holds a session: LISTEN and the migrations' advisory lock.
-        direct_url = settings.direct_database_url or settings.database_url
-        engine = create_engine(
-            settings.database_url, pool_size=settings.db_pool_size, pooler=settings.db_pooler
-        )
-        unwatch_pool = metrics.watch_pool(engine)
-        listener: Listener | None = None
-        sweeper: asyncio.Task[None] | None = None
-        beater: asyncio.Task[None] | None = None
-        presence_sweeper: asyncio.Task[None] | None = None
-        preparer: asyncio.Task[None] | None = None
-        registered = False
-        analyzer = shared
-        if shared is None and settings.solver_workers:
-            analyzer = Analyzer(
-                settings.solver_workers,
-                on_lookup=metrics.solver_lookup,
-                on_solve=metrics.solver_solved,
-            )
-        try:
-            if run_migrations:
-                if settings.direct_database_url:
-                    await migrate_url(direct_url)
-                else:
-                    await migrate(engine)
-            services = Services.build(
-                engine,
-                app[CLOCK],
-                daily_secret=daily_secret,
-                daily_rules=RuleSet(settings.daily_rules),
-                race_limits=RaceLimits(
-                    max_players=settings.race_max_players,
-                    max_rooms=settings.race_max_rooms,
-                    countdown_s=settings.race_countdown_s,
-                    default_time_limit_s=settings.race_time_limit_s,
-                    min_time_limit_s=settings.race_min_time_limit_s,
-                    max_time_limit_s=settings.race_max_time_limit_s,
-                    grace_s=settings.race_grace_s,
-                    instance_timeout_s=settings.instance_timeout,
-                ),
-                analyzer=analyzer,
-                write_timeout_s=settings.db_write_timeout_s,
-                observe_batch=metrics.observe_batch,
-            )
-            app[SERVICES] = services
-            hub = app[HUB] = Hub(services)
-            await services.presence.register()
-            registered = True
-            listener = Listener(direct_url, hub.handle, hub.resync)
-            await listener.start()
-
-            async def heartbeat() -> None:
-                # This process's presence record, kept fresh on its own (a sweep held up by a
-                # locked room must not get the process taken for dead).
-                if not await services.presence.heartbeat():
-                    log.warning("presence: this process was taken for dead; recording again")
-                    await services.presence.refollow(hub.follows_all())
-
-            # Three loops, so that none holds up another: the heartbeat; races whose time is
-            # up (and stale lobbies); the players of the rooms moved along.
-            # Six beats per instance time-out are plenty to be seen in time (5 s by default).
-            beat_s = max(settings.race_sweep_s, settings.instance_timeout / 6)
-            beater = asyncio.create_task(_periodically("the presence heartbeat", beat_s, heartbeat))
-            sweeper = asyncio.create_task(
-                _periodically("the race sweep", settings.race_sweep_s, services.races.sweep)
-            )
-            presence_sweeper = asyncio.create_task(
-                _periodically(
-                    "the presence sweep",
-                    settings.race_sweep_s,
-                    lambda: services.presence.sweep(hub.open_keys),
-                )
-            )
-            if settings.daily_prepare_every_s > 0:
-                lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)
-                preparer = asyncio.create_task(
-                    _periodically(
-                        "preparing the daily deals",
-                        settings.daily_prepare_every_s,
-                        lambda: services.daily.prepare_ahead(lead),
-                        at_once=True,
-                    )
-                )
+        async with contextlib.AsyncExitStack() as stack:
+            services, hub = await _open_services(app, stack, run_migrations, shared, daily_secret)
+            _start_loops(app[SETTINGS], stack, services, hub)
             yield
-        finally:
-            # Each step is bounded: one that hangs (a dead peer, a stuck connection) is logged
-            # and passed over, so that the process still exits promptly.
-            await _stop("the race sweeper", sweeper)
-            await _stop("the presence heartbeat", beater)
-            await _stop("the presence sweep", presence_sweeper)
-            await _stop("the daily preparer", preparer)
-            if registered:
-                await _bounded("the presence records", app[SERVICES].presence.unregister())
-            if listener is not None:
-                await _bounded("the event listener", listener.stop())
-            if HUB in app:
-                await _bounded("the race hub", app[HUB].close())
-            if SERVICES in app:
-                await _bounded("the group committer", app[SERVICES].close())
-            if analyzer is not None and shared is None:
-                analyzer.close()
-            await _bounded("the database pool", engine.dispose())
-            unwatch_pool()
 
     return ctx
+
+
+async def _open_services(
+    app: web.Application,
+    stack: contextlib.AsyncExitStack,
+    run_migrations: bool,
+    shared: Analyzer | None,
+    daily_secret: bytes,
+) -> tuple[Services, Hub]:
+    """Open the engine (migrating first when asked), build the services, register this process's
+    presence and start the race hub's event listener; returns the services and the hub."""
+    settings = app[SETTINGS]
+    assert settings.database_url
+    # Behind a transaction pooler, DATABASE_URL serves the requests and the direct URL what
+    # holds a session: LISTEN and the migrations' advisory lock.
+    direct_url = settings.direct_database_url or settings.database_url
+    engine = create_engine(
+        settings.database_url, pool_size=settings.db_pool_size, pooler=settings.db_pooler
+    )
+    stack.callback(metrics.watch_pool(engine))
+    stack.push_async_callback(_bounded, "the database pool", _later(engine.dispose))
+    analyzer = shared
+    if shared is None and settings.solver_workers:
+        analyzer = Analyzer(
+            settings.solver_workers,
+            on_lookup=metrics.solver_lookup,
+            on_solve=metrics.solver_solved,
+        )
+        stack.callback(analyzer.close)
+    if run_migrations:
+        if settings.direct_database_url:
+            await migrate_url(direct_url)
+        else:
+            await migrate(engine)
+    services = app[SERVICES] = Services.build(
+        engine,
+        app[CLOCK],
+        daily_secret=daily_secret,
+        daily_rules=RuleSet(settings.daily_rules),
+        race_limits=RaceLimits(
+            max_players=settings.race_max_players,
+            max_rooms=settings.race_max_rooms,
+            countdown_s=settings.race_countdown_s,
+            default_time_limit_s=settings.race_time_limit_s,
+            min_time_limit_s=settings.race_min_time_limit_s,
+            max_time_limit_s=settings.race_max_time_limit_s,
+            grace_s=settings.race_grace_s,
+            instance_timeout_s=settings.instance_timeout,
+        ),
+        analyzer=analyzer,
+        write_timeout_s=settings.db_write_timeout_s,
+        observe_batch=metrics.observe_batch,
+    )
+    stack.push_async_callback(_bounded, "the group committer", _later(services.close))
+    hub = app[HUB] = Hub(services)
+    stack.push_async_callback(_bounded, "the race hub", _later(hub.close))
+    await services.presence.register()
+    stack.push_async_callback(
+        _bounded, "the presence records", _later(services.presence.unregister)
+    )
+    listener = Listener(direct_url, hub.handle, hub.resync)
+    await listener.start()
+    stack.push_async_callback(_bounded, "the event listener", _later(listener.stop))
+    return services, hub
+
+
+def _start_loops(
+    settings: Settings, stack: contextlib.AsyncExitStack, services: Services, hub: Hub
+) -> None:
+    """Start the background loops, each stopped (bounded) at shutdown: the presence heartbeat,
+    the race sweep, the presence sweep, and the daily deals prepared ahead. Separate loops, so
+    that none holds up another."""
+
+    async def heartbeat() -> None:
+        # This process's presence record, kept fresh on its own (a sweep held up by a locked
+        # room must not get the process taken for dead).
+        if not await services.presence.heartbeat():
+            log.warning("presence: this process was taken for dead; recording again")
+            await services.presence.refollow(hub.follows_all())
+
+    def loop(what: str, every_s: float, step: Callable[[], Awaitable[object]], **kw: bool) -> None:
+        task = asyncio.create_task(_periodically(what, every_s, step, **kw))
+        stack.push_async_callback(_stop, what, task)
+
+    # Six beats per instance time-out are plenty to be seen in time (5 s by default).
+    loop(
+        "the presence heartbeat",
+        max(settings.race_sweep_s, settings.instance_timeout / 6),
+        heartbeat,
+    )
+    loop("the race sweep", settings.race_sweep_s, services.races.sweep)
+    loop(
+        "the presence sweep",
+        settings.race_sweep_s,
+        lambda: services.presence.sweep(hub.open_keys),
+    )
+    if settings.daily_prepare_every_s > 0:
+        lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)
+        loop(
+            "preparing the daily deals",
+            settings.daily_prepare_every_s,
+            lambda: services.daily.prepare_ahead(lead),
+            at_once=True,
+        )
+
+
+def _later(step: Callable[[], Awaitable[object]]) -> Awaitable[object]:
+    """An awaitable that starts ``step`` only when awaited (a clean-up registered now, run at
+    shutdown)."""
+
+    async def run() -> object:
+        return await step()
+
+    return run()
 
 
 #: Seconds each clean-up step may take at shutdown before it is given up.
