@@ -67,7 +67,7 @@ class NewPlayer(msgspec.Struct, frozen=True):
     digits and `` _-.'``, starting with a letter or a digit, not taken nor like a taken one
     (docs/protocol.md §12.2)."""
 
-    name: str
+    name: Annotated[str, Meta(examples=["Alice"])]
 
 
 class PlayerCreated(msgspec.Struct, frozen=True):

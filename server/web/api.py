@@ -451,13 +451,23 @@ class Route:
     handler: Handler
 
 
-DateParam = Annotated[dt.date, Meta(description="a UTC date, YYYY-MM-DD")]
-RowIdParam = Annotated[int, Meta(ge=1, le=MAX_ID)]
-LimitParam = Annotated[int, Meta(ge=1, le=MAX_LIMIT)]
-RadiusParam = Annotated[int, Meta(ge=0, le=MAX_RADIUS)]
+DateParam = Annotated[dt.date, Meta(examples=["2026-12-01"])]
+RowIdParam = Annotated[int, Meta(ge=1, le=MAX_ID, examples=[1])]
+LimitParam = Annotated[int, Meta(ge=1, le=MAX_LIMIT, examples=[2])]
+RadiusParam = Annotated[int, Meta(ge=0, le=MAX_RADIUS, examples=[1])]
 CursorParam = Annotated[str, Meta(max_length=200)]
 _INVITE_CHAR = INVITE_ALPHABET + INVITE_ALPHABET.lower()
-InviteParam = Annotated[str, Meta(pattern=f"^[- ]*([{_INVITE_CHAR}][- ]*){{{INVITE_LENGTH}}}$")]
+InviteParam = Annotated[
+    str,
+    Meta(pattern=f"^[- ]*([{_INVITE_CHAR}][- ]*){{{INVITE_LENGTH}}}$", examples=["WW9Q3T"]),
+]
+OpenApiDocument = Annotated[
+    dict[str, Any],
+    Meta(
+        description="an OpenAPI 3.1 document",
+        extra_json_schema={"required": ["openapi", "info", "paths"]},
+    ),
+]
 
 _DATE = Parameter("date", "path", DateParam, "the UTC date, YYYY-MM-DD: today or earlier")
 _NO_STORE = Header(
@@ -669,6 +679,7 @@ ROUTES: tuple[Route, ...] = (
                 Answer(
                     200,
                     "the OpenAPI 3.1 document",
+                    OpenApiDocument,
                     headers=(
                         Header("ETag", "the document's version", {"type": "string"}),
                         Header(
