@@ -211,12 +211,14 @@ async def _new_player(request: web.Request) -> rest.NewPlayer:
     """The request's body, read as a :class:`rest.NewPlayer`.
 
     Raises:
-        InvalidInputError: ``bad_json`` (not JSON, nested too deep, not an object);
-            ``bad_name`` (no ``name``, or not a string).
+        InvalidInputError: ``bad_json`` (a body that cannot be read: cut short, not decoded by
+            its ``Content-Encoding``, in an unknown charset; not JSON, nested too deep, not an
+            object); ``bad_name`` (no ``name``, or not a string).
+        web.HTTPRequestEntityTooLarge: a body over the size limit (413).
     """
     try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        body = json.loads(await _body_text(request))
+    except (json.JSONDecodeError, RecursionError):
         raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
     if not isinstance(body, dict):
         raise InvalidInputError("the body must be a JSON object", code=ErrorCode.BAD_JSON)
@@ -226,6 +228,34 @@ async def _new_player(request: web.Request) -> rest.NewPlayer:
         return msgspec.convert(body, rest.NewPlayer)
     except msgspec.ValidationError:
         raise InvalidInputError("name must be a string", code=ErrorCode.BAD_NAME) from None
+
+
+async def _body_text(request: web.Request) -> str:
+    """The request's body as text, in the charset its ``Content-Type`` names (UTF-8 by
+    default).
+
+    Raises:
+        InvalidInputError: ``bad_json`` naming why the body cannot be read.
+    """
+    try:
+        raw = await request.read()
+    except web.RequestPayloadError:
+        encoding = request.headers.get("Content-Encoding")
+        raise InvalidInputError(
+            f"the body could not be decoded as its Content-Encoding ({encoding[:20]}) says"
+            if encoding
+            else "the body could not be read (cut short?)",
+            code=ErrorCode.BAD_JSON,
+        ) from None
+    charset = request.charset or "utf-8"
+    try:
+        return raw.decode(charset)
+    except LookupError:
+        raise InvalidInputError(
+            f"the body's charset {charset[:20]!r} is not known", code=ErrorCode.BAD_JSON
+        ) from None
+    except UnicodeDecodeError:
+        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
 
 
 # ------------------------------------------------------------------------------ handlers

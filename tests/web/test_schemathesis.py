@@ -10,10 +10,12 @@ import os
 import re
 import sys
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from server.config import Settings
 from server.engine import RuleSet
+from server.services import races
 from server.services.clock import FakeClock
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, blocking_line, daily_code, register
@@ -32,9 +34,14 @@ EXCLUDED = "positive_data_acceptance"
 
 
 async def test_schemathesis_finds_no_server_error_and_every_answer_conforms(
-    make_server: ServerFactory, clock: FakeClock, settings: Settings
+    make_server: ServerFactory,
+    clock: FakeClock,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The document's examples name 2026-12-01, game 1 and player 1: let them exist.
+    # The document's examples name 2026-12-01, game 1, player 1 and the room WW9Q3T: let them
+    # exist.
+    monkeypatch.setattr(races, "_new_invite", lambda: "WW9Q3T")
     day = dt.date(2026, 12, 1)
     clock.set(dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC))
     code = daily_code((settings.daily_secret or "").encode(), day, RuleSet.EASY)
@@ -48,14 +55,16 @@ async def test_schemathesis_finds_no_server_error_and_every_answer_conforms(
         assert game["game_id"] == 1
         daily = (await ws.request({"type": "join_daily"}))["game"]
         assert (await ws.play(daily, line))["status"] == "blocked"  # ranked: a leaderboard
-        assert (await ws.request({"type": "race_create"}))["type"] == "race"
+        room = await ws.request({"type": "race_create"})
+        assert room["race"]["invite"] == "WW9Q3T", room
         await ws.close()
         report, returncode = await _schemathesis(
             f"http://127.0.0.1:{server.port}/api/v1/openapi.json", player["token"]
         )
     summary = _summary(report)
     print(summary)
-    if os.environ.get('ST_DEBUG'): print(report)
+    if os.environ.get("ST_DEBUG"):
+        print(report)
     assert returncode == 0, report[-20_000:]
     assert re.search(r"\b[1-9][0-9]* passed\b", summary), report[-5_000:]
     assert not re.search(r"fail|error", summary), report[-20_000:]
