@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -217,7 +217,7 @@ Body = (
 )
 
 
-def encode(body: msgspec.Struct) -> bytes:
+def encode(body: Body) -> bytes:
     """A body's JSON as the REST API sends it: on one line, with ``", "`` and ``": "``
     separators and every non-ASCII character escaped (docs/protocol.md §12.1). msgspec turns
     the Struct into JSON values (dates, times, enums, absent members); the standard library
@@ -242,7 +242,7 @@ class Parameter:
     describe, with its limits as :class:`msgspec.Meta`)."""
 
     name: str
-    location: str  # "path" or "query"
+    location: Literal["path", "query"]
     type: Any
     description: str
     default: Any = None
@@ -292,7 +292,6 @@ class Operation:
     parameters: tuple[Parameter, ...] = ()
     request: Any = None
     auth: Auth = Auth.NONE
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def errors(status: int, *codes: ErrorCode, headers: tuple[Header, ...] = ()) -> Answer:
@@ -360,7 +359,6 @@ def openapi_document(
         item["responses"] = {
             str(a.status): _response(a, schema_of, common_headers, headers) for a in op.answers
         }
-        item.update(op.extra)
         paths.setdefault(op.path, {})[op.method.lower()] = item
 
     document: dict[str, Any] = {

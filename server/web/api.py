@@ -20,7 +20,7 @@ import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import Annotated, Any
 
@@ -67,7 +67,7 @@ _INTEGER = re.compile(r"-?[0-9]{1,12}")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def respond(body: msgspec.Struct, status: int = 200) -> web.Response:
+def respond(body: rest.Body, status: int = 200) -> web.Response:
     """A JSON answer: ``body`` (a :mod:`server.protocol.rest` body) with the given status."""
     return web.Response(
         body=rest.encode(body), status=status, content_type="application/json", charset="utf-8"
@@ -463,7 +463,7 @@ async def openapi(request: web.Request) -> web.Response:
     websocket's messages. Revalidate with ``If-None-Match``."""
     body, etag = _openapi_json()
     headers = {"Cache-Control": "no-cache", "ETag": etag}
-    if any(tag.value == etag.strip('"') for tag in request.if_none_match or ()):
+    if any(tag.value in (etag.strip('"'), "*") for tag in request.if_none_match or ()):
         return web.Response(status=304, headers=headers)
     return web.Response(
         body=body, content_type="application/json", charset="utf-8", headers=headers
@@ -550,23 +550,12 @@ def _api(
             summary=summary,
             description=inspect.getdoc(handler) or summary,
             tag=tag,
-            answers=tuple(_with(a, _NO_STORE) for a in every),
+            answers=tuple(replace(a, headers=(*a.headers, _NO_STORE)) for a in every),
             parameters=parameters,
             request=request,
             auth=auth,
         ),
         handler,
-    )
-
-
-def _with(answer: Answer, header: Header) -> Answer:
-    return Answer(
-        answer.status,
-        answer.description,
-        answer.body,
-        answer.codes,
-        (*answer.headers, header),
-        answer.media_type,
     )
 
 

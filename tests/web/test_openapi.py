@@ -17,6 +17,7 @@ from server.config import Settings
 from server.errors import ErrorCode
 from server.protocol.client import client_message_schema
 from server.protocol.server import server_message_schema
+from server.services.games import GameMode
 from server.web.api import PREFIX, ROUTES, openapi_document
 from server.web.app import create_app
 from tests.contract import CONTRACT, Contract
@@ -95,6 +96,11 @@ def test_the_error_codes_of_each_status_are_those_of_the_protocols_table() -> No
     assert documented == table
 
 
+def test_the_game_modes_the_document_names_are_the_servers() -> None:
+    record = openapi_document()["components"]["schemas"]["GameRecord"]
+    assert set(record["properties"]["mode"]["enum"]) == {mode.value for mode in GameMode}
+
+
 def test_the_document_holds_the_websocket_message_schemas() -> None:
     websocket = openapi_document()["x-websocket"]
     assert websocket["path"] == "/ws"
@@ -121,6 +127,7 @@ async def test_the_document_is_served_and_revalidated_with_its_etag(client: Clie
 
     other = await client.get("/api/v1/openapi.json", headers={"If-None-Match": '"stale"'})
     assert other.status == 200
+    assert (await client.get("/api/v1/openapi.json", headers={"If-None-Match": "*"})).status == 304
 
 
 # ------------------------------------------------------------------------------ the checker
