@@ -92,6 +92,7 @@ class ErrorCode(StrEnum):
     # HTTP itself (REST)
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
+    REQUEST_ENTITY_TOO_LARGE = "request_entity_too_large"
     # the server
     SERVER_BUSY = "server_busy"
     UNAVAILABLE = "unavailable"

@@ -32,6 +32,7 @@ from server.services.analysis import Analyzer
 from server.services.clock import Clock, FakeClock
 from server.storage.db import create_engine, migrate
 from server.web.app import create_app
+from tests import contract
 
 ADMIN_URL = os.environ.get("TRIPEAKS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 START = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
@@ -128,12 +129,18 @@ async def make_server(
     Call it again for a second process-like server on the same database (a restart).
     ``own_clock`` gives that server a clock of its own instead of the test's fake clock (a
     process whose clock differs); other keywords override settings.
+
+    Every answer these servers send under ``/api/v1`` and of ``/healthz`` and ``/readyz`` is
+    checked against the OpenAPI document (:mod:`tests.contract`); the test fails at its end
+    if one did not conform.
     """
     servers: list[TestServer] = []
+    watches: list[contract.Watch] = []
 
     async def start(own_clock: Clock | None = None, **overrides: object) -> TestServer:
         app_settings = settings.model_copy(update=overrides) if overrides else settings
         app = create_app(app_settings, clock=own_clock or clock, analyzer=analyzer)
+        watches.append(contract.watch(app))
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         servers.append(server)
@@ -142,6 +149,8 @@ async def make_server(
     yield start
     for server in servers:
         await server.close()
+    problems = [problem for seen in watches for problem in seen.problems]
+    assert not problems, "answers that break the OpenAPI document:\n" + "\n".join(problems)
 
 
 @pytest.fixture

@@ -1,10 +1,18 @@
-"""REST routes under ``/api/v1`` (JSON): players, the daily challenge, leaderboards, games.
+"""REST routes under ``/api/v1`` (JSON): players, the daily challenge, leaderboards, games,
+race rooms; ``/healthz`` and ``/readyz``; and the API's OpenAPI document.
 
-Errors are ``{"error": {"code", "message"}}`` with a fitting HTTP status.
+:data:`ROUTES` is the route table: :func:`add_routes` registers it and
+``GET /api/v1/openapi.json`` describes it, so no route exists without its description. Every
+body is a :mod:`server.protocol.rest` Struct encoded by :func:`server.protocol.rest.encode`;
+errors are ``{"error": {"code", "message"}}`` with a fitting HTTP status.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
+import hashlib
+import inspect
 import json
 import logging
 import math
@@ -12,13 +20,16 @@ import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass, replace
+from importlib import metadata
+from typing import Annotated, Any
 
 import msgspec
 from aiohttp import web
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import SlidingWindowCounterRateLimiter
+from msgspec import Meta
 from sqlalchemy import text
 
 from server.config import Settings
@@ -32,11 +43,15 @@ from server.errors import (
     refusal,
 )
 from server.logs import bind, log_context
-from server.protocol.server import iso_time, room_state
+from server.protocol import rest
+from server.protocol.client import MAX_ID
+from server.protocol.rest import Answer, Auth, Header, Operation, Parameter, errors
+from server.protocol.server import RoomState, room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.game_views import GameSummary
-from server.services.leaderboards import Entry
+from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS, Entry
 from server.services.players import PlayerInfo
+from server.services.races import INVITE_ALPHABET, INVITE_LENGTH
 from server.web import metrics
 from server.web.keys import ADMISSION, METRICS, SERVICES, SETTINGS
 
@@ -52,9 +67,16 @@ _INTEGER = re.compile(r"-?[0-9]{1,12}")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def error_response(status: int, code: str, message: str) -> web.Response:
+def respond(body: rest.Body, status: int = 200) -> web.Response:
+    """A JSON answer: ``body`` (a :mod:`server.protocol.rest` body) with the given status."""
+    return web.Response(
+        body=rest.encode(body), status=status, content_type="application/json", charset="utf-8"
+    )
+
+
+def error_response(status: int, code: ErrorCode, message: str) -> web.Response:
     """A JSON error body ``{"error": {"code", "message"}}`` with the given HTTP status."""
-    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+    return respond(rest.error_body(code, message), status)
 
 
 @web.middleware
@@ -84,9 +106,18 @@ def _request_id(request: web.Request) -> str:
     return sent if _REQUEST_ID.fullmatch(sent) else secrets.token_hex(8)
 
 
+#: The codes of the HTTP errors aiohttp raises under the API (an unknown path, a wrong method,
+#: a body over the size limit).
+_HTTP_CODES = {
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    413: ErrorCode.REQUEST_ENTITY_TOO_LARGE,
+}
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn service errors and HTTP errors under the API into JSON error bodies."""
+    """Turn service errors, HTTP errors and failures under the API into JSON error bodies."""
     try:
         return await handler(request)
     except ServerBusyError as exc:
@@ -96,7 +127,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if not request.path.startswith(PREFIX) or exc.status < 400:
             raise
-        response = error_response(exc.status, exc.reason.lower().replace(" ", "_"), exc.reason)
+        code = _HTTP_CODES.get(exc.status)
+        if code is None:
+            code = ErrorCode.INVALID_INPUT if exc.status < 500 else ErrorCode.INTERNAL_ERROR
+        response = error_response(exc.status, code, exc.reason)
         if "Allow" in exc.headers:  # a 405 must name the allowed methods (RFC 9110 §15.5.6)
             response.headers["Allow"] = exc.headers["Allow"]
         return response
@@ -107,6 +141,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if isinstance(refused, ServerBusyError):
             return _busy(refused)
         return error_response(refused.http_status, refused.code, refused.message)
+    except Exception:
+        if not request.path.startswith(PREFIX):
+            raise
+        log.exception("unexpected error answering %s %s", request.method, request.path)
+        return error_response(500, ErrorCode.INTERNAL_ERROR, "the server failed; try again")
 
 
 def _busy(exc: ServerBusyError) -> web.Response:
@@ -117,19 +156,18 @@ def _busy(exc: ServerBusyError) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    """Register every REST route."""
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
+    """Register every route of :data:`ROUTES`, and ``/metrics`` when it is on."""
+    for route in ROUTES:
+        op = route.operation
+        if op.method == "GET":  # with HEAD
+            app.router.add_get(op.path, route.handler)
+        else:
+            app.router.add_route(op.method, op.path, route.handler)
     if app[SETTINGS].metrics:
         app.router.add_get("/metrics", scrape_metrics)
-    app.router.add_post(f"{PREFIX}/players", register_player)
-    app.router.add_get(f"{PREFIX}/players/me", me)
-    app.router.add_get(f"{PREFIX}/daily", daily_today)
-    app.router.add_get(f"{PREFIX}/daily/{{date}}", daily_of_date)
-    app.router.add_get(f"{PREFIX}/daily/{{date}}/leaderboard", leaderboard)
-    app.router.add_get(f"{PREFIX}/daily/{{date}}/leaderboard/around/{{player_id}}", around)
-    app.router.add_get(f"{PREFIX}/games/{{game_id}}", game_summary)
-    app.router.add_get(f"{PREFIX}/races/{{invite}}", race_room)
+
+
+# ------------------------------------------------------------------------------ parameters
 
 
 def _int_param(raw: str | None, name: str, default: int) -> int:
@@ -146,8 +184,9 @@ def _int_param(raw: str | None, name: str, default: int) -> int:
 
 
 def _path_id(request: web.Request, name: str) -> int:
+    """A row id in the path: ASCII digits, at most :data:`MAX_ID` (the database's bigint)."""
     raw = request.match_info[name]
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > MAX_ID:
         raise InvalidInputError(f"{name} must be a positive integer", code=ErrorCode(f"bad_{name}"))
     return int(raw)
 
@@ -168,6 +207,60 @@ async def _bearer(request: web.Request, *, required: bool) -> PlayerInfo | None:
     return player
 
 
+async def _new_player(request: web.Request) -> rest.NewPlayer:
+    """The request's body, read as a :class:`rest.NewPlayer`.
+
+    Raises:
+        InvalidInputError: ``bad_json`` (a body that cannot be read: cut short, not decoded by
+            its ``Content-Encoding``, in an unknown charset; not JSON, nested too deep, not an
+            object); ``bad_name`` (no ``name``, or not a string).
+        web.HTTPRequestEntityTooLarge: a body over the size limit (413).
+    """
+    try:
+        body = json.loads(await _body_text(request))
+    except (json.JSONDecodeError, RecursionError):
+        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
+    if not isinstance(body, dict):
+        raise InvalidInputError("the body must be a JSON object", code=ErrorCode.BAD_JSON)
+    if "name" not in body:
+        raise InvalidInputError("the body needs a 'name'", code=ErrorCode.BAD_NAME)
+    try:
+        return msgspec.convert(body, rest.NewPlayer)
+    except msgspec.ValidationError:
+        raise InvalidInputError("name must be a string", code=ErrorCode.BAD_NAME) from None
+
+
+async def _body_text(request: web.Request) -> str:
+    """The request's body as text, in the charset its ``Content-Type`` names (UTF-8 by
+    default).
+
+    Raises:
+        InvalidInputError: ``bad_json`` naming why the body cannot be read.
+    """
+    try:
+        raw = await request.read()
+    except web.RequestPayloadError:
+        encoding = request.headers.get("Content-Encoding")
+        raise InvalidInputError(
+            f"the body could not be decoded as its Content-Encoding ({encoding[:20]}) says"
+            if encoding
+            else "the body could not be read (cut short?)",
+            code=ErrorCode.BAD_JSON,
+        ) from None
+    charset = request.charset or "utf-8"
+    try:
+        return raw.decode(charset)
+    except LookupError:
+        raise InvalidInputError(
+            f"the body's charset {charset[:20]!r} is not known", code=ErrorCode.BAD_JSON
+        ) from None
+    except UnicodeDecodeError:
+        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
+
+
+# ------------------------------------------------------------------------------ handlers
+
+
 async def _database_answers(request: web.Request) -> bool:
     try:
         async with request.app[SERVICES].db.connect() as conn:
@@ -179,19 +272,19 @@ async def _database_answers(request: web.Request) -> bool:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """``GET /healthz`` (liveness) → 200 ``{"status": "ok", "database": "ok" | "unreachable"}``
-    while the process serves requests: a database outage is no reason to restart the server
-    (play resumes by itself when the database is back)."""
+    """Liveness: 200 while the process serves requests, with the database's state (``ok`` or
+    ``unreachable``): a database outage is no reason to restart the server (play resumes by
+    itself when the database is back)."""
     database = "ok" if await _database_answers(request) else "unreachable"
-    return web.json_response({"status": "ok", "database": database})
+    return respond(rest.Health("ok", database))
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """``GET /readyz`` (readiness) → 200 ``{"status": "ok", "database": "ok"}`` when the
-    database answers, else 503 ``{"status": "unavailable", "database": "unreachable"}``."""
+    """Readiness: 200 ``{"status": "ok", "database": "ok"}`` when the database answers, else
+    503 ``{"status": "unavailable", "database": "unreachable"}``."""
     if await _database_answers(request):
-        return web.json_response({"status": "ok", "database": "ok"})
-    return web.json_response({"status": "unavailable", "database": "unreachable"}, status=503)
+        return respond(rest.Health("ok", "ok"))
+    return respond(rest.Health("unavailable", "unreachable"), 503)
 
 
 async def scrape_metrics(request: web.Request) -> web.Response:
@@ -206,21 +299,22 @@ async def scrape_metrics(request: web.Request) -> web.Response:
 
 
 async def register_player(request: web.Request) -> web.Response:
-    """``POST /api/v1/players {"name"}`` → 201 ``{"id", "name", "token"}``; 429
-    ``rate_limited`` past ``TRIPEAKS_REGISTER_PER_MINUTE`` registrations from one address."""
+    """Register a player under a display name; the answer holds the player's bearer token,
+    shown only here. At most ``TRIPEAKS_REGISTER_PER_MINUTE`` registrations a minute from one
+    client address (429 ``rate_limited`` beyond)."""
     settings = request.app[SETTINGS]
     limit = RateLimitItemPerMinute(settings.register_per_minute)
     if not _registrations.hit(limit, f"register:{_client_address(request, settings)}"):
         metrics.RATE_LIMITED_REGISTRATIONS.inc()
         return error_response(
-            429, "rate_limited", "too many registrations from this address; try again later"
+            429,
+            ErrorCode.RATE_LIMITED,
+            "too many registrations from this address; try again later",
         )
-    body = await _json_object(request)
-    if "name" not in body:
-        raise InvalidInputError("the body needs a 'name'", code=ErrorCode.BAD_NAME)
+    body = await _new_player(request)
     async with request.app[ADMISSION].turn():
-        player, token = await request.app[SERVICES].players.register(body["name"])
-    return web.json_response({"id": player.id, "name": player.name, "token": token}, status=201)
+        player, token = await request.app[SERVICES].players.register(body.name)
+    return respond(rest.PlayerCreated(player.id, player.name, token), 201)
 
 
 def _client_address(request: web.Request, settings: Settings) -> str:
@@ -234,146 +328,442 @@ def _client_address(request: web.Request, settings: Settings) -> str:
 
 
 async def me(request: web.Request) -> web.Response:
-    """``GET /api/v1/players/me`` (Bearer) → ``{"id", "name"}``."""
+    """The player the bearer token belongs to."""
     player = await _bearer(request, required=True)
     assert player is not None
-    return web.json_response({"id": player.id, "name": player.name})
+    return respond(rest.Player(player.id, player.name))
 
 
-def _daily_json(info: DailyInfo) -> dict[str, Any]:
-    return {
-        "date": info.date.isoformat(),
-        "rules": info.rules.value,
-        "code": None if info.code is None else str(info.code),
-        "is_open": info.is_open,
-        "players": info.players,
-        "ranked": info.ranked,
-        "closes_at": iso_time(info.closes_at),
-        "par": info.par,
-        "line": None
+def _utc(when: dt.datetime) -> dt.datetime:
+    return when.astimezone(dt.UTC)
+
+
+def _daily(info: DailyInfo) -> rest.DailyChallenge:
+    return rest.DailyChallenge(
+        date=info.date,
+        rules=info.rules,
+        code=None if info.code is None else str(info.code),
+        is_open=info.is_open,
+        players=info.players,
+        ranked=info.ranked,
+        closes_at=_utc(info.closes_at),
+        par=info.par,
+        line=None
         if info.line is None
-        else [{"action": s.action.value, "pos": s.pos, "card": s.card} for s in info.line],
-    }
+        else [rest.LineStep(s.action, s.pos, s.card) for s in info.line],
+    )
 
 
 async def daily_today(request: web.Request) -> web.Response:
-    """``GET /api/v1/daily`` → today's (UTC) daily: date, rules, players; code null while open."""
-    return web.json_response(_daily_json(await request.app[SERVICES].daily.info()))
+    """Today's (UTC, by the database's clock) daily challenge: its rules, players and par;
+    its code is null while the date is open."""
+    return respond(_daily(await request.app[SERVICES].daily.info()))
 
 
 async def daily_of_date(request: web.Request) -> web.Response:
-    """``GET /api/v1/daily/{date}`` → that date's daily (its code once the date is over)."""
+    """A date's daily challenge (today or earlier): its code and an optimal line once the
+    date is over."""
     date = parse_date(request.match_info["date"])
-    return web.json_response(_daily_json(await request.app[SERVICES].daily.info(date)))
+    return respond(_daily(await request.app[SERVICES].daily.info(date)))
 
 
-def _entry_json(entry: Entry) -> dict[str, Any]:
-    return {
-        "rank": entry.rank,
-        "player_id": entry.player_id,
-        "name": entry.name,
-        "score": entry.score,
-        "moves": entry.moves,
-        "undos": entry.undos,
-        "elapsed_ms": entry.elapsed_ms,
-        "status": entry.status,
-        "finished_at": iso_time(entry.finished_at),
-    }
+def _entry(entry: Entry) -> rest.LeaderboardEntry:
+    return rest.LeaderboardEntry(
+        rank=entry.rank,
+        player_id=entry.player_id,
+        name=entry.name,
+        score=entry.score,
+        moves=entry.moves,
+        undos=entry.undos,
+        elapsed_ms=entry.elapsed_ms,
+        status=entry.status,
+        finished_at=_utc(entry.finished_at),
+    )
 
 
 async def leaderboard(request: web.Request) -> web.Response:
-    """``GET /api/v1/daily/{date}/leaderboard?limit=&cursor=`` → ``{date, entries,
-    next_cursor}`` (keyset pages; limit 1..100, default 50)."""
+    """A keyset page of a date's leaderboard (its won and blocked daily games, best first);
+    ``next_cursor`` leads to the next page."""
     date = parse_date(request.match_info["date"])
     limit = _int_param(request.query.get("limit"), "limit", 50)
     page = await request.app[SERVICES].leaderboards.page(
         date, limit, request.query.get("cursor") or None
     )
-    return web.json_response(
-        {
-            "date": date.isoformat(),
-            "entries": [_entry_json(e) for e in page.entries],
-            "next_cursor": page.next_cursor,
-        }
-    )
+    return respond(rest.LeaderboardPage(date, [_entry(e) for e in page.entries], page.next_cursor))
 
 
 async def around(request: web.Request) -> web.Response:
-    """``GET /api/v1/daily/{date}/leaderboard/around/{player_id}?radius=`` → ``{date,
-    player_id, entries}``: up to ``radius`` (0..50, default 5) entries either side."""
+    """The leaderboard around one player's entry: up to ``radius`` entries either side."""
     date = parse_date(request.match_info["date"])
     player_id = _path_id(request, "player_id")
     radius = _int_param(request.query.get("radius"), "radius", 5)
     entries = await request.app[SERVICES].leaderboards.around(date, player_id, radius)
-    return web.json_response(
-        {
-            "date": date.isoformat(),
-            "player_id": player_id,
-            "entries": [_entry_json(e) for e in entries],
-        }
+    return respond(rest.LeaderboardWindow(date, player_id, [_entry(e) for e in entries]))
+
+
+def _game_record(summary: GameSummary) -> rest.GameRecord:
+    return rest.GameRecord(
+        id=summary.id,
+        player=rest.Player(summary.player_id, summary.player_name),
+        mode=summary.mode.value,
+        rules=summary.code.rules,
+        code=str(summary.code) if summary.revealed else None,
+        deal_version=summary.code.version,
+        daily_date=summary.daily_date,
+        status=summary.status,
+        score=summary.score,
+        moves=summary.moves,
+        undos=summary.undos,
+        seq=summary.seq,
+        elapsed_ms=summary.elapsed_ms,
+        created_at=_utc(summary.created_at),
+        finished_at=None if summary.finished_at is None else _utc(summary.finished_at),
+        hinted=summary.hinted,
+        par=summary.par,
+        par_share=None if not summary.par else round(summary.score / summary.par, 4),
+        actions=msgspec.UNSET
+        if summary.actions is None
+        else [
+            rest.GameRecordAction(
+                seq=a.seq,
+                action=a.kind,
+                pos=a.pos,
+                card=a.card,
+                score_after=a.score_after,
+                at=_utc(a.at),
+            )
+            for a in summary.actions
+        ],
     )
 
 
-def _summary_json(summary: GameSummary) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": summary.id,
-        "player": {"id": summary.player_id, "name": summary.player_name},
-        "mode": summary.mode.value,
-        "rules": summary.code.rules.value,
-        "code": str(summary.code) if summary.revealed else None,
-        "deal_version": summary.code.version.value,
-        "daily_date": None if summary.daily_date is None else summary.daily_date.isoformat(),
-        "status": summary.status.value,
-        "score": summary.score,
-        "moves": summary.moves,
-        "undos": summary.undos,
-        "seq": summary.seq,
-        "elapsed_ms": summary.elapsed_ms,
-        "created_at": iso_time(summary.created_at),
-        "finished_at": iso_time(summary.finished_at),
-        "hinted": summary.hinted,
-        "par": summary.par,
-        "par_share": None if not summary.par else round(summary.score / summary.par, 4),
-    }
-    if summary.actions is not None:
-        body["actions"] = [
-            {
-                "seq": a.seq,
-                "action": a.kind.value,
-                "pos": a.pos,
-                "card": a.card,
-                "score_after": a.score_after,
-                "at": iso_time(a.at),
-            }
-            for a in summary.actions
-        ]
-    return body
-
-
 async def game_summary(request: web.Request) -> web.Response:
-    """``GET /api/v1/games/{id}`` → the game's summary; its code and full action list once
-    the game has ended (a daily game: once its date is over), or to its owner (Bearer)."""
+    """A game's record; its code and full action list once the game has ended (a daily game:
+    once its date is over; a race game: once the race is finished), and the action list to
+    its owner (Bearer) at any time."""
     game_id = _path_id(request, "game_id")
     viewer = await _bearer(request, required=False)
     summary = await request.app[SERVICES].games.summary(
         game_id, None if viewer is None else viewer.id
     )
-    return web.json_response(_summary_json(summary))
-
-
-async def _json_object(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
-    if not isinstance(body, dict):
-        raise InvalidInputError("the body must be a JSON object", code=ErrorCode.BAD_JSON)
-    return body
+    return respond(_game_record(summary))
 
 
 async def race_room(request: web.Request) -> web.Response:
-    """``GET /api/v1/races/{invite}`` → the ROOM object: players, status, progress, and (once
-    finished) the ranked results and the deal's code."""
+    """A race room (the ROOM object) by its invite: players, status, progress, spectators,
+    and, once finished, the ranked results and the deal's code."""
     services = request.app[SERVICES]
     room = await services.races.room(request.match_info["invite"])
-    return web.json_response(msgspec.to_builtins(room_state(room, services.clock.now())))
+    return respond(room_state(room, services.clock.now()))
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """This document: the OpenAPI 3.1 description of every REST route, generated from the
+    route table and the typed bodies; ``x-websocket`` holds the JSON Schemas of the
+    websocket's messages. Revalidate with ``If-None-Match``."""
+    body, etag = _openapi_json()
+    headers = {"Cache-Control": "no-cache", "ETag": etag}
+    if any(tag.value in (etag.strip('"'), "*") for tag in request.if_none_match or ()):
+        return web.Response(status=304, headers=headers)
+    return web.Response(
+        body=body, content_type="application/json", charset="utf-8", headers=headers
+    )
+
+
+# ------------------------------------------------------------------------------ the route table
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A registered route: its description and its handler."""
+
+    operation: Operation
+    handler: Handler
+
+
+DateParam = Annotated[dt.date, Meta(examples=["2026-12-01"])]
+RowIdParam = Annotated[int, Meta(ge=1, le=MAX_ID, examples=[1])]
+LimitParam = Annotated[int, Meta(ge=1, le=MAX_LIMIT, examples=[2])]
+RadiusParam = Annotated[int, Meta(ge=0, le=MAX_RADIUS, examples=[1])]
+CursorParam = Annotated[str, Meta(max_length=200)]
+_INVITE_CHAR = INVITE_ALPHABET + INVITE_ALPHABET.lower()
+InviteParam = Annotated[
+    str,
+    Meta(pattern=f"^[- ]*([{_INVITE_CHAR}][- ]*){{{INVITE_LENGTH}}}$", examples=["WW9Q3T"]),
+]
+OpenApiDocument = Annotated[
+    dict[str, Any],
+    Meta(
+        description="an OpenAPI 3.1 document",
+        extra_json_schema={"required": ["openapi", "info", "paths"]},
+    ),
+]
+
+_DATE = Parameter("date", "path", DateParam, "the UTC date, YYYY-MM-DD: today or earlier")
+_NO_STORE = Header(
+    "Cache-Control", "API answers are never cached", {"type": "string", "const": "no-store"}
+)
+_COMMON_HEADERS = (
+    Header(
+        "X-Request-Id",
+        "the request's id in the server's logs: the client's own X-Request-Id when it is 1 to "
+        "64 of A-Z a-z 0-9 . _ : -, else 16 random hex digits",
+        {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"},
+    ),
+    Header(
+        "Server-Timing",
+        "the time the server spent on the answer, in ms",
+        {"type": "string", "pattern": '^app;dur=[0-9]+\\.[0-9];desc="server"$'},
+    ),
+)
+_RETRY_AFTER = Header(
+    "Retry-After",
+    "with server_busy: whole seconds to wait before trying again",
+    {"type": "string", "pattern": "^[0-9]+$"},
+    required=False,
+)
+_DATABASE_FAILED = errors(
+    503, ErrorCode.UNAVAILABLE, ErrorCode.SERVER_BUSY, headers=(_RETRY_AFTER,)
+)
+_FAILED = errors(500, ErrorCode.INTERNAL_ERROR)
+
+
+def _api(
+    method: str,
+    path: str,
+    handler: Handler,
+    summary: str,
+    tag: str,
+    *answers: Answer,
+    parameters: tuple[Parameter, ...] = (),
+    request: Any = None,
+    auth: Auth = Auth.NONE,
+) -> Route:
+    """A route under ``/api/v1`` that uses the database: its answers, and the failures every
+    such route may answer with, each with ``Cache-Control: no-store``."""
+    every = (*answers, _DATABASE_FAILED, _FAILED)
+    return Route(
+        Operation(
+            method=method,
+            path=f"{PREFIX}{path}",
+            operation_id=handler.__name__,
+            summary=summary,
+            description=inspect.getdoc(handler) or summary,
+            tag=tag,
+            answers=tuple(replace(a, headers=(*a.headers, _NO_STORE)) for a in every),
+            parameters=parameters,
+            request=request,
+            auth=auth,
+        ),
+        handler,
+    )
+
+
+def _health(path: str, handler: Handler, summary: str, *answers: Answer) -> Route:
+    return Route(
+        Operation(
+            method="GET",
+            path=path,
+            operation_id=handler.__name__,
+            summary=summary,
+            description=inspect.getdoc(handler) or summary,
+            tag="health",
+            answers=answers,
+        ),
+        handler,
+    )
+
+
+_UNAUTHORIZED = errors(401, ErrorCode.UNAUTHORIZED)
+
+#: Every route the API registers, as its OpenAPI document describes it.
+ROUTES: tuple[Route, ...] = (
+    _api(
+        "POST",
+        "/players",
+        register_player,
+        "Register a player",
+        "players",
+        Answer(201, "the new player and their token", rest.PlayerCreated),
+        errors(400, ErrorCode.BAD_NAME, ErrorCode.BAD_JSON),
+        errors(409, ErrorCode.NAME_TAKEN, ErrorCode.CONFLICT),
+        errors(413, ErrorCode.REQUEST_ENTITY_TOO_LARGE),
+        errors(429, ErrorCode.RATE_LIMITED),
+        request=rest.NewPlayer,
+    ),
+    _api(
+        "GET",
+        "/players/me",
+        me,
+        "The player of the token",
+        "players",
+        Answer(200, "the player", rest.Player),
+        _UNAUTHORIZED,
+        auth=Auth.BEARER,
+    ),
+    _api(
+        "GET",
+        "/daily",
+        daily_today,
+        "Today's daily challenge",
+        "daily",
+        Answer(200, "today's daily", rest.DailyChallenge),
+    ),
+    _api(
+        "GET",
+        "/daily/{date}",
+        daily_of_date,
+        "A date's daily challenge",
+        "daily",
+        Answer(200, "that date's daily", rest.DailyChallenge),
+        errors(400, ErrorCode.BAD_DATE),
+        errors(404, ErrorCode.NO_DAILY),
+        parameters=(_DATE,),
+    ),
+    _api(
+        "GET",
+        "/daily/{date}/leaderboard",
+        leaderboard,
+        "A page of a date's leaderboard",
+        "daily",
+        Answer(200, "a page of entries", rest.LeaderboardPage),
+        errors(400, ErrorCode.BAD_DATE, ErrorCode.BAD_LIMIT, ErrorCode.BAD_CURSOR),
+        parameters=(
+            _DATE,
+            Parameter("limit", "query", LimitParam, "entries per page", default=50),
+            Parameter(
+                "cursor",
+                "query",
+                CursorParam,
+                "the previous page's next_cursor (opaque); absent for the first page",
+            ),
+        ),
+    ),
+    _api(
+        "GET",
+        "/daily/{date}/leaderboard/around/{player_id}",
+        around,
+        "The leaderboard around a player",
+        "daily",
+        Answer(200, "the entries around the player's", rest.LeaderboardWindow),
+        errors(400, ErrorCode.BAD_DATE, ErrorCode.BAD_PLAYER_ID, ErrorCode.BAD_RADIUS),
+        errors(404, ErrorCode.NOT_RANKED),
+        parameters=(
+            _DATE,
+            Parameter("player_id", "path", RowIdParam, "the player in the middle"),
+            Parameter("radius", "query", RadiusParam, "entries either side of theirs", default=5),
+        ),
+    ),
+    _api(
+        "GET",
+        "/games/{game_id}",
+        game_summary,
+        "A game's record",
+        "games",
+        Answer(200, "the game's record", rest.GameRecord),
+        errors(400, ErrorCode.BAD_GAME_ID),
+        _UNAUTHORIZED,
+        errors(404, ErrorCode.UNKNOWN_GAME),
+        parameters=(Parameter("game_id", "path", RowIdParam, "the game"),),
+        auth=Auth.OPTIONAL_BEARER,
+    ),
+    _api(
+        "GET",
+        "/races/{invite}",
+        race_room,
+        "A race room",
+        "races",
+        Answer(200, "the room (the ROOM object)", RoomState),
+        errors(400, ErrorCode.BAD_INVITE),
+        errors(404, ErrorCode.UNKNOWN_INVITE),
+        parameters=(
+            Parameter(
+                "invite",
+                "path",
+                InviteParam,
+                f"the room's invite code: {INVITE_LENGTH} characters of {INVITE_ALPHABET}, "
+                "case, dashes and spaces ignored",
+            ),
+        ),
+    ),
+    Route(
+        Operation(
+            method="GET",
+            path=f"{PREFIX}/openapi.json",
+            operation_id="openapi",
+            summary="This OpenAPI document",
+            description=inspect.getdoc(openapi) or "",
+            tag="meta",
+            answers=(
+                Answer(
+                    200,
+                    "the OpenAPI 3.1 document",
+                    OpenApiDocument,
+                    headers=(
+                        Header("ETag", "the document's version", {"type": "string"}),
+                        Header(
+                            "Cache-Control",
+                            "cache, but revalidate",
+                            {"type": "string", "const": "no-cache"},
+                            key="Cache-Control-revalidate",
+                        ),
+                    ),
+                ),
+                Answer(
+                    304,
+                    "not modified (If-None-Match named the current ETag)",
+                    headers=(Header("ETag", "the document's version", {"type": "string"}),),
+                ),
+            ),
+        ),
+        openapi,
+    ),
+    _health(
+        "/healthz",
+        healthz,
+        "Liveness",
+        Answer(200, "the process serves requests", rest.Health),
+    ),
+    _health(
+        "/readyz",
+        readyz,
+        "Readiness",
+        Answer(200, "the database answers", rest.Health),
+        Answer(503, "the database does not answer", rest.Health),
+    ),
+)
+
+_DESCRIPTION = """\
+The TriPeaks server's REST API (JSON), generated from the server's route table and typed \
+bodies. Play itself goes over the websocket at `/ws`: the JSON Schemas of its messages, both \
+ways, are under `x-websocket`. docs/protocol.md describes both, with examples.
+
+Every response carries `X-Request-Id` and `Server-Timing`; every `GET` also answers `HEAD`. \
+Under `/api/v1`, an unknown path is 404 `not_found` and a method a path does not take is 405 \
+`method_not_allowed` (with `Allow`), both with the error body."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("tripeaks-server")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of :data:`ROUTES` (made once)."""
+    return rest.openapi_document(
+        [route.operation for route in ROUTES],
+        title="TriPeaks server API",
+        version=_version(),
+        description=_DESCRIPTION,
+        common_headers=_COMMON_HEADERS,
+        websocket_path="/ws",
+    )
+
+
+@functools.cache
+def _openapi_json() -> tuple[bytes, str]:
+    body = json.dumps(openapi_document()).encode()
+    return body, f'"{hashlib.sha256(body).hexdigest()[:32]}"'

@@ -17,6 +17,7 @@ from server.config import Settings
 from server.engine import GameCode, RuleSet
 from server.services.clock import FakeClock
 from server.storage.db import create_engine
+from server.web.keys import SERVICES
 from tests.conftest import ADMIN_URL
 from tests.helpers import WsPlayer, blocking_line, daily_code, register
 
@@ -376,3 +377,59 @@ async def test_every_rest_answer_says_how_long_the_server_spent_on_it(
         assert resp.status == status, path
         timing = resp.headers["Server-Timing"]
         assert re.fullmatch(r'app;dur=\d+\.\d;desc="server"', timing), (path, timing)
+
+
+async def test_a_body_in_an_unknown_charset_is_bad_json_naming_it(client: Client) -> None:
+    resp = await client.post(
+        "/api/v1/players",
+        data=b'{"name": "Bob"}',
+        headers={"Content-Type": "application/json; charset=no-such-charset"},
+    )
+    body = await error(resp, 400, "bad_json")
+    assert body["error"]["message"] == "the body's charset 'no-such-charset' is not known"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_body_its_content_encoding_does_not_decode_is_bad_json(
+    client: Client, encoding: str
+) -> None:
+    resp = await client.post(
+        "/api/v1/players",
+        data=b'{"name": "Bob"}',
+        headers={
+            "Content-Type": "application/json",
+            "Content-Encoding": encoding,
+            # aiohttp gives up the connection of a body it could not decode once answered:
+            # ask for the close, so the client reads the answer rather than a lost connection.
+            "Connection": "close",
+        },
+    )
+    body = await error(resp, 400, "bad_json")
+    assert encoding in body["error"]["message"]
+    assert (await client.post("/api/v1/players", json={"name": "Bob"})).status == 201
+
+
+async def test_an_oversized_body_is_413_request_entity_too_large(client: Client) -> None:
+    resp = await client.post(
+        "/api/v1/players", data=b'{"name": "' + b"x" * 70_000 + b'"}', headers={}
+    )
+    await error(resp, 413, "request_entity_too_large")
+
+
+async def test_an_unexpected_failure_is_500_internal_error_in_the_error_body(
+    client: Client, server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(date: dt.date | None = None) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(server.app[SERVICES].daily, "info", broken)
+    body = await error(await client.get("/api/v1/daily"), 500, "internal_error")
+    assert body["error"]["message"] == "the server failed; try again"
+    assert (await client.get("/healthz")).status == 200
+
+
+async def test_ids_are_read_up_to_the_largest_the_database_holds(client: Client) -> None:
+    await error(await client.get(f"/api/v1/games/{2**63 - 1}"), 404, "unknown_game")
+    await error(await client.get(f"/api/v1/games/{2**63}"), 400, "bad_game_id")
+    path = f"/api/v1/daily/2026-03-14/leaderboard/around/{2**63 - 1}"
+    await error(await client.get(path), 404, "not_ranked")
