@@ -44,6 +44,7 @@ TABLES = {
     "server_instances",
     "race_connections",
     "race_presence",
+    "moderation_actions",
     "alembic_version",
 }
 
