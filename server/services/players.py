@@ -112,8 +112,11 @@ class PlayerService:
         self._sessions = sessions
         self._clock = clock
 
-    async def register(self, raw_name: object) -> tuple[PlayerInfo, str]:
-        """Create a player.
+    async def register(
+        self, raw_name: object, *, address_hash: bytes | None = None
+    ) -> tuple[PlayerInfo, str]:
+        """Create a player (``address_hash``: the keyed hash of the address they register
+        from, :func:`server.services.moderation.hash_address`; never the address).
 
         Returns:
             The new player and its bearer token (shown once; only its hash is stored).
@@ -139,7 +142,11 @@ class PlayerService:
                     code=ErrorCode.BAD_NAME,
                 )
             player = Player(
-                name=name, name_key=key, token_hash=hash_token(token), created_at=self._clock.now()
+                name=name,
+                name_key=key,
+                token_hash=hash_token(token),
+                created_at=self._clock.now(),
+                address_hash=address_hash,
             )
             session.add(player)
             try:

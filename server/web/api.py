@@ -218,8 +218,10 @@ async def register_player(request: web.Request) -> web.Response:
     body = await _json_object(request)
     if "name" not in body:
         raise InvalidInputError("the body needs a 'name'", code=ErrorCode.BAD_NAME)
+    services = request.app[SERVICES]
+    address_hash = services.moderation.address_hash(_client_address(request, settings))
     async with request.app[ADMISSION].turn():
-        player, token = await request.app[SERVICES].players.register(body["name"])
+        player, token = await services.players.register(body["name"], address_hash=address_hash)
     return web.json_response({"id": player.id, "name": player.name, "token": token}, status=201)
 
 
