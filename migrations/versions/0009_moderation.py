@@ -206,7 +206,7 @@ def _schema() -> None:
             name=op.f("ck_moderation_actions_target"),
         ),
         sa.CheckConstraint(
-            "action NOT IN ('ban', 'hide') OR length(btrim(reason)) > 0",
+            "action NOT IN ('ban', 'hide') OR coalesce(length(btrim(reason)), 0) > 0",
             name=op.f("ck_moderation_actions_reason"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_moderation_actions")),

@@ -412,7 +412,7 @@ class ModerationAction(Base):
             name="target",
         ),
         CheckConstraint(
-            "action NOT IN ('ban', 'hide') OR length(btrim(reason)) > 0", name="reason"
+            "action NOT IN ('ban', 'hide') OR coalesce(length(btrim(reason)), 0) > 0", name="reason"
         ),
     )
 
