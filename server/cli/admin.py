@@ -194,7 +194,7 @@ def hide(ctx: click.Context, game_id: int, reason: str, by: str | None) -> None:
         f"hid {_game_text(done.game)} of player {done.player.id} ({done.player.name}) from "
         f"its board, {_stamp(done.action)}"
     )
-    click.echo(f"reason: {reason.strip()}")
+    click.echo(f"reason: {' '.join(reason.split())}")
     if done.from_ban is not None:
         click.echo(
             f"it was hidden by the player's ban (action #{done.from_ban}); now hidden on its "
