@@ -61,6 +61,7 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
     BAD_NAME = "bad_name"
     NAME_TAKEN = "name_taken"
+    BANNED = "banned"
     # games
     UNKNOWN_GAME = "unknown_game"
     NOT_YOUR_GAME = "not_your_game"

@@ -1,10 +1,11 @@
-"""The ``tripeaks`` command: ``serve``, ``migrate``, ``deal``, ``solve``, ``stats`` and
-``loadtest``, one module per family of commands."""
+"""The ``tripeaks`` command: ``serve``, ``migrate``, ``deal``, ``solve``, ``stats``,
+``loadtest`` and ``admin``, one module per family of commands."""
 
 from __future__ import annotations
 
 import click
 
+from server.cli.admin import admin
 from server.cli.deals import deal, solve, stats
 from server.cli.loadtest import loadtest
 from server.cli.serve import migrate, serve
@@ -16,5 +17,5 @@ def main() -> None:
     """Competitive TriPeaks server: shared deals, daily challenge, leaderboards."""
 
 
-for command in (serve, migrate, deal, solve, stats, loadtest):
+for command in (serve, migrate, deal, solve, stats, loadtest, admin):
     main.add_command(command)

@@ -15,6 +15,7 @@ from server.services.clock import Clock
 from server.services.daily import DailyService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
+from server.services.moderation import ModerationService, address_key
 from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
@@ -37,6 +38,7 @@ class Services:
     leaderboards: LeaderboardService
     races: RaceService
     presence: PresenceService
+    moderation: ModerationService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -96,6 +98,7 @@ class Services:
                 limits.grace_s,
                 limits.instance_timeout_s,
             ),
+            moderation=ModerationService(sessions, address_key(daily_secret)),
             analyzer=analyzer,
         )
 

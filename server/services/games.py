@@ -40,6 +40,7 @@ from server.services.completion import settled, to_completion
 from server.services.daily import DailyService
 from server.services.game_views import ActionResult, GameSnapshot, GameSummary, Outcome
 from server.services.live import LiveGame, LiveGames
+from server.services.moderation import refuse_banned
 from server.storage.commits import (
     ActionWrite,
     DailyClosed,
@@ -97,6 +98,7 @@ class GameService:
         self._analyzer = analyzer
         self._committer = committer or GroupCommitter(sessions.engine)
         self._store = GameStore(sessions)
+        self._sessions = sessions
         self._live = LiveGames(self._store, cache_size)
         self._clock = clock
         self._daily = daily
@@ -140,8 +142,10 @@ class GameService:
         crosses midnight joins the new date).
 
         Raises:
+            ForbiddenError: ``banned``: a banned player starts no ranked game.
             StorageError: the database failed.
         """
+        await refuse_banned(self._sessions, player_id)
         for _ in range(JOIN_ATTEMPTS):
             today = await self._daily.today()
             code = await self._daily.challenge(today, today=today)

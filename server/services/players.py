@@ -108,8 +108,11 @@ class PlayerService:
         self._store = store
         self._clock = clock
 
-    async def register(self, raw_name: object) -> tuple[PlayerInfo, str]:
-        """Create a player.
+    async def register(
+        self, raw_name: object, *, address_hash: bytes | None = None
+    ) -> tuple[PlayerInfo, str]:
+        """Create a player (``address_hash``: the keyed hash of the address they register
+        from, :func:`server.services.moderation.hash_address`; never the address).
 
         Returns:
             The new player and its bearer token (shown once; only its hash is stored).
@@ -136,7 +139,9 @@ class PlayerService:
                 code=ErrorCode.BAD_NAME,
             )
         token = secrets.token_urlsafe(32)
-        player = await self._store.add(name, key, hash_token(token), self._clock.now())
+        player = await self._store.add(
+            name, key, hash_token(token), self._clock.now(), address_hash=address_hash
+        )
         if player is None:
             # Another player holds the key (maybe registered meanwhile): name the holder.
             raise _name_taken(name, await self._store.name_holding(key))

@@ -34,6 +34,7 @@ from server.errors import (
 )
 from server.services.clock import Clock, elapsed_ms
 from server.services.games import GameService
+from server.services.moderation import refuse_banned
 from server.services.players import PlayerInfo
 from server.services.presence import (
     CONNECTED,
@@ -243,8 +244,10 @@ class RaceService:
 
         Raises:
             InvalidInputError: ``bad_time_limit``.
+            ForbiddenError: ``banned``: a banned player opens no race.
             ConflictError: ``too_many_rooms``.
         """
+        await refuse_banned(self._sessions, player.id)
         limit = self.limits.default_time_limit_s if time_limit_s is None else time_limit_s
         if not self.limits.min_time_limit_s <= limit <= self.limits.max_time_limit_s:
             raise InvalidInputError(
@@ -301,6 +304,7 @@ class RaceService:
         Raises:
             InvalidInputError: ``bad_invite``.
             NotFoundError: ``unknown_invite``.
+            ForbiddenError: ``banned``: a banned player takes no seat (watching is open).
             ConflictError: ``room_full``, ``too_many_rooms``, ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
@@ -315,6 +319,7 @@ class RaceService:
             if watch or race.status in ("running", "finished"):
                 await self._follow(session, race, player.id, WATCHER, connection)
                 return Joined(await self._room(session, race), False, None)
+            await refuse_banned(session, player.id)
             taken = await session.scalar(
                 select(func.count()).select_from(RacePlayer).where(RacePlayer.race_id == race.id)
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -153,15 +154,14 @@ def alembic_config(connection: Connection | None = None, url: str | None = None)
     return cfg
 
 
+#: Seconds between tries of the migration lock while another process holds it.
+MIGRATION_LOCK_POLL_S = 0.05
+
+
 def _upgrade(connection: Connection) -> None:
-    connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
-    try:
-        connection.commit()
-        command.upgrade(alembic_config(connection), "head")
-        connection.commit()
-    finally:
-        connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
-        connection.commit()
+    """Migrate to head on a connection that holds the migration lock."""
+    command.upgrade(alembic_config(connection), "head")
+    connection.commit()
 
 
 async def migrate(engine: AsyncEngine) -> None:
@@ -169,7 +169,10 @@ async def migrate(engine: AsyncEngine) -> None:
 
     Safe to call from several processes at once: they take turns, and the later ones find the
     schema already at head. The lock is a session's, held across several transactions: the
-    engine must reach PostgreSQL directly (see :func:`migrate_url`).
+    engine must reach PostgreSQL directly (see :func:`migrate_url`). A process waiting for it
+    tries again every :data:`MIGRATION_LOCK_POLL_S` outside any transaction, rather than
+    blocking in ``pg_advisory_lock``: a waiting statement would hold a snapshot, which a
+    migration building an index ``CONCURRENTLY`` (under the lock) must wait out — a deadlock.
 
     Raises:
         DatabaseConfigError: ``engine`` was created for a transaction pooler.
@@ -179,8 +182,20 @@ async def migrate(engine: AsyncEngine) -> None:
             "migrations hold a session-level advisory lock, which a transaction pooler cannot "
             "carry: migrate over the direct URL (TRIPEAKS_DIRECT_DATABASE_URL)"
         )
+    lock = text("SELECT pg_try_advisory_lock(:k)").bindparams(k=MIGRATION_LOCK_KEY)
     async with engine.connect() as conn:
-        await conn.run_sync(_upgrade)
+        while True:
+            locked = await conn.scalar(lock)
+            await conn.commit()  # no transaction, hence no snapshot, while waiting
+            if locked:
+                break
+            await asyncio.sleep(MIGRATION_LOCK_POLL_S)
+        try:
+            await conn.run_sync(_upgrade)
+        finally:
+            await conn.rollback()
+            await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
+            await conn.commit()
     log.info("database schema is at the newest migration")
 
 

@@ -222,6 +222,7 @@ def _on_board(game: Any) -> ColumnElement[bool]:
     return and_(
         game.mode == literal_column("'daily'"),
         game.status.in_([literal_column("'won'"), literal_column("'blocked'")]),
+        game.hidden_at.is_(None),  # a hidden result is on no board (docs/rules.md §4)
         game.daily_date == _DATE,
     )
 

@@ -45,6 +45,10 @@ GAME_MODES = ("free", "daily", "race")
 GAME_STATUSES = ("playing", "won", "blocked", "resigned")
 ACTION_KINDS = ("remove", "draw", "undo")
 DEAL_VERSIONS = ("TP1", "TP2")
+#: A daily game's row is an entry of its date's board (migration 0009): a ranked result that
+#: is not hidden.
+BOARD_WHERE = "mode = 'daily' AND status IN ('won', 'blocked') AND hidden_at IS NULL"
+MODERATION_ACTIONS = ("ban", "unban", "hide", "restore")
 #: Longest stored game code: a TP2 code, ``TP2-E-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB``, is 37.
 CODE_MAX = 40
 
@@ -77,8 +81,25 @@ class Player(Base):
     created_at: Mapped[dt.datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
+    #: HMAC-SHA256 of the address the player registered from, under a key derived from the
+    #: daily secret (never the address itself); None for players registered before it was kept.
+    address_hash: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    #: While banned (docs/rules.md §4 "Moderation"): since when, why, and the ban's audit row.
+    banned_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    ban_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    ban_action_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("moderation_actions.id"), nullable=True
+    )
 
-    __table_args__ = (Index("uq_players_name_key", name_key, unique=True),)
+    __table_args__ = (
+        Index("uq_players_name_key", name_key, unique=True),
+        CheckConstraint(
+            "(banned_at IS NULL) = (ban_reason IS NULL) "
+            "AND (banned_at IS NULL) = (ban_action_id IS NULL)",
+            name="ban",
+        ),
+        CheckConstraint("octet_length(address_hash) = 32", name="address_hash"),
+    )
 
 
 class Game(Base):
@@ -108,9 +129,16 @@ class Game(Base):
     race_id: Mapped[int | None] = mapped_column(
         BigInteger, ForeignKey("races.id", ondelete="CASCADE"), nullable=True, index=True
     )
+    #: A hidden result keeps its row but is on no board and in no counter (docs/rules.md §4
+    #: "Moderation"): since when, and the audit row (a ban or a hide) that hid it.
+    hidden_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    hidden_by: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("moderation_actions.id"), nullable=True
+    )
 
     __table_args__ = (
         CheckConstraint("(mode = 'race') = (race_id IS NOT NULL)", name="race_id"),
+        CheckConstraint("(hidden_at IS NULL) = (hidden_by IS NULL)", name="hidden"),
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
         # The deal algorithm is stored with every game and names its code's (docs/rules.md §3).
         CheckConstraint(
@@ -136,7 +164,8 @@ class Game(Base):
             postgresql_where=text("mode = 'daily'"),
         ),
         # The daily leaderboard in docs/rules.md §4 order, for keyset pages: ascending on
-        # ``-score`` so that a position is one row comparison, i.e. one index range.
+        # ``-score`` so that a position is one row comparison, i.e. one index range. Its WHERE
+        # is the board's condition (``_on_board`` in server/services/leaderboards.py).
         Index(
             "ix_games_daily_board",
             "daily_date",
@@ -145,7 +174,7 @@ class Game(Base):
             "elapsed_ms",
             "finished_at",
             "player_id",
-            postgresql_where=text("mode = 'daily' AND status IN ('won', 'blocked')"),
+            postgresql_where=text(BOARD_WHERE),
         ),
     )
 
@@ -352,12 +381,50 @@ class DailyChallenge(Base):
     __table_args__ = (CheckConstraint("rules IN ('E', 'C')", name="rules"),)
 
 
+class ModerationAction(Base):
+    """One moderator's action, kept for ever (the audit trail of ``tripeaks admin``).
+
+    ``action``: ``ban`` / ``unban`` (``player_id``), ``hide`` / ``restore`` (``game_id``, with
+    its player and date). ``at`` is the database's clock. ``details`` holds what the action
+    changed (the games a ban hid, an unban restored). The targets are ids, not foreign keys, so
+    that the trail outlives anything it names.
+    """
+
+    __tablename__ = "moderation_actions"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    moderator: Mapped[str] = mapped_column(Text, nullable=False)
+    action: Mapped[str] = mapped_column(String(8), nullable=False)
+    player_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
+    game_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    daily_date: Mapped[dt.date | None] = mapped_column(Date, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    details: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
+
+    __table_args__ = (
+        CheckConstraint("action IN ('ban', 'unban', 'hide', 'restore')", name="action"),
+        CheckConstraint("length(btrim(moderator)) BETWEEN 1 AND 100", name="moderator"),
+        CheckConstraint(
+            "player_id IS NOT NULL AND (action IN ('ban', 'unban') OR game_id IS NOT NULL)",
+            name="target",
+        ),
+        CheckConstraint(
+            "action NOT IN ('ban', 'hide') OR coalesce(length(btrim(reason)), 0) > 0", name="reason"
+        ),
+    )
+
+
 __all__ = [
     "ACTION_KINDS",
+    "BOARD_WHERE",
     "CODE_MAX",
     "DEAL_VERSIONS",
     "GAME_MODES",
     "GAME_STATUSES",
+    "MODERATION_ACTIONS",
     "PRESENCE_ROLES",
     "PRESENCE_STATES",
     "Base",
@@ -365,6 +432,7 @@ __all__ = [
     "Game",
     "GameAction",
     "LeaderboardCount",
+    "ModerationAction",
     "Player",
     "Race",
     "RaceConnection",

@@ -40,7 +40,13 @@ class PlayerStore(Protocol):
         ...
 
     async def add(
-        self, name: str, name_key: str, token_hash: bytes, created_at: dt.datetime
+        self,
+        name: str,
+        name_key: str,
+        token_hash: bytes,
+        created_at: dt.datetime,
+        *,
+        address_hash: bytes | None = None,
     ) -> PlayerRow | None:
         """Store a new player, unless another player holds ``name_key``.
 
@@ -49,6 +55,7 @@ class PlayerStore(Protocol):
             name_key: the name's look-alike key, unique among players.
             token_hash: SHA-256 of the player's bearer token (32 bytes), unique.
             created_at: the registration time (aware, UTC).
+            address_hash: the keyed hash of the address registered from (32 bytes), or None.
 
         Returns:
             The new player with its new id, or None when another player held ``name_key``
@@ -91,7 +98,13 @@ class PostgresPlayerStore:
             return await session.scalar(select(Player.name).where(Player.name_key == name_key))
 
     async def add(
-        self, name: str, name_key: str, token_hash: bytes, created_at: dt.datetime
+        self,
+        name: str,
+        name_key: str,
+        token_hash: bytes,
+        created_at: dt.datetime,
+        *,
+        address_hash: bytes | None = None,
     ) -> PlayerRow | None:
         """Store a new player unless ``name_key`` is taken: one ``INSERT … ON CONFLICT
         (name_key) DO NOTHING``, which waits for a concurrent registration of the same key and
@@ -113,7 +126,13 @@ class PostgresPlayerStore:
         """
         statement = (
             insert(Player)
-            .values(name=name, name_key=name_key, token_hash=token_hash, created_at=created_at)
+            .values(
+                name=name,
+                name_key=name_key,
+                token_hash=token_hash,
+                created_at=created_at,
+                address_hash=address_hash,
+            )
             .on_conflict_do_nothing(index_elements=[Player.name_key])
             .returning(Player.id, Player.name)
         )

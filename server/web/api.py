@@ -312,8 +312,10 @@ async def register_player(request: web.Request) -> web.Response:
             "too many registrations from this address; try again later",
         )
     body = await _new_player(request)
+    services = request.app[SERVICES]
+    address_hash = services.moderation.address_hash(_client_address(request, settings))
     async with request.app[ADMISSION].turn():
-        player, token = await request.app[SERVICES].players.register(body.name)
+        player, token = await services.players.register(body.name, address_hash=address_hash)
     return respond(rest.PlayerCreated(player.id, player.name, token), 201)
 
 

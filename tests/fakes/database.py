@@ -27,6 +27,7 @@ class PlayerRecord:
     name_key: str
     token_hash: bytes
     created_at: dt.datetime
+    address_hash: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -91,7 +92,12 @@ class MemoryDatabase:
         return self.clock.now().astimezone(dt.UTC)
 
     def insert_player(
-        self, name: str, name_key: str, token_hash: bytes, created_at: dt.datetime
+        self,
+        name: str,
+        name_key: str,
+        token_hash: bytes,
+        created_at: dt.datetime,
+        address_hash: bytes | None = None,
     ) -> PlayerRecord:
         """Add a player with the next id.
 
@@ -104,7 +110,9 @@ class MemoryDatabase:
             raise StorageConflict("uq_players_token_hash")
         if len(name) > 24:  # VARCHAR(24)
             raise StorageUnavailable("database failure: the name does not fit its column")
-        player = PlayerRecord(next(self._player_ids), name, name_key, token_hash, created_at)
+        player = PlayerRecord(
+            next(self._player_ids), name, name_key, token_hash, created_at, address_hash
+        )
         self.players[player.id] = player
         return player
 

@@ -25,11 +25,17 @@ class MemoryPlayerStore:
         return next((p.name for p in self._db.players.values() if p.name_key == name_key), None)
 
     async def add(
-        self, name: str, name_key: str, token_hash: bytes, created_at: dt.datetime
+        self,
+        name: str,
+        name_key: str,
+        token_hash: bytes,
+        created_at: dt.datetime,
+        *,
+        address_hash: bytes | None = None,
     ) -> PlayerRow | None:
         await self._db.query()
         try:
-            player = self._db.insert_player(name, name_key, token_hash, created_at)
+            player = self._db.insert_player(name, name_key, token_hash, created_at, address_hash)
         except StorageConflict as exc:
             if exc.constraint == "uq_players_name_key":  # ON CONFLICT (name_key) DO NOTHING
                 return None

@@ -69,11 +69,23 @@ async def test_token_is_stored_only_as_its_sha256(client: Client, database_url: 
             ).one()
     finally:
         await engine.dispose()
-    assert columns == {"id", "name", "name_key", "token_hash", "created_at"}
+    assert columns == {
+        "id",
+        "name",
+        "name_key",
+        "token_hash",
+        "created_at",
+        # moderation (docs/rules.md §4 "Moderation"): a keyed hash of the address, the ban
+        "address_hash",
+        "banned_at",
+        "ban_reason",
+        "ban_action_id",
+    }
     assert row.id == alice["id"]
     assert bytes(row.token_hash) == hashlib.sha256(alice["token"].encode()).digest()
     assert alice["token"] not in row.everything
     assert alice["token"].encode().hex() not in row.everything
+    assert "127.0.0.1" not in row.everything  # the address only as a keyed hash
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,7 @@ async def stored_and_recounted(
             r.daily_date: r.n
             for r in await conn.execute(
                 select(Game.daily_date, func.count().label("n"))
-                .where(Game.mode == "daily")
+                .where(Game.mode == "daily", Game.hidden_at.is_(None))  # hidden: uncounted
                 .group_by(Game.daily_date)
             )
         }

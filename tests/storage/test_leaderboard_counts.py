@@ -84,10 +84,11 @@ async def add_games(engine: AsyncEngine, games: list[dict[str, Any]]) -> list[in
 
 
 def recount(games: Sequence[Row[*tuple[Any, ...]]]) -> Counts:
-    """The three levels of counts, computed from the ranked games in Python."""
+    """The three levels of counts, computed from the ranked games in Python (a hidden game is
+    on no board: migration 0009)."""
     counts: Counts = Counter()
     for g in games:
-        if g.mode != "daily" or g.status not in ("won", "blocked"):
+        if g.mode != "daily" or g.status not in ("won", "blocked") or g.hidden_at is not None:
             continue
         second = g.elapsed_ms // 1000
         counts[(g.daily_date, 0, g.score, 0, 0)] += 1
@@ -108,7 +109,10 @@ async def stored_and_recounted(engine: AsyncEngine) -> tuple[Counts, Counts]:
         ).all()
         games = (
             await conn.execute(
-                text("SELECT mode, status, daily_date, score, moves, elapsed_ms FROM games")
+                text(
+                    "SELECT mode, status, daily_date, score, moves, elapsed_ms, hidden_at "
+                    "FROM games"
+                )
             )
         ).all()
     return Counter({tuple(r[:5]): r[5] for r in stored}), recount(games)

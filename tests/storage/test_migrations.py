@@ -45,6 +45,7 @@ TABLES = {
     "server_instances",
     "race_connections",
     "race_presence",
+    "moderation_actions",
     "alembic_version",
 }
 

@@ -89,6 +89,9 @@ async def test_every_timestamp_column_is_timestamptz(db: AsyncEngine) -> None:
         ("server_instances", "started_at"),
         ("server_instances", "seen_at"),
         ("race_connections", "connected_at"),
+        ("players", "banned_at"),
+        ("games", "hidden_at"),
+        ("moderation_actions", "at"),
     }
     assert {r.data_type for r in rows} == {"timestamp with time zone"}
 
