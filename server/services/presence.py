@@ -36,6 +36,8 @@ from server.services.games import GameService
 from server.storage.events import RaceRoomChanged, publish
 from server.storage.models import (
     Game,
+    PresenceRole,
+    PresenceState,
     Race,
     RaceConnection,
     RacePlayer,
@@ -46,11 +48,11 @@ from server.storage.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
-CONNECTED = "connected"
-RECONNECTING = "reconnecting"
-GONE = "gone"
-RACER = "racer"
-WATCHER = "watcher"
+CONNECTED = PresenceState.CONNECTED
+RECONNECTING = PresenceState.RECONNECTING
+GONE = PresenceState.GONE
+RACER = PresenceRole.RACER
+WATCHER = PresenceRole.WATCHER
 #: Room states in which presence is kept (a finished or closed room has nobody to wait for).
 OPEN_ROOMS = ("lobby", "running")
 #: Longest a presence transaction waits for a room row another transaction holds (seconds);
@@ -103,7 +105,7 @@ async def follow(
     session: AsyncSession,
     race: Race,
     player_id: int,
-    role: str,
+    role: PresenceRole,
     connection: Connection,
     now: dt.datetime,
 ) -> bool:

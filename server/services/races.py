@@ -57,7 +57,7 @@ from server.services.presence import (
 )
 from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted, publish
 from server.storage.models import Game as GameRow
-from server.storage.models import Player, Race, RacePlayer, RacePresence
+from server.storage.models import Player, PresenceRole, Race, RacePlayer, RacePresence, RaceStatus
 from server.storage.sessions import Sessions
 
 #: Watchers listed in a room (connected ones first); ``watchers_total`` counts them all.
@@ -443,7 +443,7 @@ class RaceService:
             )
             for seat in seats:
                 seat.game_id = games[seat.player_id]
-            race.status = "running"
+            race.status = RaceStatus.RUNNING
             race.starts_at, race.ends_at = starts_at, ends_at
             race.version += 1
             await publish(
@@ -534,7 +534,7 @@ class RaceService:
                     for r in rows
                 ]
             )
-            race.status = "finished"
+            race.status = RaceStatus.FINISHED
             race.finished_at = min(now, race.ends_at)
             race.results = results
             race.version += 1
@@ -585,7 +585,7 @@ class RaceService:
         session: AsyncSession,
         race: Race,
         player_id: int,
-        role: str,
+        role: PresenceRole,
         connection: Connection | None,
     ) -> None:
         """``connection`` follows the room (locked) for the player; announce a change."""
@@ -614,7 +614,7 @@ class RaceService:
         if race.host_id == player_id:
             heir = await next_host(session, race.id, connected_only=False)
             if heir is None:
-                race.status = "closed"
+                race.status = RaceStatus.CLOSED
                 race.finished_at = self._clock.now()
             else:
                 race.host_id = heir

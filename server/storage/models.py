@@ -7,7 +7,8 @@ All timestamps are ``timestamptz`` in UTC (docs/rules.md §5).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    TypeDecorator,
     false,
     func,
     text,
@@ -47,6 +49,67 @@ ACTION_KINDS = ("remove", "draw", "undo")
 DEAL_VERSIONS = ("TP1", "TP2")
 #: Longest stored game code: a TP2 code, ``TP2-E-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB``, is 37.
 CODE_MAX = 40
+
+
+class RaceStatus(StrEnum):
+    """Where a race room is in its life (docs/rules.md §4 "Races"); the value is the stored one."""
+
+    LOBBY = "lobby"  # players join and leave; the host may start
+    RUNNING = "running"  # from the host's start (the countdown to ``starts_at``) to the end
+    FINISHED = "finished"  # over; ``results`` stored
+    CLOSED = "closed"  # abandoned before its start (left empty, or never started)
+
+    @property
+    def is_open(self) -> bool:
+        """Lobby or running: presence is kept, and a seat counts towards a player's rooms."""
+        return self in OPEN_RACE_STATUSES
+
+
+#: The statuses of an open room (see :attr:`RaceStatus.is_open`), as used in queries.
+OPEN_RACE_STATUSES = (RaceStatus.LOBBY, RaceStatus.RUNNING)
+
+
+class PresenceState(StrEnum):
+    """Whether a racer or watcher is there (docs/rules.md §4 "Presence"); the stored value."""
+
+    CONNECTED = "connected"  # at least one open connection follows the room
+    RECONNECTING = "reconnecting"  # none since ``since``; the place is kept for the grace period
+    GONE = "gone"  # left, or not back within the grace period
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class PresenceRole(StrEnum):
+    """How a player is in a room: seated (``racer``) or watching (``watcher``)."""
+
+    RACER = "racer"
+    WATCHER = "watcher"
+
+
+class EnumText(TypeDecorator[E]):
+    """A ``VARCHAR(length)`` column holding a :class:`StrEnum`'s values: written from a member
+    (or its value, checked), read back as the member. The schema is a plain string column with
+    a check constraint, so the stored values are the enum's and no migration is needed."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[E], length: int) -> None:
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value: E | str | None, dialect: Any) -> str | None:
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value: str | None, dialect: Any) -> E | None:
+        return None if value is None else self.enum(value)
+
+
+def _one_of(column: str, enum: type[StrEnum]) -> str:
+    """The check constraint text ``column IN ('a', 'b', …)`` of an enum's values."""
+    values = ", ".join(f"'{member.value}'" for member in enum)
+    return f"{column} IN ({values})"
 
 
 class Base(DeclarativeBase):
@@ -223,7 +286,7 @@ class Race(Base):
     )
     code: Mapped[str] = mapped_column(String(CODE_MAX), nullable=False)
     rules: Mapped[str] = mapped_column(String(1), nullable=False)
-    status: Mapped[str] = mapped_column(String(10), nullable=False)
+    status: Mapped[RaceStatus] = mapped_column(EnumText(RaceStatus, 10), nullable=False)
     host_deal: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
     time_limit_s: Mapped[int] = mapped_column(Integer, nullable=False)
     max_players: Mapped[int] = mapped_column(SmallInteger, nullable=False)
@@ -236,10 +299,18 @@ class Race(Base):
 
     __table_args__ = (
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
-        CheckConstraint("status IN ('lobby', 'running', 'finished', 'closed')", name="status"),
+        CheckConstraint(_one_of("status", RaceStatus), name="status"),
         CheckConstraint("time_limit_s > 0 AND max_players > 0", name="limits"),
-        Index("ix_races_running_ends_at", "ends_at", postgresql_where=text("status = 'running'")),
-        Index("ix_races_lobby_created_at", "created_at", postgresql_where=text("status = 'lobby'")),
+        Index(
+            "ix_races_running_ends_at",
+            "ends_at",
+            postgresql_where=text(f"status = '{RaceStatus.RUNNING.value}'"),
+        ),
+        Index(
+            "ix_races_lobby_created_at",
+            "created_at",
+            postgresql_where=text(f"status = '{RaceStatus.LOBBY.value}'"),
+        ),
     )
 
 
@@ -259,10 +330,6 @@ class RacePlayer(Base):
     game_id: Mapped[int | None] = mapped_column(
         BigInteger, ForeignKey("games.id", ondelete="SET NULL"), nullable=True
     )
-
-
-PRESENCE_ROLES = ("racer", "watcher")
-PRESENCE_STATES = ("connected", "reconnecting", "gone")
 
 
 class ServerInstance(Base):
@@ -322,17 +389,17 @@ class RacePresence(Base):
     player_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True, index=True
     )
-    role: Mapped[str] = mapped_column(String(8), nullable=False)
-    state: Mapped[str] = mapped_column(String(12), nullable=False)
+    role: Mapped[PresenceRole] = mapped_column(EnumText(PresenceRole, 8), nullable=False)
+    state: Mapped[PresenceState] = mapped_column(EnumText(PresenceState, 12), nullable=False)
     since: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
 
     __table_args__ = (
-        CheckConstraint("role IN ('racer', 'watcher')", name="role"),
-        CheckConstraint("state IN ('connected', 'reconnecting', 'gone')", name="state"),
+        CheckConstraint(_one_of("role", PresenceRole), name="role"),
+        CheckConstraint(_one_of("state", PresenceState), name="state"),
         Index(
             "ix_race_presence_reconnecting_since",
             "since",
-            postgresql_where=text("state = 'reconnecting'"),
+            postgresql_where=text(f"state = '{PresenceState.RECONNECTING.value}'"),
         ),
     )
 
@@ -358,17 +425,20 @@ __all__ = [
     "DEAL_VERSIONS",
     "GAME_MODES",
     "GAME_STATUSES",
-    "PRESENCE_ROLES",
-    "PRESENCE_STATES",
+    "OPEN_RACE_STATUSES",
     "Base",
     "DailyChallenge",
+    "EnumText",
     "Game",
     "GameAction",
     "LeaderboardCount",
     "Player",
+    "PresenceRole",
+    "PresenceState",
     "Race",
     "RaceConnection",
     "RacePlayer",
     "RacePresence",
+    "RaceStatus",
     "ServerInstance",
 ]
