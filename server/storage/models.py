@@ -7,8 +7,7 @@ All timestamps are ``timestamptz`` in UTC (docs/rules.md §5).
 from __future__ import annotations
 
 import datetime as dt
-from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -25,7 +24,6 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
-    TypeDecorator,
     false,
     func,
     text,
@@ -34,6 +32,14 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from server.names import name_key as _name_key
+from server.storage.enums import (
+    OPEN_RACE_STATUSES,
+    EnumText,
+    PresenceRole,
+    PresenceState,
+    RaceStatus,
+    one_of,
+)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -49,67 +55,6 @@ ACTION_KINDS = ("remove", "draw", "undo")
 DEAL_VERSIONS = ("TP1", "TP2")
 #: Longest stored game code: a TP2 code, ``TP2-E-ABCDEFG-HIJKLMN-OPQRSTU-VWXYZAB``, is 37.
 CODE_MAX = 40
-
-
-class RaceStatus(StrEnum):
-    """Where a race room is in its life (docs/rules.md §4 "Races"); the value is the stored one."""
-
-    LOBBY = "lobby"  # players join and leave; the host may start
-    RUNNING = "running"  # from the host's start (the countdown to ``starts_at``) to the end
-    FINISHED = "finished"  # over; ``results`` stored
-    CLOSED = "closed"  # abandoned before its start (left empty, or never started)
-
-    @property
-    def is_open(self) -> bool:
-        """Lobby or running: presence is kept, and a seat counts towards a player's rooms."""
-        return self in OPEN_RACE_STATUSES
-
-
-#: The statuses of an open room (see :attr:`RaceStatus.is_open`), as used in queries.
-OPEN_RACE_STATUSES = (RaceStatus.LOBBY, RaceStatus.RUNNING)
-
-
-class PresenceState(StrEnum):
-    """Whether a racer or watcher is there (docs/rules.md §4 "Presence"); the stored value."""
-
-    CONNECTED = "connected"  # at least one open connection follows the room
-    RECONNECTING = "reconnecting"  # none since ``since``; the place is kept for the grace period
-    GONE = "gone"  # left, or not back within the grace period
-
-
-E = TypeVar("E", bound=StrEnum)
-
-
-class PresenceRole(StrEnum):
-    """How a player is in a room: seated (``racer``) or watching (``watcher``)."""
-
-    RACER = "racer"
-    WATCHER = "watcher"
-
-
-class EnumText(TypeDecorator[E]):
-    """A ``VARCHAR(length)`` column holding a :class:`StrEnum`'s values: written from a member
-    (or its value, checked), read back as the member. The schema is a plain string column with
-    a check constraint, so the stored values are the enum's and no migration is needed."""
-
-    impl = String
-    cache_ok = True
-
-    def __init__(self, enum: type[E], length: int) -> None:
-        super().__init__(length)
-        self.enum = enum
-
-    def process_bind_param(self, value: E | str | None, dialect: Any) -> str | None:
-        return None if value is None else self.enum(value).value
-
-    def process_result_value(self, value: str | None, dialect: Any) -> E | None:
-        return None if value is None else self.enum(value)
-
-
-def _one_of(column: str, enum: type[StrEnum]) -> str:
-    """The check constraint text ``column IN ('a', 'b', …)`` of an enum's values."""
-    values = ", ".join(f"'{member.value}'" for member in enum)
-    return f"{column} IN ({values})"
 
 
 class Base(DeclarativeBase):
@@ -299,7 +244,7 @@ class Race(Base):
 
     __table_args__ = (
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
-        CheckConstraint(_one_of("status", RaceStatus), name="status"),
+        CheckConstraint(one_of("status", RaceStatus), name="status"),
         CheckConstraint("time_limit_s > 0 AND max_players > 0", name="limits"),
         Index(
             "ix_races_running_ends_at",
@@ -394,8 +339,8 @@ class RacePresence(Base):
     since: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
 
     __table_args__ = (
-        CheckConstraint(_one_of("role", PresenceRole), name="role"),
-        CheckConstraint(_one_of("state", PresenceState), name="state"),
+        CheckConstraint(one_of("role", PresenceRole), name="role"),
+        CheckConstraint(one_of("state", PresenceState), name="state"),
         Index(
             "ix_race_presence_reconnecting_since",
             "since",

@@ -1,6 +1,7 @@
-"""The queries of presence in race rooms: server processes (``server_instances``), the
-connections that follow rooms (``race_connections``) and each racer's or watcher's presence
-(``race_presence``) (docs/rules.md §4 "Presence").
+"""The queries of presence in race rooms (docs/rules.md §4 "Presence"): the connections that
+follow rooms (``race_connections``) and each racer's or watcher's presence (``race_presence``);
+the server processes' records in :mod:`server.storage.instances`
+(:attr:`PresenceStore.instances`).
 
 :class:`PresenceStore` holds them; the rules (who is reconnecting, when the grace period ends,
 what follows a departure) are the presence service's. Transactions are as in
@@ -19,11 +20,12 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Select, case, delete, exists, func, or_, select, text, update
+from sqlalchemy import ColumnElement, Select, case, delete, exists, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.actions import Status
+from server.storage.instances import InstanceStore, unseen
 from server.storage.models import (
     OPEN_RACE_STATUSES,
     Game,
@@ -74,55 +76,13 @@ class PresenceStore:
 
     def __init__(self, sessions: Sessions) -> None:
         self._sessions = sessions
+        #: The server processes' records.
+        self.instances = InstanceStore(sessions)
 
     def transaction(self) -> AbstractAsyncContextManager[AsyncSession]:
         """A session for one transaction, committed by the caller (as
         :meth:`server.storage.races.RaceStore.transaction`)."""
         return self._sessions()
-
-    # ---------------------------------------------------------------------- server processes
-
-    async def register(self, session: AsyncSession, instance: str) -> dt.datetime:
-        """Make the process's record if there is none (``seen_at`` now, by the database's
-        clock).
-
-        Returns:
-            The record's ``started_at`` (UTC): a record dropped and made again has a new one.
-        """
-        await session.execute(insert(ServerInstance).values(id=instance).on_conflict_do_nothing())
-        started = await session.scalar(
-            select(ServerInstance.started_at).where(ServerInstance.id == instance)
-        )
-        assert started is not None
-        return started
-
-    async def beat(self, session: AsyncSession, instance: str) -> dt.datetime | None:
-        """Refresh the process's ``seen_at`` to the database's clock.
-
-        Returns:
-            The record's ``started_at`` (UTC), or None when there is no record (it was dropped:
-            the process was taken for dead).
-        """
-        return await session.scalar(
-            update(ServerInstance)
-            .where(ServerInstance.id == instance)
-            .values(seen_at=func.statement_timestamp())
-            .returning(ServerInstance.started_at)
-        )
-
-    async def dead_instances(self, instance: str, timeout_s: float) -> list[str]:
-        """The other processes whose ``seen_at`` is more than ``timeout_s`` seconds old by the
-        database's clock (ids). Its own transaction.
-
-        Raises:
-            StorageError: the database failed.
-        """
-        async with self._sessions() as session:
-            return list((await session.scalars(_dead(instance, timeout_s))).all())
-
-    async def forget_instances(self, session: AsyncSession, instances: Sequence[str]) -> None:
-        """Delete these processes' records (their connections' records go with them)."""
-        await session.execute(delete(ServerInstance).where(ServerInstance.id.in_(instances)))
 
     # ---------------------------------------------------------------------------- connections
 
@@ -378,7 +338,7 @@ class PresenceStore:
             exists(_gone_playing(now)),
         ]
         if timeout_s is not None:
-            asked.insert(0, exists(_dead(instance, timeout_s)))
+            asked.insert(0, exists(unseen(instance, timeout_s)))
         async with self._sessions() as session:
             found = list((await session.execute(select(*asked))).one())
         dead = found.pop(0) if timeout_s is not None else False
@@ -390,14 +350,6 @@ def _matching(instances: Sequence[str], key: str | None) -> list[ColumnElement[b
     if key is not None:
         where.append(RaceConnection.connection == key)
     return where
-
-
-def _dead(instance: str, timeout_s: float) -> Select[str]:
-    return select(ServerInstance.id).where(
-        ServerInstance.seen_at
-        < func.statement_timestamp() - text(f"interval '{float(timeout_s)} seconds'"),
-        ServerInstance.id != instance,
-    )
 
 
 def _own(instance: str) -> Select[str]:

@@ -1,8 +1,8 @@
-"""The queries of race rooms: ``races`` and their seats (``race_players``), the room as shown,
-the racers' games for the results, and the room's events (docs/rules.md §4 "Races").
-
-:class:`RaceStore` holds them. The rules (who may join, when a room closes, who becomes host,
-when a race is over, how racers rank) are the services'; this module only reads and writes.
+"""The queries of race rooms (docs/rules.md §4 "Races"): the ``races`` rows, their locks and
+the room's events here, in :class:`RaceStore`; the seats and what a room shows in
+:mod:`server.storage.seats` (:attr:`RaceStore.seats`). The rules (who may join, when a room
+closes, who becomes host, when a race is over, how racers rank) are the services'; storage only
+reads and writes.
 
 Transactions: a room operation is one transaction, opened by :meth:`RaceStore.transaction` and
 committed by its caller; the methods taking ``session`` are steps within it. Every transaction
@@ -31,22 +31,14 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, case, delete, func, insert, select, text, update
+from sqlalchemy import Row, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode, RuleSet
+from server.storage.enums import OPEN_RACE_STATUSES, RaceStatus
 from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted, publish
-from server.storage.models import (
-    OPEN_RACE_STATUSES,
-    Game,
-    Player,
-    PresenceRole,
-    PresenceState,
-    Race,
-    RacePlayer,
-    RacePresence,
-    RaceStatus,
-)
+from server.storage.models import Race, RacePlayer
+from server.storage.seats import SeatStore
 from server.storage.sessions import Sessions
 
 #: The unique key an invite code collision breaks (:class:`~server.errors.StorageConflict`).
@@ -90,71 +82,6 @@ class RaceRow:
     results: list[dict[str, Any]] | None
 
 
-@dataclass(frozen=True, slots=True)
-class SeatRow:
-    """A seat: the racer, their seat number (join order, from 1) and, once started, their game."""
-
-    player_id: int
-    seat: int
-    game_id: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class PresenceRow:
-    """A racer's or watcher's stored presence: its state, and since when (UTC)."""
-
-    state: PresenceState
-    since: dt.datetime
-
-
-@dataclass(frozen=True, slots=True)
-class RoomSeatRow:
-    """A seat as the room shows it: the racer's name, their game's counters (all None before
-    the start) and their presence (None when not on record).
-
-    Attributes:
-        status: the game's status (``playing``, ``won``, ``blocked``, ``resigned``).
-        elapsed_ms: the game's stored time, None while it is being played.
-        game_created_at: when the game began (UTC; a race game begins at ``starts_at``).
-        presence: the racer's presence, None when not on record.
-    """
-
-    player_id: int
-    name: str
-    seat: int
-    game_id: int | None
-    cards_left: int | None
-    score: int | None
-    moves: int | None
-    status: str | None
-    elapsed_ms: int | None
-    game_created_at: dt.datetime | None
-    presence: PresenceRow | None
-
-
-@dataclass(frozen=True, slots=True)
-class WatcherRow:
-    """A watcher of a room: their name and presence."""
-
-    player_id: int
-    name: str
-    presence: PresenceRow
-
-
-@dataclass(frozen=True, slots=True)
-class RacerGameRow:
-    """A racer's race game, for the results: its status, score, cards left, moves and stored
-    time (``elapsed_ms`` from the start to its end; None while it is being played)."""
-
-    player_id: int
-    name: str
-    status: str
-    score: int
-    cards_left: int
-    moves: int
-    elapsed_ms: int | None
-
-
 def _race(row: Row[Any]) -> RaceRow:
     return RaceRow(
         id=row.id,
@@ -184,6 +111,8 @@ class RaceStore:
 
     def __init__(self, sessions: Sessions) -> None:
         self._sessions = sessions
+        #: The rooms' seats and what a room shows.
+        self.seats = SeatStore()
 
     def transaction(self) -> AbstractAsyncContextManager[AsyncSession]:
         """A session for one transaction (``async with store.transaction() as session:``),
@@ -236,94 +165,6 @@ class RaceStore:
         )
         return [_race(row) for row in rows]
 
-    async def room_seats(self, session: AsyncSession, race_id: int) -> list[RoomSeatRow]:
-        """The room's seats as shown, by seat number."""
-        rows = await session.execute(
-            select(
-                RacePlayer.player_id,
-                Player.name,
-                RacePlayer.seat,
-                RacePlayer.game_id,
-                Game.cards_left,
-                Game.score,
-                Game.moves,
-                Game.status,
-                Game.elapsed_ms,
-                Game.created_at,
-                RacePresence.state,
-                RacePresence.since,
-            )
-            .join(Player, Player.id == RacePlayer.player_id)
-            .outerjoin(Game, Game.id == RacePlayer.game_id)
-            .outerjoin(
-                RacePresence,
-                (RacePresence.race_id == RacePlayer.race_id)
-                & (RacePresence.player_id == RacePlayer.player_id),
-            )
-            .where(RacePlayer.race_id == race_id)
-            .order_by(RacePlayer.seat)
-        )
-        return [
-            RoomSeatRow(
-                player_id=r.player_id,
-                name=r.name,
-                seat=r.seat,
-                game_id=r.game_id,
-                cards_left=r.cards_left,
-                score=r.score,
-                moves=r.moves,
-                status=r.status,
-                elapsed_ms=r.elapsed_ms,
-                game_created_at=r.created_at,
-                presence=None if r.state is None else PresenceRow(r.state, r.since),
-            )
-            for r in rows
-        ]
-
-    async def room_watchers(
-        self, session: AsyncSession, race_id: int, limit: int
-    ) -> tuple[list[WatcherRow], int]:
-        """At most ``limit`` of the room's watchers — connected ones first, then by since and
-        player id — and how many there are in all."""
-        rows = (
-            await session.execute(
-                select(
-                    RacePresence.player_id,
-                    Player.name,
-                    RacePresence.state,
-                    RacePresence.since,
-                    func.count().over().label("total"),
-                )
-                .join(Player, Player.id == RacePresence.player_id)
-                .where(RacePresence.race_id == race_id, RacePresence.role == PresenceRole.WATCHER)
-                .order_by(
-                    case((RacePresence.state == PresenceState.CONNECTED, 0), else_=1),
-                    RacePresence.since,
-                    RacePresence.player_id,
-                )
-                .limit(limit)
-            )
-        ).all()
-        watchers = [WatcherRow(r.player_id, r.name, PresenceRow(r.state, r.since)) for r in rows]
-        return watchers, rows[0].total if rows else 0
-
-    async def racer_games(self, session: AsyncSession, race_id: int) -> list[RacerGameRow]:
-        """The race's games (one per racer who started), in no particular order."""
-        rows = await session.execute(
-            select(
-                Game.player_id,
-                Player.name,
-                Game.status,
-                Game.score,
-                Game.cards_left,
-                Game.moves,
-                Game.elapsed_ms,
-            )
-            .join(Player, Player.id == Game.player_id)
-            .where(Game.race_id == race_id)
-        )
-        return [RacerGameRow(*row) for row in rows]
-
     async def due(self, session: AsyncSession, now: dt.datetime) -> list[int]:
         """Running races whose ``ends_at`` is ``now`` or earlier (ids)."""
         return list(
@@ -332,120 +173,6 @@ class RaceStore:
                     select(Race.id).where(Race.status == RaceStatus.RUNNING, Race.ends_at <= now)
                 )
             ).all()
-        )
-
-    # --------------------------------------------------------------------------------- seats
-
-    async def seat(self, session: AsyncSession, race_id: int, player_id: int) -> SeatRow | None:
-        """The player's seat in the room, or None."""
-        row = (
-            await session.execute(
-                select(RacePlayer.player_id, RacePlayer.seat, RacePlayer.game_id).where(
-                    RacePlayer.race_id == race_id, RacePlayer.player_id == player_id
-                )
-            )
-        ).one_or_none()
-        return None if row is None else SeatRow(*row)
-
-    async def seats(self, session: AsyncSession, race_id: int) -> list[SeatRow]:
-        """The room's seats, by seat number."""
-        rows = await session.execute(
-            select(RacePlayer.player_id, RacePlayer.seat, RacePlayer.game_id)
-            .where(RacePlayer.race_id == race_id)
-            .order_by(RacePlayer.seat)
-        )
-        return [SeatRow(*row) for row in rows]
-
-    async def seats_taken(self, session: AsyncSession, race_id: int) -> int:
-        """How many seats of the room are taken."""
-        count = await session.scalar(
-            select(func.count()).select_from(RacePlayer).where(RacePlayer.race_id == race_id)
-        )
-        return count or 0
-
-    async def add_seat(
-        self, session: AsyncSession, race_id: int, player_id: int, joined_at: dt.datetime
-    ) -> int:
-        """Seat the player after the last seat taken (the room is locked by the caller).
-
-        Returns:
-            Their seat number (1 in an empty room).
-        """
-        last = await session.scalar(
-            select(func.max(RacePlayer.seat)).where(RacePlayer.race_id == race_id)
-        )
-        seat = (last or 0) + 1
-        await session.execute(
-            insert(RacePlayer).values(
-                race_id=race_id, player_id=player_id, seat=seat, joined_at=joined_at
-            )
-        )
-        return seat
-
-    async def remove_seat(self, session: AsyncSession, race_id: int, player_id: int) -> None:
-        """Free the player's seat (nothing when they have none)."""
-        await session.execute(
-            delete(RacePlayer).where(
-                RacePlayer.race_id == race_id, RacePlayer.player_id == player_id
-            )
-        )
-
-    async def rooms_held(self, session: AsyncSession, player_id: int) -> int:
-        """How many open rooms (lobby or running) the player sits in, counted after locking the
-        player's row (``FOR NO KEY UPDATE``, until the transaction ends): their joins and
-        creates, from several connections or processes at once, then take turns, so none counts
-        before another's seat is in."""
-        await session.execute(
-            select(Player.id).where(Player.id == player_id).with_for_update(key_share=True)
-        )
-        count = await session.scalar(
-            select(func.count())
-            .select_from(RacePlayer)
-            .join(Race, Race.id == RacePlayer.race_id)
-            .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_RACE_STATUSES))
-        )
-        return count or 0
-
-    async def gone_racers(self, session: AsyncSession, race_id: int) -> list[int]:
-        """The seated racers of the room who are gone, longest gone first (then by player id)."""
-        return list(
-            (
-                await session.scalars(
-                    select(RacePresence.player_id)
-                    .join(
-                        RacePlayer,
-                        (RacePlayer.race_id == RacePresence.race_id)
-                        & (RacePlayer.player_id == RacePresence.player_id),
-                    )
-                    .where(
-                        RacePresence.race_id == race_id,
-                        RacePresence.state == PresenceState.GONE,
-                    )
-                    .order_by(RacePresence.since, RacePresence.player_id)
-                )
-            ).all()
-        )
-
-    async def next_host(
-        self, session: AsyncSession, race_id: int, *, connected_only: bool
-    ) -> int | None:
-        """The seated racer in the lowest seat who is connected; else (unless
-        ``connected_only``) the racer in the lowest seat, whatever their presence (none on
-        record included); None when there is nobody."""
-        connected = RacePresence.state == PresenceState.CONNECTED
-        query = (
-            select(RacePlayer.player_id)
-            .outerjoin(
-                RacePresence,
-                (RacePresence.race_id == RacePlayer.race_id)
-                & (RacePresence.player_id == RacePlayer.player_id),
-            )
-            .where(RacePlayer.race_id == race_id)
-        )
-        if connected_only:
-            query = query.where(connected)
-        return await session.scalar(
-            query.order_by(case((connected, 0), else_=1), RacePlayer.seat).limit(1)
         )
 
     # --------------------------------------------------------------------- writing the race
@@ -486,7 +213,7 @@ class RaceStore:
             )
         ).one()
         race = _race(row)
-        await self.add_seat(session, race.id, host_id, now)
+        await self.seats.add(session, race.id, host_id, now)
         await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
         return race
 
@@ -587,12 +314,7 @@ class RaceStore:
 __all__ = [
     "INVITE_KEY",
     "OPEN_RACE_STATUSES",
-    "PresenceRow",
     "RaceRow",
     "RaceStatus",
     "RaceStore",
-    "RacerGameRow",
-    "RoomSeatRow",
-    "SeatRow",
-    "WatcherRow",
 ]

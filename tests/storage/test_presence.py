@@ -78,15 +78,15 @@ async def test_a_process_record_is_refreshed_by_the_database_clock_and_made_agai
     db: AsyncEngine, store: PresenceStore
 ) -> None:
     async with store.transaction() as session:
-        started = await store.register(session, ME)
-        assert await store.register(session, ME) == started  # made once
-        assert await store.beat(session, ME) == started
-        assert await store.beat(session, "never-registered") is None
+        started = await store.instances.register(session, ME)
+        assert await store.instances.register(session, ME) == started  # made once
+        assert await store.instances.beat(session, ME) == started
+        assert await store.instances.beat(session, "never-registered") is None
         await session.commit()
     async with store.transaction() as session:
-        await store.forget_instances(session, [ME])
-        assert await store.beat(session, ME) is None  # dropped: taken for dead
-        assert await store.register(session, ME) != started
+        await store.instances.forget(session, [ME])
+        assert await store.instances.beat(session, ME) is None  # dropped: taken for dead
+        assert await store.instances.register(session, ME) != started
 
 
 async def test_processes_unseen_for_the_time_out_are_dead_but_never_the_asker(
@@ -94,15 +94,15 @@ async def test_processes_unseen_for_the_time_out_are_dead_but_never_the_asker(
 ) -> None:
     async with store.transaction() as session:
         for instance in (ME, OTHER, "instance-c"):
-            await store.register(session, instance)
+            await store.instances.register(session, instance)
         await session.execute(
             update(ServerInstance)
             .where(ServerInstance.id.in_([ME, OTHER]))
             .values(seen_at=text("statement_timestamp() - interval '60 seconds'"))
         )
         await session.commit()
-    assert await store.dead_instances(ME, 30.0) == [OTHER]
-    assert await store.dead_instances(ME, 120.0) == []
+    assert await store.instances.dead(ME, 30.0) == [OTHER]
+    assert await store.instances.dead(ME, 120.0) == []
 
 
 async def test_connections_on_record_and_dropped_by_process_or_key(
@@ -118,7 +118,7 @@ async def test_connections_on_record_and_dropped_by_process_or_key(
         await store.add_connection(session, b.id, ann, mine, T0)
         await store.add_connection(session, a.id, ann, mine2, T0)
         await store.add_connection(session, a.id, bob, theirs, T0)
-        assert await store.beat(session, OTHER) is not None
+        assert await store.instances.beat(session, OTHER) is not None
         assert await store.connections(session, a.id, ann) == 2
         await session.commit()
     assert sorted(await store.own_keys(ME)) == ["k1", "k2"]
@@ -219,7 +219,7 @@ async def test_what_a_sweep_has_to_do_in_one_question(
 
     assert await work() == (False, False, False, False)
     async with store.transaction() as session:
-        await store.register(session, OTHER)
+        await store.instances.register(session, OTHER)
         await session.execute(
             update(ServerInstance).values(seen_at=text("now() - interval '1 hour'"))
         )

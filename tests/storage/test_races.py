@@ -109,9 +109,9 @@ async def test_a_new_room_is_a_typed_lobby_with_its_host_in_seat_one(
     async with store.transaction() as session:
         assert await store.find(session, "ACDEFG") == race
         assert await store.find(session, "XXXXXX") is None
-        seats = await store.seats(session, race.id)
+        seats = await store.seats.all(session, race.id)
         assert [(s.player_id, s.seat, s.game_id) for s in seats] == [(host, 1, None)]
-        assert await store.seats_taken(session, race.id) == 1
+        assert await store.seats.taken(session, race.id) == 1
         # Stored as the plain value.
         assert await session.scalar(text("SELECT status FROM races")) == "lobby"
 
@@ -130,14 +130,14 @@ async def test_seats_are_added_after_the_last_and_freed(db: AsyncEngine, store: 
     host, ann, bob = [await add_player(db, n) for n in ("Host", "Ann", "Bob")]
     race = await _room(store, host)
     async with store.transaction() as session:
-        assert await store.add_seat(session, race.id, ann, T0) == 2
-        await store.remove_seat(session, race.id, host)
-        assert await store.add_seat(session, race.id, bob, T0) == 3  # after the last, not a gap
+        assert await store.seats.add(session, race.id, ann, T0) == 2
+        await store.seats.remove(session, race.id, host)
+        assert await store.seats.add(session, race.id, bob, T0) == 3  # after the last, not a gap
         await session.commit()
     async with store.transaction() as session:
-        assert [s.seat for s in await store.seats(session, race.id)] == [2, 3]
-        assert (await store.seat(session, race.id, bob)) is not None
-        assert await store.seat(session, race.id, host) is None
+        assert [s.seat for s in await store.seats.all(session, race.id)] == [2, 3]
+        assert (await store.seats.find(session, race.id, bob)) is not None
+        assert await store.seats.find(session, race.id, host) is None
 
 
 # ------------------------------------------------------------------------------------ locking
@@ -207,11 +207,11 @@ async def test_a_players_room_count_takes_turns_on_the_player_row(
         await store.finish(session, done, T0, [])
         await session.commit()
     async with store.transaction() as holder:
-        assert await store.rooms_held(holder, ann) == 2  # the lobby and the running race
+        assert await store.seats.rooms_held(holder, ann) == 2  # the lobby and the running race
         with pytest.raises(StorageUnavailable):  # a second count waits for the first's end
             async with store.transaction() as session:
                 await store.limit_lock_waits(session, 0.05)
-                await store.rooms_held(session, ann)
+                await store.seats.rooms_held(session, ann)
         open_rooms = await store.open_rooms_of(holder, ann)
         assert [r.id for r in open_rooms] == [running.id, lobby.id]  # newest first (by id here)
         assert all(r.status.is_open for r in open_rooms)
@@ -234,18 +234,18 @@ async def test_the_host_passes_to_the_lowest_connected_seat_else_the_lowest(
     await _presence(db, race.id, c, PresenceState.CONNECTED)
     await _presence(db, race.id, d, PresenceState.CONNECTED)
     async with store.transaction() as session:
-        assert await store.next_host(session, race.id, connected_only=True) == c
-        assert await store.next_host(session, race.id, connected_only=False) == c
-        await store.remove_seat(session, race.id, c)
-        await store.remove_seat(session, race.id, d)
-        assert await store.next_host(session, race.id, connected_only=True) is None
+        assert await store.seats.next_host(session, race.id, connected_only=True) == c
+        assert await store.seats.next_host(session, race.id, connected_only=False) == c
+        await store.seats.remove(session, race.id, c)
+        await store.seats.remove(session, race.id, d)
+        assert await store.seats.next_host(session, race.id, connected_only=True) is None
         # Nobody connected: the lowest seat, whatever its presence (none on record included).
-        assert await store.next_host(session, race.id, connected_only=False) == host
+        assert await store.seats.next_host(session, race.id, connected_only=False) == host
         await session.execute(text("DELETE FROM race_presence WHERE player_id = :p"), {"p": host})
-        assert await store.next_host(session, race.id, connected_only=False) == host
+        assert await store.seats.next_host(session, race.id, connected_only=False) == host
         for player in (host, a, b):
-            await store.remove_seat(session, race.id, player)
-        assert await store.next_host(session, race.id, connected_only=False) is None
+            await store.seats.remove(session, race.id, player)
+        assert await store.seats.next_host(session, race.id, connected_only=False) is None
 
 
 async def test_gone_racers_are_listed_longest_gone_first_and_watchers_are_not(
@@ -261,7 +261,7 @@ async def test_gone_racers_are_listed_longest_gone_first_and_watchers_are_not(
     await _presence(db, race.id, b, PresenceState.GONE, T0)
     await _presence(db, race.id, watcher, PresenceState.GONE, T0, PresenceRole.WATCHER)
     async with store.transaction() as session:
-        assert await store.gone_racers(session, race.id) == [b, a]
+        assert await store.seats.gone_racers(session, race.id) == [b, a]
 
 
 async def test_a_rooms_seats_and_watchers_as_shown(db: AsyncEngine, store: RaceStore) -> None:
@@ -278,9 +278,9 @@ async def test_a_rooms_seats_and_watchers_as_shown(db: AsyncEngine, store: RaceS
         db, race.id, w3, PresenceState.CONNECTED, T0 + dt.timedelta(seconds=1), PresenceRole.WATCHER
     )
     async with store.transaction() as session:
-        seats = await store.room_seats(session, race.id)
-        shown, total = await store.room_watchers(session, race.id, limit=2)
-        everyone, _ = await store.room_watchers(session, race.id, limit=50)
+        seats = await store.seats.shown(session, race.id)
+        shown, total = await store.seats.watchers(session, race.id, limit=2)
+        everyone, _ = await store.seats.watchers(session, race.id, limit=50)
     assert [(s.name, s.seat, s.game_id, s.score) for s in seats] == [
         ("Host", 1, None, None),
         ("Ann", 2, None, None),
@@ -290,7 +290,7 @@ async def test_a_rooms_seats_and_watchers_as_shown(db: AsyncEngine, store: RaceS
     assert total == 3 and [w.player_id for w in shown] == [w3, w2]  # connected first, by since
     assert [w.player_id for w in everyone] == [w3, w2, w1]
     async with store.transaction() as session:
-        assert await store.room_watchers(session, 999_999, limit=5) == ([], 0)
+        assert await store.seats.watchers(session, 999_999, limit=5) == ([], 0)
 
 
 # ------------------------------------------------------------------- writes and their events
@@ -312,7 +312,7 @@ async def test_each_write_returns_the_new_row_and_announces_it_on_commit(
             "version": 1,
         }
         async with store.transaction() as session:
-            await store.add_seat(session, race.id, ann, T0)
+            await store.seats.add(session, race.id, ann, T0)
             race = await store.announce(session, race)
             assert race.version == 2 and heard.empty()  # delivered on commit only
             await session.commit()
@@ -336,10 +336,12 @@ async def test_each_write_returns_the_new_row_and_announces_it_on_commit(
         assert start["kind"] == "race_start" and start["version"] == 3
         assert start["games"] == {str(p): g for p, g in games.items()}
         async with store.transaction() as session:
-            assert {s.player_id: s.game_id for s in await store.seats(session, race.id)} == games
+            assert {
+                s.player_id: s.game_id for s in await store.seats.all(session, race.id)
+            } == games
             assert await store.due(session, ends - dt.timedelta(seconds=1)) == []
             assert await store.due(session, ends) == [race.id]
-            played = await store.racer_games(session, race.id)
+            played = await store.seats.games(session, race.id)
             assert sorted((g.player_id, g.status, g.elapsed_ms) for g in played) == [
                 (host, "playing", None),
                 (ann, "playing", None),
