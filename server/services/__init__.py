@@ -19,6 +19,8 @@ from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
+from server.storage.presence import PresenceStore
+from server.storage.races import RaceStore
 from server.storage.sessions import Sessions
 
 
@@ -75,6 +77,7 @@ class Services:
             committer=GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
         )
         limits = race_limits or RaceLimits()
+        rooms, presence = RaceStore(sessions), PresenceStore(sessions)
         return cls(
             db=db,
             clock=clock,
@@ -82,9 +85,10 @@ class Services:
             daily=daily,
             games=games,
             leaderboards=LeaderboardService(sessions),
-            races=RaceService(sessions, clock, games, limits),
+            races=RaceService(rooms, presence, clock, games, limits),
             presence=PresenceService(
-                sessions,
+                presence,
+                rooms,
                 clock,
                 games,
                 instance or uuid.uuid4().hex,

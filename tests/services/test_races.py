@@ -20,13 +20,8 @@ from server.services import Services
 from server.services.clock import FakeClock
 from server.services.games import Outcome
 from server.services.players import PlayerInfo
-from server.services.races import (
-    INVITE_ALPHABET,
-    RaceLimits,
-    _new_invite,
-    normalize_invite,
-    rank_results,
-)
+from server.services.races import INVITE_ALPHABET, RaceLimits, normalize_invite, rank_results
+from server.services.rooms import new_invite
 from server.storage.db import create_engine
 from tests.helpers import find_winning_line
 
@@ -43,7 +38,7 @@ def test_the_invite_alphabet_has_no_look_alikes() -> None:
 
 
 def test_new_invites_are_six_characters_of_the_alphabet() -> None:
-    invites = {_new_invite() for _ in range(500)}
+    invites = {new_invite() for _ in range(500)}
     assert len(invites) > 490  # random, not a sequence
     assert all(normalize_invite(i) == i and len(i) == 6 for i in invites)
 
