@@ -323,3 +323,17 @@ async def test_the_sweep_closes_lobbies_never_started(services: Services, clock:
     assert (await services.races.room(old.invite)).status == "closed"
     assert (await services.races.room(fresh.invite)).status == "lobby"
     assert [r.invite for r in await services.races.active_for(host.id)] == [fresh.invite]
+
+
+async def test_a_race_has_started_once_its_countdown_is_over(
+    services: Services, clock: FakeClock
+) -> None:
+    (host,) = await _players(services, "Host")
+    lobby = await services.races.create(host, CODE)
+    assert not services.races.started(lobby)
+    running = await services.races.start(host, lobby.invite)
+    assert running.status == "running" and not services.races.started(running)
+    clock.advance(ms=999)
+    assert not services.races.started(running)
+    clock.advance(ms=1)  # the countdown is 1 s
+    assert services.races.started(running)
