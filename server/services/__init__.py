@@ -23,6 +23,8 @@ from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
 from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.players import PostgresPlayerStore
+from server.storage.presence import PresenceStore
+from server.storage.races import RaceStore
 from server.storage.sessions import Sessions
 
 
@@ -82,6 +84,7 @@ class Services:
             committer=GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
         )
         limits = race_limits or RaceLimits()
+        rooms, presence = RaceStore(sessions), PresenceStore(sessions)
         return cls(
             db=db,
             clock=clock,
@@ -89,9 +92,10 @@ class Services:
             daily=daily,
             games=games,
             leaderboards=LeaderboardService(PostgresLeaderboardStore(sessions)),
-            races=RaceService(sessions, clock, games, limits),
+            races=RaceService(rooms, presence, clock, games, limits),
             presence=PresenceService(
-                sessions,
+                presence,
+                rooms,
                 clock,
                 games,
                 instance or uuid.uuid4().hex,

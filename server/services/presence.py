@@ -15,7 +15,9 @@ or watcher is
 Each change bumps the room's ``version`` and is announced (``race_room``) in the transaction
 that makes it. Every transaction here locks the rooms it touches (``races`` rows, in id order)
 before their presence rows, as the room operations do, so they never wait on each other in a
-cycle.
+cycle. The queries are :mod:`server.storage.presence`'s and :mod:`server.storage.races`'s; here
+are the rules of this process's connections and of the sweeps; those of a room operation's own
+transaction (shared with the race service) are :mod:`server.services.room_presence`'s.
 """
 
 from __future__ import annotations
@@ -23,295 +25,23 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
 
-from sqlalchemy import ColumnElement, Select, case, delete, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.errors import ServiceError, StorageError
 from server.services.clock import Clock
 from server.services.games import GameService
-from server.storage.events import RaceRoomChanged, publish
-from server.storage.models import (
-    Game,
-    Race,
-    RaceConnection,
-    RacePlayer,
-    RacePresence,
-    ServerInstance,
-)
-from server.storage.sessions import Sessions
+from server.services.room_presence import RoomPresence
+from server.services.rooms import Presence, Watcher, presence_of
+from server.storage.presence import Connection, PresenceRole, PresenceState, PresenceStore
+from server.storage.races import RaceStatus, RaceStore
 
 log = logging.getLogger(__name__)
 
-CONNECTED = "connected"
-RECONNECTING = "reconnecting"
-GONE = "gone"
-RACER = "racer"
-WATCHER = "watcher"
-#: Room states in which presence is kept (a finished or closed room has nobody to wait for).
-OPEN_ROOMS = ("lobby", "running")
 #: Longest a presence transaction waits for a room row another transaction holds (seconds);
 #: past it, the change is left to the next sweep.
 LOCK_WAIT_S = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class Connection:
-    """One websocket as the presence records know it: its server process and its key there."""
-
-    instance: str
-    key: str
-
-
-@dataclass(frozen=True, slots=True)
-class Presence:
-    """A racer's or watcher's presence in a room.
-
-    Attributes:
-        state: ``connected``, ``reconnecting`` or ``gone``.
-        since: when the state began (UTC).
-        until: for ``reconnecting``, when the grace period ends (UTC); otherwise None.
-    """
-
-    state: str
-    since: dt.datetime
-    until: dt.datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Watcher:
-    """A player watching a room without a seat."""
-
-    player_id: int
-    name: str
-    presence: Presence
-
-
-def presence_of(state: str, since: dt.datetime, grace_s: float) -> Presence:
-    """A stored presence row as shown: ``until`` is the end of a reconnecting player's grace."""
-    until = since + dt.timedelta(seconds=grace_s) if state == RECONNECTING else None
-    return Presence(state, since, until)
-
-
-# ------------------------------------------------------------------ within a room's transaction
-
-
-async def follow(
-    session: AsyncSession,
-    race: Race,
-    player_id: int,
-    role: str,
-    connection: Connection,
-    now: dt.datetime,
-) -> bool:
-    """Record that ``connection`` follows ``race`` (locked by the caller) for the player:
-    they are connected, as ``role``. Does nothing for a room that is not open. A racer who
-    comes back to a lobby whose host is gone takes the host's role if they are the first
-    connected seat.
-
-    Returns:
-        True when the room's presence changed (the caller announces it).
-    """
-    if race.status not in OPEN_ROOMS:
-        return False
-    # The process's record may have been dropped (taken for dead after a stall): put it back
-    # (its heartbeat then notices the new record and records its other connections again).
-    await session.execute(
-        insert(ServerInstance).values(id=connection.instance).on_conflict_do_nothing()
-    )
-    await session.execute(
-        insert(RaceConnection)
-        .values(
-            race_id=race.id,
-            instance_id=connection.instance,
-            connection=connection.key,
-            player_id=player_id,
-            connected_at=now,
-        )
-        .on_conflict_do_nothing()
-    )
-    row = await session.get(RacePresence, (race.id, player_id), with_for_update=True)
-    if row is None:
-        session.add(
-            RacePresence(
-                race_id=race.id, player_id=player_id, role=role, state=CONNECTED, since=now
-            )
-        )
-        changed = True
-    else:
-        changed = row.state != CONNECTED or row.role != role
-        if row.state != CONNECTED:
-            row.state, row.since = CONNECTED, now
-        row.role = role
-    if changed and role == RACER and race.status == "lobby" and race.host_id != player_id:
-        await session.flush()
-        host = await session.get(RacePresence, (race.id, race.host_id))
-        if host is not None and host.state == GONE:
-            heir = await next_host(session, race.id, connected_only=True)
-            if heir is not None:
-                race.host_id = heir
-    return changed
-
-
-async def leave_seat(
-    session: AsyncSession, race_id: int, player_id: int, connection: Connection | None
-) -> None:
-    """A racer's lobby seat is freed (the caller deletes it). Freed by the player from
-    ``connection``: that connection stops following the room, and if the player still follows
-    it from another, they are listed as a watcher from then on. Freed for them (dealt out,
-    their seat given away; ``connection`` None): their presence in the room ends."""
-    if connection is not None:
-        await _drop_connection(session, race_id, connection)
-        if await _connections(session, race_id, player_id):
-            await session.execute(
-                update(RacePresence)
-                .where(RacePresence.race_id == race_id, RacePresence.player_id == player_id)
-                .values(role=WATCHER)
-            )
-            return
-    await session.execute(
-        delete(RaceConnection).where(
-            RaceConnection.race_id == race_id, RaceConnection.player_id == player_id
-        )
-    )
-    await session.execute(
-        delete(RacePresence).where(
-            RacePresence.race_id == race_id, RacePresence.player_id == player_id
-        )
-    )
-
-
-async def unfollow_one(
-    session: AsyncSession, race_id: int, player_id: int, connection: Connection
-) -> bool:
-    """A watcher stops watching from ``connection``. With no other connection to the room left,
-    they are no longer listed.
-
-    Returns:
-        True when the room's presence changed.
-    """
-    await _drop_connection(session, race_id, connection)
-    if await _connections(session, race_id, player_id):
-        return False
-    removed = await session.execute(
-        delete(RacePresence).where(
-            RacePresence.race_id == race_id, RacePresence.player_id == player_id
-        )
-    )
-    return bool(removed.rowcount)  # type: ignore[attr-defined]
-
-
-async def mark_gone(
-    session: AsyncSession,
-    race_id: int,
-    player_id: int,
-    connection: Connection | None,
-    now: dt.datetime,
-) -> None:
-    """A racer left a running race: they are gone now (their game is resigned by the caller)."""
-    if connection is not None:
-        await _drop_connection(session, race_id, connection)
-    await session.execute(
-        update(RacePresence)
-        .where(RacePresence.race_id == race_id, RacePresence.player_id == player_id)
-        .values(state=GONE, since=now)
-    )
-
-
-async def limit_lock_waits(session: AsyncSession, seconds: float = LOCK_WAIT_S) -> None:
-    """Make this transaction fail, rather than wait, when a row it locks stays locked by another
-    transaction for more than ``seconds`` (a stuck session must not hold presence up)."""
-    await session.execute(text(f"SET LOCAL lock_timeout = {max(1, int(seconds * 1000))}"))
-
-
-async def gone_racers(session: AsyncSession, race_id: int) -> list[int]:
-    """The seated racers of a room who are gone, longest gone first."""
-    return list(
-        (
-            await session.scalars(
-                select(RacePresence.player_id)
-                .join(
-                    RacePlayer,
-                    (RacePlayer.race_id == RacePresence.race_id)
-                    & (RacePlayer.player_id == RacePresence.player_id),
-                )
-                .where(RacePresence.race_id == race_id, RacePresence.state == GONE)
-                .order_by(RacePresence.since, RacePresence.player_id)
-            )
-        ).all()
-    )
-
-
-async def next_host(session: AsyncSession, race_id: int, *, connected_only: bool) -> int | None:
-    """Who the host's role passes to in a lobby: the racer in the lowest seat who is connected;
-    else (unless ``connected_only``) the racer in the lowest seat; None when there is nobody."""
-    query = (
-        select(RacePlayer.player_id)
-        .outerjoin(
-            RacePresence,
-            (RacePresence.race_id == RacePlayer.race_id)
-            & (RacePresence.player_id == RacePlayer.player_id),
-        )
-        .where(RacePlayer.race_id == race_id)
-    )
-    if connected_only:
-        query = query.where(RacePresence.state == CONNECTED)
-    return await session.scalar(
-        query.order_by(case((RacePresence.state == CONNECTED, 0), else_=1), RacePlayer.seat).limit(
-            1
-        )
-    )
-
-
-async def announce(session: AsyncSession, race: Race) -> None:
-    """Bump the room's version and announce its change (``race_room``)."""
-    race.version += 1
-    await publish_room(session, race)
-
-
-async def publish_room(session: AsyncSession, race: Race) -> None:
-    """Announce the room as it is (``race_room``, with its version), in the caller's
-    transaction."""
-    await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
-
-
-async def _drop_connection(session: AsyncSession, race_id: int, connection: Connection) -> None:
-    await session.execute(
-        delete(RaceConnection).where(
-            RaceConnection.race_id == race_id,
-            RaceConnection.instance_id == connection.instance,
-            RaceConnection.connection == connection.key,
-        )
-    )
-
-
-async def _connections(session: AsyncSession, race_id: int, player_id: int) -> int:
-    return (
-        await session.scalar(
-            select(func.count())
-            .select_from(RaceConnection)
-            .where(RaceConnection.race_id == race_id, RaceConnection.player_id == player_id)
-        )
-    ) or 0
-
-
-async def _lock_rooms(session: AsyncSession, race_ids: Iterable[int]) -> list[Race]:
-    ids = sorted(set(race_ids))
-    if not ids:
-        return []
-    return list(
-        (
-            await session.scalars(
-                select(Race).where(Race.id.in_(ids)).order_by(Race.id).with_for_update()
-            )
-        ).all()
-    )
-
-
-# ----------------------------------------------------------------------------------- service
 
 
 class PresenceService:
@@ -320,7 +50,8 @@ class PresenceService:
     records of closed connections dropped, grace periods ended, gone racers' games resigned.
 
     Args:
-        sessions: database session factory.
+        store: the presence records' queries.
+        races: the rooms' queries (rooms are locked, their host passed and changes announced).
         clock: the UTC clock (presence times, grace periods).
         games: the game service (a gone racer's game is resigned through it).
         instance: this process's id in ``server_instances``.
@@ -331,14 +62,17 @@ class PresenceService:
 
     def __init__(
         self,
-        sessions: Sessions,
+        store: PresenceStore,
+        races: RaceStore,
         clock: Clock,
         games: GameService,
         instance: str,
         grace_s: float,
         instance_timeout_s: float,
     ) -> None:
-        self._sessions = sessions
+        self._store = store
+        self._races = races
+        self._rooms = RoomPresence(races, store)
         self._clock = clock
         self._games = games
         self.instance = instance
@@ -361,8 +95,8 @@ class PresenceService:
 
     async def register(self) -> None:
         """Record this process as running (at start, before it serves anyone)."""
-        async with self._sessions() as session:
-            self._registered_at = await self._record(session)
+        async with self._store.transaction() as session:
+            self._registered_at = await self._store.instances.register(session, self.instance)
             await session.commit()
         self._healthy_since = self._last_beat = time.monotonic()
 
@@ -383,15 +117,10 @@ class PresenceService:
             StorageError: the database did not answer.
         """
         try:
-            async with self._sessions() as session:
-                started = await session.scalar(
-                    update(ServerInstance)
-                    .where(ServerInstance.id == self.instance)
-                    .values(seen_at=func.statement_timestamp())
-                    .returning(ServerInstance.started_at)
-                )
+            async with self._store.transaction() as session:
+                started = await self._store.instances.beat(session, self.instance)
                 if started is None:
-                    started = await self._record(session)
+                    started = await self._store.instances.register(session, self.instance)
                 await session.commit()
         except BaseException:
             self._healthy_since = None
@@ -416,21 +145,18 @@ class PresenceService:
         Raises:
             StorageError: the database failed, or a room stayed locked (nothing recorded).
         """
-        async with self._sessions() as session:
-            await limit_lock_waits(session)
-            race_ids = (
-                await session.scalars(
-                    select(RacePlayer.race_id)
-                    .join(Race, Race.id == RacePlayer.race_id)
-                    .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
-                )
-            ).all()
+        async with self._races.transaction() as session:
+            await self._races.limit_lock_waits(session, LOCK_WAIT_S)
+            seated = await self._races.open_rooms_of(session, player_id)
             now = self._clock.now()
-            for race in await _lock_rooms(session, race_ids):
-                if await follow(session, race, player_id, RACER, connection, now):
-                    await announce(session, race)
+            for race in await self._races.lock_all(session, [r.id for r in seated]):
+                race, changed = await self._rooms.follow(
+                    session, race, player_id, PresenceRole.RACER, connection, now
+                )
+                if changed:
+                    await self._races.announce(session, race)
             await session.commit()
-            return bool(race_ids)
+            return bool(seated)
 
     async def unfollow(self, connection: Connection) -> None:
         """A connection closed: its player, left with no other connection to a room it
@@ -440,12 +166,8 @@ class PresenceService:
             StorageError: the database failed or a room stayed locked (the sweep drops
                 the closed connection's records later).
         """
-        async with self._sessions() as session:
-            await self._drop_connections(
-                session,
-                RaceConnection.instance_id == connection.instance,
-                RaceConnection.connection == connection.key,
-            )
+        async with self._store.transaction() as session:
+            await self._drop_connections(session, [connection.instance], connection.key)
             await session.commit()
 
     async def refollow(self, follows: Iterable[tuple[int, int, str]]) -> bool:
@@ -466,19 +188,21 @@ class PresenceService:
         done = True
         for race_id, members in sorted(by_room.items()):
             try:
-                async with self._sessions() as session:
-                    await limit_lock_waits(session)
-                    rooms = await _lock_rooms(session, [race_id])
-                    if not rooms:
+                async with self._races.transaction() as session:
+                    await self._races.limit_lock_waits(session, LOCK_WAIT_S)
+                    race = await self._races.lock(session, race_id)
+                    if race is None:
                         continue
-                    room, changed, now = rooms[0], False, self._clock.now()
+                    changed, now = False, self._clock.now()
                     for player_id, key in members:
-                        seated = await session.get(RacePlayer, (race_id, player_id))
-                        role = RACER if seated is not None else WATCHER
-                        connection = self.connection(key)
-                        changed |= await follow(session, room, player_id, role, connection, now)
+                        seated = await self._races.seats.find(session, race_id, player_id)
+                        role = PresenceRole.RACER if seated else PresenceRole.WATCHER
+                        race, moved = await self._rooms.follow(
+                            session, race, player_id, role, self.connection(key), now
+                        )
+                        changed |= moved
                     if changed:
-                        await announce(session, room)
+                        await self._races.announce(session, race)
                     await session.commit()
             except StorageError as exc:
                 log.info(
@@ -499,21 +223,24 @@ class PresenceService:
         tried again by the next sweep, and the others go on.
         """
         now = self._clock.now()
-        steps = {
-            self._drop_dead: self._dead_instances() if self._healthy() else None,
-            self._drop_closed: self._own_records(),
-            self._end_grace: self._past_grace(now),
-            self._resign_gone: self._gone_but_playing(now),
-        }
-        wanted = [query for query in steps.values() if query is not None]
         try:
-            async with self._sessions() as session:
-                found = iter((await session.execute(select(*(q.exists() for q in wanted)))).one())
+            work = await self._store.sweep_work(
+                instance=self.instance,
+                timeout_s=self.instance_timeout_s if self._healthy() else None,
+                grace_cutoff=self._grace_cutoff(now),
+                now=now,
+            )
         except StorageError as exc:
             log.info("presence: the sweep is left for the next one (%s)", type(exc).__name__)
             return
-        for step, query in steps.items():
-            if query is None or not next(found):
+        steps = {
+            self._drop_dead: work.dead_instances,
+            self._drop_closed: work.own_records,
+            self._end_grace: work.past_grace,
+            self._resign_gone: work.gone_playing,
+        }
+        for step, wanted in steps.items():
+            if not wanted:
                 continue
             try:
                 await step(now, open_keys)
@@ -531,81 +258,22 @@ class PresenceService:
             time.monotonic() - self._healthy_since >= self.instance_timeout_s
         )
 
-    def _dead_instances(self) -> Select[str]:
-        """Other processes whose record is older than the time-out (the database's clock)."""
-        return select(ServerInstance.id).where(
-            ServerInstance.seen_at
-            < func.statement_timestamp()
-            - text(f"interval '{float(self.instance_timeout_s)} seconds'"),
-            ServerInstance.id != self.instance,
-        )
-
-    def _own_records(self) -> Select[str]:
-        """The connections this process has on record."""
-        return (
-            select(RaceConnection.connection)
-            .where(RaceConnection.instance_id == self.instance)
-            .distinct()
-        )
-
-    def _past_grace(self, now: dt.datetime) -> Select[int]:
-        """Open rooms with a player reconnecting for longer than the grace period."""
-        return (
-            select(RacePresence.race_id)
-            .join(Race, Race.id == RacePresence.race_id)
-            .where(
-                RacePresence.state == RECONNECTING,
-                RacePresence.since <= now - dt.timedelta(seconds=self.grace_s),
-                Race.status.in_(OPEN_ROOMS),
-            )
-            .distinct()
-        )
-
-    def _gone_but_playing(self, now: dt.datetime) -> Select[int, int]:
-        """``(player_id, game_id)`` of gone racers still playing a race that has started."""
-        return (
-            select(Game.player_id, Game.id)
-            .join(Race, Race.id == Game.race_id)
-            .join(
-                RacePresence,
-                (RacePresence.race_id == Game.race_id) & (RacePresence.player_id == Game.player_id),
-            )
-            .where(
-                Race.status == "running",
-                Race.starts_at <= now,
-                RacePresence.state == GONE,
-                Game.status == "playing",
-            )
-        )
+    def _grace_cutoff(self, now: dt.datetime) -> dt.datetime:
+        """Players reconnecting since this time or earlier are past their grace period."""
+        return now - dt.timedelta(seconds=self.grace_s)
 
     async def _drop_dead(
         self, _now: dt.datetime, _open_keys: Callable[[], Collection[str]]
     ) -> None:
-        async with self._sessions() as session:
-            dead = (await session.scalars(self._dead_instances())).all()
+        dead = await self._store.instances.dead(self.instance, self.instance_timeout_s)
         if dead:
             log.warning("presence: server processes %s stopped answering", ", ".join(dead))
-            await self._drop_instances(list(dead))
-
-    # ------------------------------------------------------------------------------ helpers
-
-    async def _record(self, session: AsyncSession) -> dt.datetime:
-        """Make this process's record if there is none; its ``started_at``."""
-        await session.execute(
-            insert(ServerInstance).values(id=self.instance).on_conflict_do_nothing()
-        )
-        started = await session.scalar(
-            select(ServerInstance.started_at).where(ServerInstance.id == self.instance)
-        )
-        assert started is not None
-        return started
+            await self._drop_instances(dead)
 
     async def _drop_closed(
         self, _now: dt.datetime, open_keys: Callable[[], Collection[str]]
     ) -> None:
-        async with self._sessions() as session:
-            keys = (await session.scalars(self._own_records())).all()
-        for key in keys:
+        for key in await self._store.own_keys(self.instance):
             # Asked now, after the records were read: a connection that opened (and recorded
             # itself) since is open, and keys are never used twice.
             if key not in open_keys():
@@ -615,92 +283,24 @@ class PresenceService:
                 except StorageError:
                     continue  # its room is locked: the next sweep
 
-    async def _drop_instances(self, instances: list[str]) -> None:
-        async with self._sessions() as session:
-            await self._drop_connections(session, RaceConnection.instance_id.in_(instances))
-            await session.execute(delete(ServerInstance).where(ServerInstance.id.in_(instances)))
-            await session.commit()
-
-    async def _drop_connections(self, session: AsyncSession, *where: ColumnElement[bool]) -> None:
-        """Drop the connection records matching ``where`` (their rooms locked first, in id
-        order, waiting at most :data:`LOCK_WAIT_S`); players left with no connection to a room
-        start reconnecting there (:meth:`_settle`)."""
-        await limit_lock_waits(session)
-        race_ids = (
-            await session.scalars(select(RaceConnection.race_id).where(*where).distinct())
-        ).all()
-        rooms = await _lock_rooms(session, race_ids)
-        pairs = (
-            await session.execute(
-                delete(RaceConnection)
-                .where(*where)
-                .returning(RaceConnection.race_id, RaceConnection.player_id)
-            )
-        ).all()
-        await self._settle(session, rooms, [(p.race_id, p.player_id) for p in pairs])
-
-    async def _settle(
-        self, session: AsyncSession, rooms: list[Race], pairs: list[tuple[int, int]]
-    ) -> None:
-        """Players of ``pairs`` left with no connection to a room (locked in ``rooms``) start
-        reconnecting; each room so changed is announced."""
-        by_id = {room.id: room for room in rooms}
-        changed: set[int] = set()
-        now = self._clock.now()
-        for race_id, player_id in sorted(set(pairs)):
-            room = by_id.get(race_id)
-            if room is None or room.status not in OPEN_ROOMS:
-                continue  # a finished or closed room's presence stays as it ended
-            if await _connections(session, race_id, player_id):
-                continue
-            moved = await session.execute(
-                update(RacePresence)
-                .where(
-                    RacePresence.race_id == race_id,
-                    RacePresence.player_id == player_id,
-                    RacePresence.state == CONNECTED,
-                )
-                .values(state=RECONNECTING, since=now)
-            )
-            if moved.rowcount:  # type: ignore[attr-defined]
-                changed.add(race_id)
-        for race_id in sorted(changed):
-            await announce(session, by_id[race_id])
-
     async def _end_grace(self, now: dt.datetime, _open_keys: Callable[[], Collection[str]]) -> None:
         """Reconnecting players whose grace period is over are gone (each room in its own
         transaction, so a locked room holds up only itself); a lobby whose host is gone passes
         the role on."""
-        cutoff = now - dt.timedelta(seconds=self.grace_s)
-        async with self._sessions() as session:
-            race_ids = (await session.scalars(self._past_grace(now))).all()
-        for race_id in race_ids:
+        cutoff = self._grace_cutoff(now)
+        for race_id in await self._store.rooms_past_grace(cutoff):
             try:
-                async with self._sessions() as session:
-                    await limit_lock_waits(session)
-                    rooms = await _lock_rooms(session, [race_id])
-                    if not rooms or rooms[0].status not in OPEN_ROOMS:
+                async with self._races.transaction() as session:
+                    await self._races.limit_lock_waits(session, LOCK_WAIT_S)
+                    race = await self._races.lock(session, race_id)
+                    if race is None or not race.status.is_open:
                         continue
-                    race = rooms[0]
-                    gone = (
-                        await session.scalars(
-                            update(RacePresence)
-                            .where(
-                                RacePresence.race_id == race.id,
-                                RacePresence.state == RECONNECTING,
-                                RacePresence.since <= cutoff,
-                            )
-                            .values(state=GONE, since=now)
-                            .returning(RacePresence.player_id)
-                        )
-                    ).all()
+                    gone = await self._store.end_grace(session, race.id, cutoff, now)
                     if not gone:
                         continue
-                    if race.status == "lobby" and race.host_id in gone:
-                        heir = await next_host(session, race.id, connected_only=True)
-                        if heir is not None:
-                            race.host_id = heir
-                    await announce(session, race)
+                    if race.status == RaceStatus.LOBBY and race.host_id in gone:
+                        race = await self._rooms.pass_host(session, race, connected_only=True)
+                    await self._races.announce(session, race)
                     await session.commit()
             except StorageError as exc:
                 log.info(
@@ -714,37 +314,64 @@ class PresenceService:
     ) -> None:
         """Resign the games of gone racers in running races (again on the next sweep, should
         one fail: the race's start not reached yet, a busy row, the database)."""
-        async with self._sessions() as session:
-            rows = (await session.execute(self._gone_but_playing(now))).all()
-        for player_id, game_id in rows:
+        for gone in await self._store.gone_but_playing(now):
             try:
-                await self._games.resign(player_id, game_id)
-                log.info("presence: player %s is gone; game %s resigned", player_id, game_id)
+                await self._games.resign(gone.player_id, gone.game_id)
+                log.info(
+                    "presence: player %s is gone; game %s resigned", gone.player_id, gone.game_id
+                )
             except ServiceError as exc:
-                log.info("presence: game %s of a gone racer not resigned (%s)", game_id, exc.code)
+                log.info(
+                    "presence: game %s of a gone racer not resigned (%s)", gone.game_id, exc.code
+                )
             except StorageError as exc:
-                log.info("presence: game %s of a gone racer not resigned (%s)", game_id, exc)
+                log.info("presence: game %s of a gone racer not resigned (%s)", gone.game_id, exc)
+
+    # ------------------------------------------------------------------------------ helpers
+
+    async def _drop_instances(self, instances: Sequence[str]) -> None:
+        async with self._store.transaction() as session:
+            await self._drop_connections(session, instances)
+            await self._store.instances.forget(session, instances)
+            await session.commit()
+
+    async def _drop_connections(
+        self, session: AsyncSession, instances: Sequence[str], key: str | None = None
+    ) -> None:
+        """Drop the connection records of these processes (only connection ``key``'s when
+        given), their rooms locked first, in id order, waiting at most :data:`LOCK_WAIT_S`;
+        players left with no connection to an open room start reconnecting there, and each
+        room so changed is announced."""
+        await self._races.limit_lock_waits(session, LOCK_WAIT_S)
+        followed = await self._store.rooms_followed(session, instances, key)
+        rooms = {race.id: race for race in await self._races.lock_all(session, followed)}
+        pairs = await self._store.drop_connections(session, instances, key)
+        changed: set[int] = set()
+        now = self._clock.now()
+        for race_id, player_id in sorted(set(pairs)):
+            race = rooms.get(race_id)
+            if race is None or not race.status.is_open:
+                continue  # a finished or closed room's presence stays as it ended
+            if await self._store.connections(session, race_id, player_id):
+                continue
+            if await self._store.set_state(
+                session,
+                race_id,
+                player_id,
+                PresenceState.RECONNECTING,
+                now,
+                only_from=PresenceState.CONNECTED,
+            ):
+                changed.add(race_id)
+        for race_id in sorted(changed):
+            await self._races.announce(session, rooms[race_id])
 
 
 __all__ = [
-    "CONNECTED",
-    "GONE",
     "LOCK_WAIT_S",
-    "RACER",
-    "RECONNECTING",
-    "WATCHER",
     "Connection",
     "Presence",
     "PresenceService",
     "Watcher",
-    "announce",
-    "follow",
-    "gone_racers",
-    "leave_seat",
-    "limit_lock_waits",
-    "mark_gone",
-    "next_host",
     "presence_of",
-    "publish_room",
-    "unfollow_one",
 ]

@@ -4,23 +4,24 @@ A room lives in PostgreSQL (``races``, ``race_players``), so any server process 
 its players. Every change is published as an event (``LISTEN/NOTIFY``) inside the transaction
 that makes it; the web layer passes events on to the sockets it holds.
 
-Life of a room: ``lobby`` (players join and leave; the host starts) → ``running`` (a countdown
-to ``starts_at``, when the deal is released to every racer, until every racer has won, been
-blocked or resigned, or ``ends_at``) → ``finished`` with ranked results. A lobby left empty or
-never started is ``closed``.
+Life of a room (:class:`~server.storage.races.RaceStatus`): ``lobby`` (players join and leave;
+the host starts) → ``running`` (a countdown to ``starts_at``, when the deal is released to every
+racer, until every racer has won, been blocked or resigned, or ``ends_at``) → ``finished`` with
+ranked results. A lobby left empty or never started is ``closed``.
+
+Here are the rules of a room's life; its queries are :mod:`server.storage.races`'s, what a room
+looks like (and the order of the results) is :mod:`server.services.rooms`'s, and who is there
+:mod:`server.services.room_presence`'s.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import secrets
-from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from server.engine.actions import Status
 from server.engine.codes import DealVersion, GameCode, RuleSet
 from server.errors import (
     ConflictError,
@@ -32,177 +33,37 @@ from server.errors import (
     StorageError,
     UnavailableError,
 )
-from server.services.clock import Clock, elapsed_ms
+from server.services.clock import Clock
 from server.services.games import GameService
 from server.services.moderation import refuse_banned
 from server.services.players import PlayerInfo
-from server.services.presence import (
-    CONNECTED,
-    LOCK_WAIT_S,
-    OPEN_ROOMS,
-    RACER,
-    WATCHER,
-    Connection,
-    Presence,
-    Watcher,
-    announce,
-    follow,
-    gone_racers,
-    leave_seat,
-    limit_lock_waits,
-    mark_gone,
-    next_host,
-    presence_of,
-    publish_room,
-    unfollow_one,
+from server.services.presence import LOCK_WAIT_S
+from server.services.room_presence import RoomPresence
+from server.services.rooms import (
+    INVITE_ALPHABET,
+    WATCHERS_SHOWN,
+    Joined,
+    RaceLimits,
+    Room,
+    Seat,
+    new_invite,
+    normalize_invite,
+    rank_results,
+    results_of,
+    room_view,
 )
-from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted, publish
-from server.storage.models import Game as GameRow
-from server.storage.models import Player, Race, RacePlayer, RacePresence
-from server.storage.sessions import Sessions
-
-#: Watchers listed in a room (connected ones first); ``watchers_total`` counts them all.
-WATCHERS_SHOWN = 50
+from server.storage.presence import Connection, PresenceRole, PresenceStore
+from server.storage.races import INVITE_KEY, RaceRow, RaceStatus, RaceStore
 
 log = logging.getLogger(__name__)
-
-#: Invite codes: easy to read aloud and type; no 0/O, 1/I/L, 5/S, 2/Z, 8/B look-alikes.
-INVITE_ALPHABET = "34679ACDEFGHJKMNPQRTUVWXY"
-INVITE_LENGTH = 6
-
-
-@dataclass(frozen=True, slots=True)
-class RaceLimits:
-    """Room limits and timings.
-
-    Attributes:
-        max_players: seats per room.
-        max_rooms: rooms (lobby or running) one player may sit in at once.
-        countdown_s: seconds from the host's start to the deal's release.
-        default_time_limit_s / min_time_limit_s / max_time_limit_s: the race time limit.
-        lobby_ttl_s: a lobby never started is closed after this long.
-        grace_s: seconds a racer or watcher whose connections all closed keeps their place
-            (reconnecting) before they are gone (docs/rules.md §4 "Presence").
-        instance_timeout_s: seconds after which a server process that stopped refreshing its
-            record is taken for dead, and its players start reconnecting.
-    """
-
-    max_players: int = 8
-    max_rooms: int = 3
-    countdown_s: float = 5.0
-    default_time_limit_s: int = 600
-    min_time_limit_s: int = 30
-    max_time_limit_s: int = 7200
-    lobby_ttl_s: int = 7200
-    grace_s: float = 60.0
-    instance_timeout_s: float = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class Seat:
-    """A racer in a room, with their game's progress once the race has started."""
-
-    player_id: int
-    name: str
-    seat: int
-    game_id: int | None
-    cards_left: int | None = None
-    score: int | None = None
-    moves: int | None = None
-    status: str | None = None
-    elapsed_ms: int | None = None
-    presence: Presence | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Room:
-    """A race room as anyone with its invite may see it (never a card; the code only once
-    the race is finished).
-
-    ``host_deal``: the host chose the deal's code (and may know its cards); otherwise it is a
-    random TP2 deal nobody knows before the race ends.
-    """
-
-    id: int
-    invite: str
-    host_id: int
-    status: str
-    rules: RuleSet
-    code: GameCode | None
-    host_deal: bool
-    time_limit_s: int
-    max_players: int
-    version: int
-    created_at: dt.datetime
-    starts_at: dt.datetime | None
-    ends_at: dt.datetime | None
-    finished_at: dt.datetime | None
-    seats: tuple[Seat, ...]
-    results: list[dict[str, Any]] | None
-    watchers: tuple[Watcher, ...] = ()
-    watchers_total: int = 0
-    grace_s: float = 60.0
-
-    def seat_of(self, player_id: int) -> Seat | None:
-        """The player's seat, or None for a spectator."""
-        return next((s for s in self.seats if s.player_id == player_id), None)
-
-
-@dataclass(frozen=True, slots=True)
-class Joined:
-    """The answer to a join: the room, and the player's game when they race in a started race."""
-
-    room: Room
-    racer: bool
-    game_id: int | None
-
-
-def normalize_invite(raw: str) -> str:
-    """Upper-case an invite code and drop spaces and dashes.
-
-    Raises:
-        InvalidInputError: ``bad_invite`` when it is not 6 characters of the invite alphabet.
-    """
-    invite = raw.replace("-", "").replace(" ", "").upper()
-    if len(invite) != INVITE_LENGTH or any(c not in INVITE_ALPHABET for c in invite):
-        raise InvalidInputError(
-            f"{raw[:20]!r} is not an invite code ({INVITE_LENGTH} characters)",
-            code=ErrorCode.BAD_INVITE,
-        )
-    return invite
-
-
-def rank_results(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Order racers for the results (docs/rules.md §4): those who cleared all 28 cards first, by
-    finish time; then the rest by score (higher first), then cards left (fewer first); then player
-    id.
-
-    Args:
-        rows: one dict per racer with ``player_id``, ``name``, ``status``, ``score``,
-            ``cards_left``, ``moves`` and ``elapsed_ms`` (ms from the start to their end, or
-            None for a game still going when the race ended).
-
-    Returns:
-        New dicts with ``rank`` (1, 2, 3, … — one agreed order, no shared ranks) and
-        ``cleared`` added.
-    """
-
-    def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        if row["status"] == "won":
-            return (0, row["elapsed_ms"], 0, 0, row["player_id"])
-        return (1, 0, -row["score"], row["cards_left"], row["player_id"])
-
-    ordered = sorted(rows, key=key)
-    return [
-        {**row, "rank": i, "cleared": row["status"] == "won"} for i, row in enumerate(ordered, 1)
-    ]
 
 
 class RaceService:
     """Creates, joins, starts and finishes races.
 
     Args:
-        sessions: database session factory.
+        store: the rooms' queries.
+        presence: the presence records' queries (a room operation records who follows it).
         clock: the UTC clock.
         games: the game service (race games are ordinary stored games).
         limits: room limits and timings.
@@ -210,12 +71,14 @@ class RaceService:
 
     def __init__(
         self,
-        sessions: Sessions,
+        store: RaceStore,
+        presence: PresenceStore,
         clock: Clock,
         games: GameService,
         limits: RaceLimits | None = None,
     ) -> None:
-        self._sessions = sessions
+        self._store = store
+        self._presence = RoomPresence(store, presence)
         self._clock = clock
         self._games = games
         self.limits = limits or RaceLimits()
@@ -247,44 +110,35 @@ class RaceService:
             ForbiddenError: ``banned``: a banned player opens no race.
             ConflictError: ``too_many_rooms``.
         """
-        await refuse_banned(self._sessions, player.id)
-        limit = self.limits.default_time_limit_s if time_limit_s is None else time_limit_s
-        if not self.limits.min_time_limit_s <= limit <= self.limits.max_time_limit_s:
-            raise InvalidInputError(
-                f"time_limit_s must be {self.limits.min_time_limit_s}.."
-                f"{self.limits.max_time_limit_s}",
-                code=ErrorCode.BAD_TIME_LIMIT,
-            )
+        async with self._store.transaction() as session:
+            await refuse_banned(session, player.id)
+        limit = self.limits.time_limit(time_limit_s)
         deal = code if code is not None else GameCode.random(rules, DealVersion.TP2)
         now = self._clock.now()
         for _ in range(8):
             try:
-                async with self._sessions() as session:
-                    await self._check_room_count(session, player.id)
-                    race = Race(
-                        invite=_new_invite(),
+                async with self._store.transaction() as session:
+                    self.limits.check_rooms(await self._store.seats.rooms_held(session, player.id))
+                    race = await self._store.create(
+                        session,
+                        invite=new_invite(),
                         host_id=player.id,
-                        code=str(deal),
-                        rules=deal.rules.value,
-                        status="lobby",
+                        code=deal,
                         host_deal=code is not None,
                         time_limit_s=limit,
                         max_players=self.limits.max_players,
-                        version=1,
-                        created_at=now,
-                    )
-                    session.add(race)
-                    await session.flush()
-                    session.add(
-                        RacePlayer(race_id=race.id, player_id=player.id, seat=1, joined_at=now)
+                        now=now,
                     )
                     if connection is not None:
-                        await follow(session, race, player.id, RACER, connection, now)
-                    await publish_room(session, race)
+                        await self._presence.follow(
+                            session, race, player.id, PresenceRole.RACER, connection, now
+                        )
                     await session.commit()
                 return await self.room(race.invite)
-            except StorageConflict:  # an invite code collision: try another
-                continue
+            except StorageConflict as exc:
+                if exc.constraint != INVITE_KEY:
+                    raise
+                continue  # an invite code collision: try another
         raise UnavailableError("could not allocate an invite code; try again")
 
     async def join(
@@ -308,43 +162,37 @@ class RaceService:
             ConflictError: ``room_full``, ``too_many_rooms``, ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
-        async with self._sessions() as session:
-            race = await self._race_for_update(session, invite)
-            seat = await session.get(RacePlayer, (race.id, player.id))
+        async with self._store.transaction() as session:
+            race = _found(await self._store.find(session, invite, lock=True), invite)
+            now = self._clock.now()
+            seat = await self._store.seats.find(session, race.id, player.id)
             if seat is not None:
-                await self._follow(session, race, player.id, RACER, connection)
+                race = await self._follow(
+                    session, race, player.id, PresenceRole.RACER, connection, now
+                )
                 return Joined(await self._room(session, race), True, seat.game_id)
-            if race.status == "closed":  # nothing to watch either
+            if race.status == RaceStatus.CLOSED:  # nothing to watch either
                 raise ConflictError("this race room is closed", code=ErrorCode.RACE_CLOSED)
-            if watch or race.status in ("running", "finished"):
-                await self._follow(session, race, player.id, WATCHER, connection)
+            if watch or race.status in (RaceStatus.RUNNING, RaceStatus.FINISHED):
+                race = await self._follow(
+                    session, race, player.id, PresenceRole.WATCHER, connection, now
+                )
                 return Joined(await self._room(session, race), False, None)
             await refuse_banned(session, player.id)
-            taken = await session.scalar(
-                select(func.count()).select_from(RacePlayer).where(RacePlayer.race_id == race.id)
-            )
-            if (taken or 0) >= race.max_players:
-                gone = await gone_racers(session, race.id)
+            if await self._store.seats.taken(session, race.id) >= race.max_players:
+                gone = await self._store.seats.gone_racers(session, race.id)
                 if not gone:
                     raise ConflictError(
                         f"the room is full ({race.max_players} players)", code=ErrorCode.ROOM_FULL
                     )
-                await self._unseat(session, race, gone[0])
-            await self._check_room_count(session, player.id)
-            last = await session.scalar(
-                select(func.max(RacePlayer.seat)).where(RacePlayer.race_id == race.id)
-            )
-            session.add(
-                RacePlayer(
-                    race_id=race.id,
-                    player_id=player.id,
-                    seat=(last or 0) + 1,
-                    joined_at=self._clock.now(),
-                )
-            )
+                race = await self._presence.unseat(session, race, gone[0], None, now)
+            self.limits.check_rooms(await self._store.seats.rooms_held(session, player.id))
+            await self._store.seats.add(session, race.id, player.id, now)
             if connection is not None:
-                await follow(session, race, player.id, RACER, connection, self._clock.now())
-            await announce(session, race)
+                race, _ = await self._presence.follow(
+                    session, race, player.id, PresenceRole.RACER, connection, now
+                )
+            race = await self._store.announce(session, race)
             await session.commit()
             return Joined(await self._room(session, race), True, None)
 
@@ -374,24 +222,25 @@ class RaceService:
         """
         invite = normalize_invite(raw_invite)
         resign_game: int | None = None
-        async with self._sessions() as session:
-            race = await self._race_for_update(session, invite)
-            seat = await session.get(RacePlayer, (race.id, player.id))
+        async with self._store.transaction() as session:
+            race = _found(await self._store.find(session, invite, lock=True), invite)
+            now = self._clock.now()
+            seat = await self._store.seats.find(session, race.id, player.id)
             if seat is None and not watching:
                 raise ConflictError(f"you are not in race {invite}", code=ErrorCode.NOT_IN_RACE)
-            if seat is not None and race.status == "lobby":
-                await self._unseat(session, race, player.id, connection)
-                await announce(session, race)
-            elif seat is not None and race.status == "running":
+            if seat is not None and race.status == RaceStatus.LOBBY:
+                race = await self._presence.unseat(session, race, player.id, connection, now)
+                await self._store.announce(session, race)
+            elif seat is not None and race.status == RaceStatus.RUNNING:
                 resign_game = seat.game_id
-                await mark_gone(session, race.id, player.id, connection, self._clock.now())
-                await announce(session, race)
+                await self._presence.mark_gone(session, race.id, player.id, connection, now)
+                await self._store.announce(session, race)
             elif (
                 seat is None
                 and connection is not None
-                and await unfollow_one(session, race.id, player.id, connection)
+                and await self._presence.unfollow_one(session, race.id, player.id, connection)
             ):
-                await announce(session, race)
+                await self._store.announce(session, race)
             await session.commit()
         if resign_game is not None:
             try:
@@ -416,44 +265,28 @@ class RaceService:
             ConflictError: ``already_started`` (running or finished) or ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
-        async with self._sessions() as session:
-            race = await self._race_for_update(session, invite)
+        async with self._store.transaction() as session:
+            race = _found(await self._store.find(session, invite, lock=True), invite)
+            now = self._clock.now()
             if race.host_id != player.id:
                 raise ForbiddenError("only the host can start the race", code=ErrorCode.NOT_HOST)
-            if race.status == "closed":
+            if race.status == RaceStatus.CLOSED:
                 raise ConflictError("this race room is closed", code=ErrorCode.RACE_CLOSED)
-            if race.status != "lobby":
+            if race.status != RaceStatus.LOBBY:
                 raise ConflictError("the race has already started", code=ErrorCode.ALREADY_STARTED)
             if connection is not None:
-                await follow(session, race, player.id, RACER, connection, self._clock.now())
-                await session.flush()
-            for gone in await gone_racers(session, race.id):  # dealt out (rules §4)
-                await self._unseat(session, race, gone)
-            seats = (
-                await session.scalars(
-                    select(RacePlayer)
-                    .where(RacePlayer.race_id == race.id)
-                    .order_by(RacePlayer.seat)
+                race, _ = await self._presence.follow(
+                    session, race, player.id, PresenceRole.RACER, connection, now
                 )
-            ).all()
-            now = self._clock.now()
+            for gone in await self._store.seats.gone_racers(session, race.id):  # dealt out
+                race = await self._presence.unseat(session, race, gone, None, now)
+            seats = await self._store.seats.all(session, race.id)
             starts_at = now + dt.timedelta(seconds=self.limits.countdown_s)
             ends_at = starts_at + dt.timedelta(seconds=race.time_limit_s)
             games = await self._games.create_race_games(
-                session,
-                race.id,
-                GameCode.parse(race.code),
-                [s.player_id for s in seats],
-                starts_at,
+                session, race.id, race.code, [s.player_id for s in seats], starts_at
             )
-            for seat in seats:
-                seat.game_id = games[seat.player_id]
-            race.status = "running"
-            race.starts_at, race.ends_at = starts_at, ends_at
-            race.version += 1
-            await publish(
-                session, RaceStarted(race.id, race.invite, race.version, starts_at, games)
-            )
+            race = await self._store.start(session, race, starts_at, ends_at, games)
             await session.commit()
             return await self._room(session, race)
 
@@ -465,24 +298,21 @@ class RaceService:
             NotFoundError: ``unknown_invite``.
         """
         invite = normalize_invite(raw_invite)
-        async with self._sessions() as session:
-            race = await session.scalar(select(Race).where(Race.invite == invite))
-            if race is None:
-                raise NotFoundError(f"there is no race {invite}", code=ErrorCode.UNKNOWN_INVITE)
-            return await self._room(session, race)
+        async with self._store.transaction() as session:
+            return await self._room(
+                session, _found(await self._store.find(session, invite), invite)
+            )
 
     async def active_for(self, player_id: int) -> list[Room]:
         """The rooms (lobby or running) the player sits in, newest first."""
-        async with self._sessions() as session:
-            races = (
-                await session.scalars(
-                    select(Race)
-                    .join(RacePlayer, RacePlayer.race_id == Race.id)
-                    .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_ROOMS))
-                    .order_by(Race.created_at.desc(), Race.id.desc())
-                )
-            ).all()
+        async with self._store.transaction() as session:
+            races = await self._store.open_rooms_of(session, player_id)
             return [await self._room(session, race) for race in races]
+
+    def started(self, room: Room) -> bool:
+        """Whether the room's race has started by this server's clock: its countdown is over
+        and the deal is released to its racers (docs/rules.md §4 "Races")."""
+        return room.starts_at is not None and room.starts_at <= self._clock.now()
 
     # ----------------------------------------------------------------------------- ending
 
@@ -494,56 +324,25 @@ class RaceService:
         Args:
             race_id: the race.
             lock_wait_s: the longest to wait for the race row when another transaction holds
-                it (then ``sqlalchemy.exc.OperationalError``); None waits as long as it takes.
+                it (then :class:`~server.errors.StorageUnavailable`); None waits as long as it
+                takes.
 
         Returns:
             True when this call finished the race.
         """
-        async with self._sessions() as session:
+        async with self._store.transaction() as session:
             if lock_wait_s is not None:
-                await limit_lock_waits(session, lock_wait_s)
-            race = await session.scalar(select(Race).where(Race.id == race_id).with_for_update())
-            if race is None or race.status != "running":
+                await self._store.limit_lock_waits(session, lock_wait_s)
+            race = await self._store.lock(session, race_id)
+            if race is None or race.status != RaceStatus.RUNNING:
                 return False
-            assert race.starts_at is not None and race.ends_at is not None
+            assert race.ends_at is not None
             now = self._clock.now()
-            rows = (
-                await session.execute(
-                    select(
-                        GameRow.player_id,
-                        Player.name,
-                        GameRow.status,
-                        GameRow.score,
-                        GameRow.cards_left,
-                        GameRow.moves,
-                        GameRow.elapsed_ms,
-                        GameRow.finished_at,
-                    )
-                    .join(Player, Player.id == GameRow.player_id)
-                    .where(GameRow.race_id == race_id)
-                )
-            ).all()
-            if now < race.ends_at and any(r.status == "playing" for r in rows):
+            games = await self._store.seats.games(session, race_id)
+            if now < race.ends_at and any(g.status == Status.PLAYING for g in games):
                 return False
-            results = rank_results(
-                [
-                    {
-                        "player_id": r.player_id,
-                        "name": r.name,
-                        "status": r.status,
-                        "score": r.score,
-                        "cards_left": r.cards_left,
-                        "moves": r.moves,
-                        "elapsed_ms": r.elapsed_ms,
-                    }
-                    for r in rows
-                ]
-            )
-            race.status = "finished"
-            race.finished_at = min(now, race.ends_at)
-            race.results = results
-            race.version += 1
-            await publish(session, RaceFinished(race.id, race.invite, race.version))
+            results = results_of(games)
+            await self._store.finish(session, race, min(now, race.ends_at), results)
             await session.commit()
             log.info("race %s finished", race.invite)
             return True
@@ -551,25 +350,10 @@ class RaceService:
     async def sweep(self) -> None:
         """Finish running races whose time is up, and close lobbies never started."""
         now = self._clock.now()
-        async with self._sessions() as session:
-            due = (
-                await session.scalars(
-                    select(Race.id).where(Race.status == "running", Race.ends_at <= now)
-                )
-            ).all()
-            stale = (
-                await session.execute(
-                    update(Race)
-                    .where(
-                        Race.status == "lobby",
-                        Race.created_at <= now - dt.timedelta(seconds=self.limits.lobby_ttl_s),
-                    )
-                    .values(status="closed", finished_at=now, version=Race.version + 1)
-                    .returning(Race.id, Race.invite)
-                )
-            ).all()
-            for race_id, invite in stale:
-                await publish(session, RaceRoomChanged(race_id, invite))
+        async with self._store.transaction() as session:
+            due = await self._store.due(session, now)
+            ttl = dt.timedelta(seconds=self.limits.lobby_ttl_s)
+            await self._store.close_lobbies(session, now - ttl, now)
             await session.commit()
         for race_id in due:  # one locked race holds up only itself
             try:
@@ -579,172 +363,41 @@ class RaceService:
 
     # ---------------------------------------------------------------------------- helpers
 
-    async def _race_for_update(self, session: AsyncSession, invite: str) -> Race:
-        race = await session.scalar(select(Race).where(Race.invite == invite).with_for_update())
-        if race is None:
-            raise NotFoundError(f"there is no race {invite}", code=ErrorCode.UNKNOWN_INVITE)
-        return race
-
     async def _follow(
         self,
         session: AsyncSession,
-        race: Race,
+        race: RaceRow,
         player_id: int,
-        role: str,
+        role: PresenceRole,
         connection: Connection | None,
-    ) -> None:
-        """``connection`` follows the room (locked) for the player; announce a change."""
+        now: dt.datetime,
+    ) -> RaceRow:
+        """``connection`` follows the room (locked) for the player since ``now``; a change is
+        announced; the transaction is committed."""
         if connection is None:
-            return
-        if await follow(session, race, player_id, role, connection, self._clock.now()):
-            await announce(session, race)
+            return race
+        race, changed = await self._presence.follow(session, race, player_id, role, connection, now)
+        if changed:
+            race = await self._store.announce(session, race)
         await session.commit()
+        return race
 
-    async def _unseat(
-        self,
-        session: AsyncSession,
-        race: Race,
-        player_id: int,
-        connection: Connection | None = None,
-    ) -> None:
-        """Free a lobby seat (the room is locked) — by the player from ``connection``, or for
-        them (None: dealt out, or their seat given away): the host's role passes to the next
-        seated racer; a lobby left empty closes. The caller announces the change."""
-        await session.execute(
-            delete(RacePlayer).where(
-                RacePlayer.race_id == race.id, RacePlayer.player_id == player_id
-            )
-        )
-        await leave_seat(session, race.id, player_id, connection)
-        if race.host_id == player_id:
-            heir = await next_host(session, race.id, connected_only=False)
-            if heir is None:
-                race.status = "closed"
-                race.finished_at = self._clock.now()
-            else:
-                race.host_id = heir
-
-    async def _check_room_count(self, session: AsyncSession, player_id: int) -> None:
-        # Lock the player's row first: their joins and creates (from several connections or
-        # processes at once) then take turns, so none counts before another's seat is in.
-        await session.execute(
-            select(Player.id).where(Player.id == player_id).with_for_update(key_share=True)
-        )
-        count = await session.scalar(
-            select(func.count())
-            .select_from(RacePlayer)
-            .join(Race, Race.id == RacePlayer.race_id)
-            .where(RacePlayer.player_id == player_id, Race.status.in_(("lobby", "running")))
-        )
-        if (count or 0) >= self.limits.max_rooms:
-            raise ConflictError(
-                f"you are already in {count} race rooms (at most {self.limits.max_rooms}); "
-                "leave one first",
-                code=ErrorCode.TOO_MANY_ROOMS,
-            )
-
-    async def _room(self, session: AsyncSession, race: Race) -> Room:
-        rows = (
-            await session.execute(
-                select(
-                    RacePlayer.player_id,
-                    Player.name,
-                    RacePlayer.seat,
-                    RacePlayer.game_id,
-                    GameRow.cards_left,
-                    GameRow.score,
-                    GameRow.moves,
-                    GameRow.status,
-                    GameRow.elapsed_ms,
-                    GameRow.created_at,
-                    RacePresence.state.label("presence"),
-                    RacePresence.since.label("presence_since"),
-                )
-                .join(Player, Player.id == RacePlayer.player_id)
-                .outerjoin(GameRow, GameRow.id == RacePlayer.game_id)
-                .outerjoin(
-                    RacePresence,
-                    (RacePresence.race_id == RacePlayer.race_id)
-                    & (RacePresence.player_id == RacePlayer.player_id),
-                )
-                .where(RacePlayer.race_id == race.id)
-                .order_by(RacePlayer.seat)
-            )
-        ).all()
-        grace = self.limits.grace_s
-        watcher_rows = (
-            await session.execute(
-                select(
-                    RacePresence.player_id,
-                    Player.name,
-                    RacePresence.state,
-                    RacePresence.since,
-                    func.count().over().label("total"),
-                )
-                .join(Player, Player.id == RacePresence.player_id)
-                .where(RacePresence.race_id == race.id, RacePresence.role == WATCHER)
-                .order_by(
-                    case((RacePresence.state == CONNECTED, 0), else_=1),
-                    RacePresence.since,
-                    RacePresence.player_id,
-                )
-                .limit(WATCHERS_SHOWN)
-            )
-        ).all()
-        now = self._clock.now()
-        seats = []
-        for r in rows:
-            presence = (
-                None if r.presence is None else presence_of(r.presence, r.presence_since, grace)
-            )
-            elapsed = r.elapsed_ms
-            if r.game_id is not None and elapsed is None and r.created_at is not None:
-                end = min(now, race.ends_at) if race.ends_at else now
-                elapsed = elapsed_ms(r.created_at, end)
-            seats.append(
-                Seat(
-                    r.player_id,
-                    r.name,
-                    r.seat,
-                    r.game_id,
-                    r.cards_left,
-                    r.score,
-                    r.moves,
-                    r.status,
-                    elapsed,
-                    presence,
-                )
-                if r.game_id is not None
-                else Seat(r.player_id, r.name, r.seat, None, presence=presence)
-            )
-        return Room(
-            id=race.id,
-            invite=race.invite,
-            host_id=race.host_id,
-            status=race.status,
-            rules=RuleSet(race.rules),
-            code=GameCode.parse(race.code) if race.status == "finished" else None,
-            host_deal=race.host_deal,
-            time_limit_s=race.time_limit_s,
-            max_players=race.max_players,
-            version=race.version,
-            created_at=race.created_at,
-            starts_at=race.starts_at,
-            ends_at=race.ends_at,
-            finished_at=race.finished_at,
-            seats=tuple(seats),
-            results=race.results,
-            watchers=tuple(
-                Watcher(w.player_id, w.name, presence_of(w.state, w.since, grace))
-                for w in watcher_rows
-            ),
-            watchers_total=watcher_rows[0].total if watcher_rows else 0,
-            grace_s=grace,
-        )
+    async def _room(self, session: AsyncSession, race: RaceRow) -> Room:
+        """The room as shown, from its row and its seats and watchers read now."""
+        seats = await self._store.seats.shown(session, race.id)
+        watchers, total = await self._store.seats.watchers(session, race.id, WATCHERS_SHOWN)
+        return room_view(race, seats, watchers, total, self._clock.now(), self.limits.grace_s)
 
 
-def _new_invite() -> str:
-    return "".join(secrets.choice(INVITE_ALPHABET) for _ in range(INVITE_LENGTH))
+def _found(race: RaceRow | None, invite: str) -> RaceRow:
+    """The race found by its invite.
+
+    Raises:
+        NotFoundError: ``unknown_invite``: none was.
+    """
+    if race is None:
+        raise NotFoundError(f"there is no race {invite}", code=ErrorCode.UNKNOWN_INVITE)
+    return race
 
 
 __all__ = [

@@ -32,6 +32,14 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from server.names import name_key as _name_key
+from server.storage.enums import (
+    OPEN_RACE_STATUSES,
+    EnumText,
+    PresenceRole,
+    PresenceState,
+    RaceStatus,
+    one_of,
+)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -252,7 +260,7 @@ class Race(Base):
     )
     code: Mapped[str] = mapped_column(String(CODE_MAX), nullable=False)
     rules: Mapped[str] = mapped_column(String(1), nullable=False)
-    status: Mapped[str] = mapped_column(String(10), nullable=False)
+    status: Mapped[RaceStatus] = mapped_column(EnumText(RaceStatus, 10), nullable=False)
     host_deal: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
     time_limit_s: Mapped[int] = mapped_column(Integer, nullable=False)
     max_players: Mapped[int] = mapped_column(SmallInteger, nullable=False)
@@ -265,10 +273,18 @@ class Race(Base):
 
     __table_args__ = (
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
-        CheckConstraint("status IN ('lobby', 'running', 'finished', 'closed')", name="status"),
+        CheckConstraint(one_of("status", RaceStatus), name="status"),
         CheckConstraint("time_limit_s > 0 AND max_players > 0", name="limits"),
-        Index("ix_races_running_ends_at", "ends_at", postgresql_where=text("status = 'running'")),
-        Index("ix_races_lobby_created_at", "created_at", postgresql_where=text("status = 'lobby'")),
+        Index(
+            "ix_races_running_ends_at",
+            "ends_at",
+            postgresql_where=text(f"status = '{RaceStatus.RUNNING.value}'"),
+        ),
+        Index(
+            "ix_races_lobby_created_at",
+            "created_at",
+            postgresql_where=text(f"status = '{RaceStatus.LOBBY.value}'"),
+        ),
     )
 
 
@@ -288,10 +304,6 @@ class RacePlayer(Base):
     game_id: Mapped[int | None] = mapped_column(
         BigInteger, ForeignKey("games.id", ondelete="SET NULL"), nullable=True
     )
-
-
-PRESENCE_ROLES = ("racer", "watcher")
-PRESENCE_STATES = ("connected", "reconnecting", "gone")
 
 
 class ServerInstance(Base):
@@ -351,17 +363,17 @@ class RacePresence(Base):
     player_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True, index=True
     )
-    role: Mapped[str] = mapped_column(String(8), nullable=False)
-    state: Mapped[str] = mapped_column(String(12), nullable=False)
+    role: Mapped[PresenceRole] = mapped_column(EnumText(PresenceRole, 8), nullable=False)
+    state: Mapped[PresenceState] = mapped_column(EnumText(PresenceState, 12), nullable=False)
     since: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
 
     __table_args__ = (
-        CheckConstraint("role IN ('racer', 'watcher')", name="role"),
-        CheckConstraint("state IN ('connected', 'reconnecting', 'gone')", name="state"),
+        CheckConstraint(one_of("role", PresenceRole), name="role"),
+        CheckConstraint(one_of("state", PresenceState), name="state"),
         Index(
             "ix_race_presence_reconnecting_since",
             "since",
-            postgresql_where=text("state = 'reconnecting'"),
+            postgresql_where=text(f"state = '{PresenceState.RECONNECTING.value}'"),
         ),
     )
 
@@ -425,18 +437,21 @@ __all__ = [
     "GAME_MODES",
     "GAME_STATUSES",
     "MODERATION_ACTIONS",
-    "PRESENCE_ROLES",
-    "PRESENCE_STATES",
+    "OPEN_RACE_STATUSES",
     "Base",
     "DailyChallenge",
+    "EnumText",
     "Game",
     "GameAction",
     "LeaderboardCount",
     "ModerationAction",
     "Player",
+    "PresenceRole",
+    "PresenceState",
     "Race",
     "RaceConnection",
     "RacePlayer",
     "RacePresence",
+    "RaceStatus",
     "ServerInstance",
 ]

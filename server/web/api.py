@@ -51,7 +51,7 @@ from server.services.daily import DailyInfo, parse_date
 from server.services.game_views import GameSummary
 from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS, Entry
 from server.services.players import PlayerInfo
-from server.services.races import INVITE_ALPHABET, INVITE_LENGTH
+from server.services.rooms import INVITE_ALPHABET, INVITE_LENGTH
 from server.web import metrics
 from server.web.keys import ADMISSION, METRICS, SERVICES, SETTINGS
 

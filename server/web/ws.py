@@ -552,7 +552,7 @@ async def _race_join(session: _Session, player: PlayerInfo, message: RaceJoin) -
     )
     session.hub.subscribe(session, joined.room)
     game = None
-    started = joined.room.starts_at is not None and joined.room.starts_at <= services.clock.now()
+    started = services.races.started(joined.room)
     if joined.game_id is not None and started:
         snapshot = await services.games.resume(player.id, joined.game_id)
         game = out.game_state(snapshot, session.locale)

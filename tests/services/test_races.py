@@ -20,13 +20,8 @@ from server.services import Services
 from server.services.clock import FakeClock
 from server.services.game_views import Outcome
 from server.services.players import PlayerInfo
-from server.services.races import (
-    INVITE_ALPHABET,
-    RaceLimits,
-    _new_invite,
-    normalize_invite,
-    rank_results,
-)
+from server.services.races import INVITE_ALPHABET, RaceLimits, normalize_invite, rank_results
+from server.services.rooms import new_invite
 from server.storage.db import create_engine
 from tests.helpers import find_winning_line
 
@@ -43,7 +38,7 @@ def test_the_invite_alphabet_has_no_look_alikes() -> None:
 
 
 def test_new_invites_are_six_characters_of_the_alphabet() -> None:
-    invites = {_new_invite() for _ in range(500)}
+    invites = {new_invite() for _ in range(500)}
     assert len(invites) > 490  # random, not a sequence
     assert all(normalize_invite(i) == i and len(i) == 6 for i in invites)
 
@@ -328,3 +323,17 @@ async def test_the_sweep_closes_lobbies_never_started(services: Services, clock:
     assert (await services.races.room(old.invite)).status == "closed"
     assert (await services.races.room(fresh.invite)).status == "lobby"
     assert [r.invite for r in await services.races.active_for(host.id)] == [fresh.invite]
+
+
+async def test_a_race_has_started_once_its_countdown_is_over(
+    services: Services, clock: FakeClock
+) -> None:
+    (host,) = await _players(services, "Host")
+    lobby = await services.races.create(host, CODE)
+    assert not services.races.started(lobby)
+    running = await services.races.start(host, lobby.invite)
+    assert running.status == "running" and not services.races.started(running)
+    clock.advance(ms=999)
+    assert not services.races.started(running)
+    clock.advance(ms=1)  # the countdown is 1 s
+    assert services.races.started(running)

@@ -1,0 +1,291 @@
+"""The queries of the seats of race rooms (``race_players``) and of what a room shows: its
+racers with their games' counters and presence, its watchers, and the racers' games for the
+results.
+
+:class:`SeatStore` holds them, as :attr:`server.storage.races.RaceStore.seats`; every method is
+a step of the caller's transaction (see :mod:`server.storage.races`: the room's ``races`` row
+locked first by a transaction that changes it). Rows leave as frozen dataclasses; times are UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import case, delete, func, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from server.storage.enums import OPEN_RACE_STATUSES, PresenceRole, PresenceState
+from server.storage.models import Game, Player, Race, RacePlayer, RacePresence
+
+#: ``race_presence`` joined to ``race_players``: a seat's presence (none on record: NULLs).
+_SEAT_PRESENCE = (RacePresence.race_id == RacePlayer.race_id) & (
+    RacePresence.player_id == RacePlayer.player_id
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SeatRow:
+    """A seat: the racer, their seat number (join order, from 1) and, once started, their game."""
+
+    player_id: int
+    seat: int
+    game_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceRow:
+    """A racer's or watcher's stored presence: its state, and since when (UTC)."""
+
+    state: PresenceState
+    since: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RoomSeatRow:
+    """A seat as the room shows it: the racer's name, their game's counters (all None before
+    the start) and their presence (None when not on record).
+
+    Attributes:
+        status: the game's status (``playing``, ``won``, ``blocked``, ``resigned``).
+        elapsed_ms: the game's stored time, None while it is being played.
+        game_created_at: when the game began (UTC; a race game begins at ``starts_at``).
+        presence: the racer's presence, None when not on record.
+    """
+
+    player_id: int
+    name: str
+    seat: int
+    game_id: int | None
+    cards_left: int | None
+    score: int | None
+    moves: int | None
+    status: str | None
+    elapsed_ms: int | None
+    game_created_at: dt.datetime | None
+    presence: PresenceRow | None
+
+
+@dataclass(frozen=True, slots=True)
+class WatcherRow:
+    """A watcher of a room: their name and presence."""
+
+    player_id: int
+    name: str
+    presence: PresenceRow
+
+
+@dataclass(frozen=True, slots=True)
+class RacerGameRow:
+    """A racer's race game, for the results: its status, score, cards left, moves and stored
+    time (``elapsed_ms`` from the start to its end; None while it is being played)."""
+
+    player_id: int
+    name: str
+    status: str
+    score: int
+    cards_left: int
+    moves: int
+    elapsed_ms: int | None
+
+
+class SeatStore:
+    """The seats' and the room view's queries (each in the caller's transaction)."""
+
+    async def find(self, session: AsyncSession, race_id: int, player_id: int) -> SeatRow | None:
+        """The player's seat in the room, or None."""
+        row = (
+            await session.execute(
+                select(RacePlayer.player_id, RacePlayer.seat, RacePlayer.game_id).where(
+                    RacePlayer.race_id == race_id, RacePlayer.player_id == player_id
+                )
+            )
+        ).one_or_none()
+        return None if row is None else SeatRow(*row)
+
+    async def all(self, session: AsyncSession, race_id: int) -> list[SeatRow]:
+        """The room's seats, by seat number."""
+        rows = await session.execute(
+            select(RacePlayer.player_id, RacePlayer.seat, RacePlayer.game_id)
+            .where(RacePlayer.race_id == race_id)
+            .order_by(RacePlayer.seat)
+        )
+        return [SeatRow(*row) for row in rows]
+
+    async def taken(self, session: AsyncSession, race_id: int) -> int:
+        """How many seats of the room are taken."""
+        count = await session.scalar(
+            select(func.count()).select_from(RacePlayer).where(RacePlayer.race_id == race_id)
+        )
+        return count or 0
+
+    async def add(
+        self, session: AsyncSession, race_id: int, player_id: int, joined_at: dt.datetime
+    ) -> int:
+        """Seat the player after the last seat taken (the room is locked by the caller).
+
+        Returns:
+            Their seat number (1 in an empty room).
+        """
+        last = await session.scalar(
+            select(func.max(RacePlayer.seat)).where(RacePlayer.race_id == race_id)
+        )
+        seat = (last or 0) + 1
+        await session.execute(
+            insert(RacePlayer).values(
+                race_id=race_id, player_id=player_id, seat=seat, joined_at=joined_at
+            )
+        )
+        return seat
+
+    async def remove(self, session: AsyncSession, race_id: int, player_id: int) -> None:
+        """Free the player's seat (nothing when they have none)."""
+        await session.execute(
+            delete(RacePlayer).where(
+                RacePlayer.race_id == race_id, RacePlayer.player_id == player_id
+            )
+        )
+
+    async def rooms_held(self, session: AsyncSession, player_id: int) -> int:
+        """How many open rooms (lobby or running) the player sits in, counted after locking the
+        player's row (``FOR NO KEY UPDATE``, until the transaction ends): their joins and
+        creates, from several connections or processes at once, then take turns, so none counts
+        before another's seat is in."""
+        await session.execute(
+            select(Player.id).where(Player.id == player_id).with_for_update(key_share=True)
+        )
+        count = await session.scalar(
+            select(func.count())
+            .select_from(RacePlayer)
+            .join(Race, Race.id == RacePlayer.race_id)
+            .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_RACE_STATUSES))
+        )
+        return count or 0
+
+    async def gone_racers(self, session: AsyncSession, race_id: int) -> list[int]:
+        """The seated racers of the room who are gone, longest gone first (then by player id)."""
+        return list(
+            (
+                await session.scalars(
+                    select(RacePresence.player_id)
+                    .join(RacePlayer, _SEAT_PRESENCE)
+                    .where(
+                        RacePresence.race_id == race_id,
+                        RacePresence.state == PresenceState.GONE,
+                    )
+                    .order_by(RacePresence.since, RacePresence.player_id)
+                )
+            ).all()
+        )
+
+    async def next_host(
+        self, session: AsyncSession, race_id: int, *, connected_only: bool
+    ) -> int | None:
+        """The seated racer in the lowest seat who is connected; else (unless
+        ``connected_only``) the racer in the lowest seat, whatever their presence (none on
+        record included); None when there is nobody."""
+        connected = RacePresence.state == PresenceState.CONNECTED
+        query = (
+            select(RacePlayer.player_id)
+            .outerjoin(RacePresence, _SEAT_PRESENCE)
+            .where(RacePlayer.race_id == race_id)
+        )
+        if connected_only:
+            query = query.where(connected)
+        return await session.scalar(
+            query.order_by(case((connected, 0), else_=1), RacePlayer.seat).limit(1)
+        )
+
+    async def shown(self, session: AsyncSession, race_id: int) -> list[RoomSeatRow]:
+        """The room's seats as shown, by seat number."""
+        rows = await session.execute(
+            select(
+                RacePlayer.player_id,
+                Player.name,
+                RacePlayer.seat,
+                RacePlayer.game_id,
+                Game.cards_left,
+                Game.score,
+                Game.moves,
+                Game.status,
+                Game.elapsed_ms,
+                Game.created_at,
+                RacePresence.state,
+                RacePresence.since,
+            )
+            .join(Player, Player.id == RacePlayer.player_id)
+            .outerjoin(Game, Game.id == RacePlayer.game_id)
+            .outerjoin(RacePresence, _SEAT_PRESENCE)
+            .where(RacePlayer.race_id == race_id)
+            .order_by(RacePlayer.seat)
+        )
+        return [
+            RoomSeatRow(
+                player_id=r.player_id,
+                name=r.name,
+                seat=r.seat,
+                game_id=r.game_id,
+                cards_left=r.cards_left,
+                score=r.score,
+                moves=r.moves,
+                status=r.status,
+                elapsed_ms=r.elapsed_ms,
+                game_created_at=r.created_at,
+                presence=None if r.state is None else PresenceRow(r.state, r.since),
+            )
+            for r in rows
+        ]
+
+    async def watchers(
+        self, session: AsyncSession, race_id: int, limit: int
+    ) -> tuple[list[WatcherRow], int]:
+        """At most ``limit`` of the room's watchers — connected ones first, then by since and
+        player id — and how many there are in all."""
+        rows = (
+            await session.execute(
+                select(
+                    RacePresence.player_id,
+                    Player.name,
+                    RacePresence.state,
+                    RacePresence.since,
+                    func.count().over().label("total"),
+                )
+                .join(Player, Player.id == RacePresence.player_id)
+                .where(RacePresence.race_id == race_id, RacePresence.role == PresenceRole.WATCHER)
+                .order_by(
+                    case((RacePresence.state == PresenceState.CONNECTED, 0), else_=1),
+                    RacePresence.since,
+                    RacePresence.player_id,
+                )
+                .limit(limit)
+            )
+        ).all()
+        watchers = [WatcherRow(r.player_id, r.name, PresenceRow(r.state, r.since)) for r in rows]
+        return watchers, rows[0].total if rows else 0
+
+    async def games(self, session: AsyncSession, race_id: int) -> list[RacerGameRow]:
+        """The race's games (one per racer who started), in no particular order."""
+        rows = await session.execute(
+            select(
+                Game.player_id,
+                Player.name,
+                Game.status,
+                Game.score,
+                Game.cards_left,
+                Game.moves,
+                Game.elapsed_ms,
+            )
+            .join(Player, Player.id == Game.player_id)
+            .where(Game.race_id == race_id)
+        )
+        return [RacerGameRow(*row) for row in rows]
+
+
+__all__ = [
+    "PresenceRow",
+    "RacerGameRow",
+    "RoomSeatRow",
+    "SeatRow",
+    "SeatStore",
+    "WatcherRow",
+]
