@@ -83,7 +83,12 @@ def configure_logging(
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if log_format == "json"
-        else structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0)
+        # Plain tracebacks whatever is installed: with rich present, structlog would render
+        # each with its frames' locals, milliseconds of CPU per logged failure (a database
+        # outage logs one per request).
+        else structlog.dev.ConsoleRenderer(
+            colors=False, pad_event_to=0, exception_formatter=structlog.dev.plain_traceback
+        )
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=pre_chain,

@@ -37,6 +37,36 @@ def json_lines() -> Iterator[io.StringIO]:
         root.setLevel(level)
 
 
+@pytest.fixture
+def text_lines() -> Iterator[io.StringIO]:
+    """The process's log records as text in a buffer (the set-up restored afterwards)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    buffer = io.StringIO()
+    configure_logging("INFO", "text", stream=buffer)
+    try:
+        yield buffer
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+
+
+def test_a_text_traceback_is_plain_whatever_is_installed(text_lines: io.StringIO) -> None:
+    """Text logs print a failure as Python does, never with its frames' local variables (with
+    rich installed, structlog's default would, at a cost in CPU per failure)."""
+    secret_local = "hunter2-not-to-be-printed"
+    try:
+        raise RuntimeError(f"boom {len(secret_local)}")
+    except RuntimeError:
+        logging.getLogger("server.example").warning("it failed", exc_info=True)
+    text = text_lines.getvalue()
+    assert "Traceback (most recent call last):" in text and "RuntimeError: boom 25" in text
+    assert secret_local not in text and "│" not in text
+
+
 def _lines(buffer: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()]
 
