@@ -43,7 +43,7 @@ async def test_schemathesis_finds_no_server_error_and_every_answer_conforms(
 ) -> None:
     # The document's examples name 2026-12-01, game 1, player 1 and the room WW9Q3T: let them
     # exist.
-    monkeypatch.setattr(races, "_new_invite", lambda: "WW9Q3T")
+    monkeypatch.setattr(races, "new_invite", lambda: "WW9Q3T")
     day = dt.date(2026, 12, 1)
     clock.set(dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC))
     code = daily_code((settings.daily_secret or "").encode(), day, RuleSet.EASY)
