@@ -264,24 +264,28 @@ async def _stop(what: str, task: asyncio.Task[None] | None) -> None:
 
 async def _bounded(what: str, step: Awaitable[object]) -> None:
     """Await one clean-up step for at most :data:`CLEANUP_STEP_S`; log it if it fails or
-    hangs (the shutdown goes on either way). The clean-up may itself run in a task being
-    cancelled (``aiohttp.web.run_app`` cancels its main task to stop): only a cancellation
-    that comes during the step stops the shutdown."""
-    task = asyncio.current_task()
-    cancelling = task.cancelling() if task is not None else 0
+    hangs (the shutdown goes on either way).
+
+    The step runs as a task of its own, so the bound holds even for a step that does not end
+    when cancelled (the database driver, cancelled in the middle of a query, waits for its
+    connection to close; behind PgBouncer whose database is gone that is minutes): it is
+    cancelled and left behind. The clean-up may itself run in a task being cancelled
+    (``aiohttp.web.run_app`` cancels its main task to stop): that cancellation stops the
+    step too and goes on up."""
+    task = asyncio.ensure_future(step)
     try:
-        async with asyncio.timeout(CLEANUP_STEP_S):
-            await step
+        await asyncio.wait({task}, timeout=CLEANUP_STEP_S)
     except asyncio.CancelledError:
-        if task is not None and task.cancelling() > cancelling:
-            raise  # the shutdown itself is being cancelled
-        if not (isinstance(step, asyncio.Future) and step.cancelled()):
-            log.error("shutdown: %s was cancelled; going on", what)
-        # otherwise the step was a task cancelled on purpose
-    except TimeoutError:
+        task.cancel()
+        raise  # the shutdown itself is being cancelled
+    if not task.done():
+        task.cancel()
         log.error("shutdown: %s did not stop within %.0f s; going on", what, CLEANUP_STEP_S)
-    except Exception:
-        log.exception("shutdown: stopping %s failed; going on", what)
+    elif task.cancelled():
+        if task is not step:  # a task passed in and cancelled on purpose says nothing
+            log.error("shutdown: %s was cancelled; going on", what)
+    elif (exc := task.exception()) is not None:
+        log.error("shutdown: stopping %s failed; going on", what, exc_info=exc)
 
 
 async def _periodically(

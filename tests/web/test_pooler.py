@@ -25,7 +25,7 @@ import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import ValidationError
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from server.config import Settings
@@ -34,7 +34,7 @@ from server.services.clock import FakeClock
 from server.storage import db as db_module
 from server.storage.db import DatabaseConfigError, create_engine, migrate
 from server.storage.events import CHANNEL, Event, Listener, RaceRoomChanged, encode_event
-from tests.conftest import PgBouncer, ServerFactory
+from tests.conftest import PgBouncer, ServerFactory, _admin
 from tests.helpers import (
     TIMEOUT,
     WAIT_S,
@@ -218,7 +218,7 @@ async def test_a_server_starts_with_the_cache_option_in_both_urls(
 
 
 async def test_concurrent_starts_through_the_pooler_migrate_on_the_direct_url_in_turn(
-    make_server: ServerFactory, pgbouncer: PgBouncer, empty_database_url: str
+    empty_database_url: str, pgbouncer: PgBouncer, make_server: ServerFactory
 ) -> None:
     """Four processes starting at once on an empty database migrate it one after the other
     (the advisory lock is a session's, held on the direct connection) and leave no lock."""
@@ -246,6 +246,29 @@ async def test_concurrent_starts_through_the_pooler_migrate_on_the_direct_url_in
         "(SELECT oid FROM pg_database WHERE datname = current_database())",
     )
     assert held == 0
+
+
+async def test_a_server_whose_database_is_dropped_behind_the_pooler_still_shuts_down(
+    empty_database_url: str, pgbouncer: PgBouncer, make_server: ServerFactory
+) -> None:
+    """With its database gone, PgBouncer keeps each new request waiting for a server
+    connection it cannot open, and a cancelled query's driver waits on that connection while
+    it closes: each shutdown step is given up after its bound all the same, so the process
+    ends (it would otherwise wait for PgBouncer's ``query_wait_timeout``, minutes)."""
+    server = await make_server(
+        database_url=pgbouncer.pooled(empty_database_url),
+        direct_database_url=empty_database_url,
+        db_pooler="transaction",
+    )
+    name = make_url(empty_database_url).database
+    await _admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+    await asyncio.wait_for(server.close(), 60)
+    # The steps left behind end once PgBouncer reaches a database of that name again.
+    await _admin(f'CREATE DATABASE "{name}"')
+    this = asyncio.current_task()
+    left = [task for task in asyncio.all_tasks() if task is not this]
+    if left:
+        await asyncio.wait_for(asyncio.wait(left), TIMEOUT)
 
 
 async def test_an_engine_for_a_transaction_pooler_refuses_to_migrate(pooled_url: str) -> None:

@@ -20,6 +20,27 @@ async def test_a_hanging_clean_up_step_is_given_up_and_logged(
     assert "a stuck step did not stop" in caplog.text
 
 
+async def test_a_step_that_does_not_end_when_cancelled_is_left_behind_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A database driver cancelled in mid-query awaits its connection's close, shielded: the
+    # shutdown must not wait for it.
+    monkeypatch.setattr(app_module, "CLEANUP_STEP_S", 0.05)
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue
+
+    with caplog.at_level(logging.ERROR, logger=app_module.log.name):
+        await asyncio.wait_for(app_module._bounded("a stubborn step", stubborn()), 5)
+    assert "a stubborn step did not stop" in caplog.text
+    release.set()  # let the step left behind end, so the test leaves no task
+
+
 async def test_a_failing_step_is_logged_and_a_cancelled_task_is_awaited_quietly(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
