@@ -263,25 +263,30 @@ async def _stop(what: str, task: asyncio.Task[None] | None) -> None:
 
 
 async def _bounded(what: str, step: Awaitable[object]) -> None:
-    """Await one clean-up step for at most :data:`CLEANUP_STEP_S`; log it if it fails or
-    hangs (the shutdown goes on either way).
+    """Await one clean-up step for at most :data:`CLEANUP_STEP_S` (twice that if it must be
+    cancelled); log it if it fails or hangs (the shutdown goes on either way).
 
-    The step runs as a task of its own, so the bound holds even for a step that does not end
-    when cancelled (the database driver, cancelled in the middle of a query, waits for its
-    connection to close; behind PgBouncer whose database is gone that is minutes): it is
-    cancelled and left behind. The clean-up may itself run in a task being cancelled
-    (``aiohttp.web.run_app`` cancels its main task to stop): that cancellation stops the
-    step too and goes on up."""
+    A step still running after the bound is cancelled and gets one more bound to end (it may
+    close what it holds as it ends). It runs as a task of its own, so the bound holds even
+    for a step that does not end when cancelled (the database driver, cancelled in the middle
+    of a query, waits for its connection to close; behind PgBouncer whose database is gone
+    that is minutes): that one is left behind. The clean-up may itself run in a task being
+    cancelled (``aiohttp.web.run_app`` cancels its main task to stop): that cancellation
+    stops the step too and goes on up."""
     task = asyncio.ensure_future(step)
     try:
         await asyncio.wait({task}, timeout=CLEANUP_STEP_S)
+        if not task.done():
+            log.error("shutdown: %s did not stop within %.0f s; going on", what, CLEANUP_STEP_S)
+            # What it raises as it ends is of no more interest (left behind or not).
+            task.add_done_callback(lambda done: done.cancelled() or done.exception())
+            task.cancel()  # it may close what it holds as it ends: that gets one more bound
+            await asyncio.wait({task}, timeout=CLEANUP_STEP_S)
+            return
     except asyncio.CancelledError:
         task.cancel()
         raise  # the shutdown itself is being cancelled
-    if not task.done():
-        task.cancel()
-        log.error("shutdown: %s did not stop within %.0f s; going on", what, CLEANUP_STEP_S)
-    elif task.cancelled():
+    if task.cancelled():
         if task is not step:  # a task passed in and cancelled on purpose says nothing
             log.error("shutdown: %s was cancelled; going on", what)
     elif (exc := task.exception()) is not None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from aiohttp.base_protocol import BaseProtocol
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import REGISTRY
 
@@ -589,9 +590,14 @@ async def test_a_spectator_vanishing_mid_broadcast_does_not_disturb_the_racers(
         transport = _choke(session)
 
         # Fill the vanishing spectator's pipe until the server's writer waits in the middle
-        # of writing to it (its socket buffer is over the high-water mark, messages queue).
+        # of writing to it: its transport paused writing (the buffer went over the high-water
+        # mark; it stays paused, anywhere above the low mark, while the peer reads nothing)
+        # and messages queue behind it.
+        protocol = transport.get_protocol()
+        assert isinstance(protocol, BaseProtocol)
+
         def writing() -> bool:
-            return transport.get_write_buffer_size() > 4096 and session.outbox.pending > 0
+            return protocol.writing_paused and session.outbox.pending > 0
 
         deadline = time.monotonic() + TIMEOUT
 
@@ -599,8 +605,9 @@ async def test_a_spectator_vanishing_mid_broadcast_does_not_disturb_the_racers(
             while not writing():
                 assert time.monotonic() < deadline, (
                     "the spectator's pipe never filled: "
-                    f"{transport.get_write_buffer_size()} bytes buffered, "
-                    f"{session.outbox.pending} queued, closed: {session.outbox.closed}"
+                    f"{transport.get_write_buffer_size()} bytes buffered, paused: "
+                    f"{protocol.writing_paused}, {session.outbox.pending} queued, "
+                    f"closed: {session.outbox.closed}"
                 )
                 for action in ("draw", "undo"):  # back where it was, two actions on
                     state = (await ws.act(state, action))["game"]
