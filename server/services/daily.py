@@ -15,10 +15,6 @@ from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
 from server.storage.daily import DailyStore
 
-# Re-exported for server/web/metrics.py, which imports it from here: it is SQL, and lives in
-# server.storage.today, the daily boundary's clock.
-from server.storage.today import today_sql as today_sql
-
 log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 64
