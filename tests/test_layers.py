@@ -26,6 +26,10 @@ WITHOUT_SQL = [
     "services/players.py",
     "services/daily.py",
     "services/leaderboards.py",
+    "services/moderation.py",
+    "services/bans.py",
+    "services/review.py",
+    "services/addresses.py",
 ]
 
 

@@ -16,9 +16,9 @@ import datetime as dt
 import getpass
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -26,11 +26,23 @@ from server.cli.common import SIGTERM, configure_logging_for, settings_from
 from server.config import Settings
 from server.errors import ServiceError, StorageError
 
+if TYPE_CHECKING:
+    from server.services.moderation import ModerationService
+    from server.services.review import ReviewService
+
 T = TypeVar("T")
 
-#: How a command refers to the services it runs (imported when it runs: ``tripeaks --help``
-#: stays quick).
-Work = Callable[[Any], Awaitable[T]]
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """The services a command runs (imported when it runs: ``tripeaks --help`` stays quick)."""
+
+    moderation: ModerationService
+    review: ReviewService
+
+
+#: What a command does with them.
+Work = Callable[[Tools], Awaitable[T]]
 
 
 @click.group()
@@ -66,7 +78,7 @@ def _settings(data_dir: Path | None) -> Settings:
 
 
 def _run(ctx: click.Context, work: Work[T], *, changes: bool = True) -> T:
-    """Run ``work(moderation_service)`` against the database; a refusal or a database failure
+    """Run ``work(tools)`` against the database; a refusal or a database failure
     ends the command with status 1 and its message (saying that nothing was changed, for a
     command that ``changes`` anything)."""
     unchanged = "; nothing was changed" if changes else ""
@@ -76,8 +88,11 @@ def _run(ctx: click.Context, work: Work[T], *, changes: bool = True) -> T:
         from alembic.script import ScriptDirectory
 
         from server.services.moderation import ModerationService
+        from server.services.review import ReviewService
         from server.storage import moderation as store
         from server.storage.db import alembic_config, create_engine
+        from server.storage.moderation import PostgresModerationStore
+        from server.storage.review import PostgresReviewStore
         from server.storage.sessions import Sessions
 
         assert settings.database_url
@@ -92,7 +107,11 @@ def _run(ctx: click.Context, work: Work[T], *, changes: bool = True) -> T:
                     f"the database schema is at revision {revision or '(none)'}, not {head}: "
                     "run `tripeaks migrate` first"
                 )
-            return await work(ModerationService(sessions))
+            tools = Tools(
+                ModerationService(PostgresModerationStore(sessions)),
+                ReviewService(PostgresReviewStore(sessions)),
+            )
+            return await work(tools)
         finally:
             await engine.dispose()
 
@@ -146,7 +165,7 @@ BY = click.option("--by", help="Who is acting, for the audit trail (default: you
 def ban(ctx: click.Context, player: str, reason: str, by: str | None) -> None:
     """Ban PLAYER from ranked play and hide their daily results."""
     moderator = _moderator(by)
-    done = _run(ctx, lambda m: m.ban(player, reason, moderator))
+    done = _run(ctx, lambda t: t.moderation.ban(player, reason, moderator))
     click.echo(f"banned player {done.player.id} ({done.player.name}), {_stamp(done.action)}")
     click.echo(f"reason: {done.reason}")
     if done.hidden:
@@ -164,7 +183,7 @@ def ban(ctx: click.Context, player: str, reason: str, by: str | None) -> None:
 def unban(ctx: click.Context, player: str, reason: str | None, by: str | None) -> None:
     """Lift PLAYER's ban and restore the results it hid."""
     moderator = _moderator(by)
-    done = _run(ctx, lambda m: m.unban(player, moderator, reason))
+    done = _run(ctx, lambda t: t.moderation.unban(player, moderator, reason))
     before = done.player
     assert before.banned_at is not None
     click.echo(f"unbanned player {before.id} ({before.name}), {_stamp(done.action)}")
@@ -189,7 +208,7 @@ def unban(ctx: click.Context, player: str, reason: str | None, by: str | None) -
 def hide(ctx: click.Context, game_id: int, reason: str, by: str | None) -> None:
     """Take the daily result GAME_ID off its board (kept; `restore` puts it back)."""
     moderator = _moderator(by)
-    done = _run(ctx, lambda m: m.hide(game_id, reason, moderator))
+    done = _run(ctx, lambda t: t.moderation.hide(game_id, reason, moderator))
     click.echo(
         f"hid {_game_text(done.game)} of player {done.player.id} ({done.player.name}) from "
         f"its board, {_stamp(done.action)}"
@@ -210,7 +229,7 @@ def hide(ctx: click.Context, game_id: int, reason: str, by: str | None) -> None:
 def restore(ctx: click.Context, game_id: int, reason: str | None, by: str | None) -> None:
     """Put the hidden daily result GAME_ID back on its board."""
     moderator = _moderator(by)
-    done = _run(ctx, lambda m: m.restore(game_id, moderator, reason))
+    done = _run(ctx, lambda t: t.moderation.restore(game_id, moderator, reason))
     click.echo(
         f"restored {_game_text(done.game)} of player {done.player.id} ({done.player.name}) "
         f"to its board, {_stamp(done.action)}; it had been hidden by action "
@@ -255,7 +274,7 @@ def _action_line(row: Any) -> str:
 @click.pass_context
 def log(ctx: click.Context, player: str | None, limit: int, as_json: bool) -> None:
     """The audit trail: who did what, when and why, newest first."""
-    rows = _run(ctx, lambda m: m.log(player, limit), changes=False)
+    rows = _run(ctx, lambda t: t.moderation.log(player, limit), changes=False)
     if as_json:
         click.echo(json.dumps([_action_json(row) for row in rows], ensure_ascii=False))
         return
@@ -390,10 +409,10 @@ def suspicious(
     as_json: bool,
 ) -> None:
     """A day's ranked results with the signals that fired, each explained."""
-    from server.services.moderation import Thresholds
+    from server.services.review import Thresholds
 
     limits = Thresholds(fast_fraction, min_sample, floor_ms_per_move, shared_accounts)
-    review = _run(ctx, lambda m: m.suspicious(day, limits), changes=False)
+    review = _run(ctx, lambda t: t.review.suspicious(day, limits), changes=False)
     if as_json:
         click.echo(json.dumps(_review_json(review), ensure_ascii=False))
     else:

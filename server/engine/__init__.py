@@ -11,17 +11,8 @@ package implements; every public name below is importable from ``server.engine``
 
 from server.engine.actions import Action, ActionKind, AppliedAction, Status
 from server.engine.cards import FULL_DECK, Card, Rank, Suit
-from server.engine.codes import (
-    CODE_SPACE,
-    DEAL_ALGORITHM,
-    TP2_CODE_SPACE,
-    Deal,
-    DealVersion,
-    GameCode,
-    RuleSet,
-    deal_tp1,
-    deal_tp2,
-)
+from server.engine.codes import CODE_SPACE, DEAL_ALGORITHM, TP2_CODE_SPACE, GameCode, RuleSet
+from server.engine.deals import Deal, DealVersion, deal_tp1, deal_tp2
 from server.engine.errors import (
     EngineError,
     IllegalActionError,

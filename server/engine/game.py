@@ -5,6 +5,11 @@ A :class:`Game` is the only mutable type in the engine. It validates every actio
 keeps the bounded undo history and the applied action log, from which :meth:`Game.replay` rebuilds
 an identical game. :meth:`Game.view` is what a player may see.
 
+One module, over 400 lines, because it is one class: the checks, the moves, undo and the views
+all read and write the same private state, kept consistent together. What needs no state has
+its own module: cards, the layout, scoring and neighbours (``rules``), the action types
+(``actions``), the deals and codes.
+
 >>> from server.engine.codes import GameCode
 >>> game = Game.new(GameCode.parse("TP1-E-AAAAAAA"))
 >>> str(game.waste_top), game.playable_positions()
@@ -34,7 +39,8 @@ from server.engine.actions import (
     check_position,
 )
 from server.engine.cards import Card
-from server.engine.codes import Deal, GameCode, RuleSet
+from server.engine.codes import GameCode, RuleSet
+from server.engine.deals import Deal
 from server.engine.errors import IllegalActionError, Rejection
 from server.engine.layout import COVERED_BY, COVERS, PEAK_OF, PEAKS, POSITION_COUNT
 from server.engine.rules import PEAK_BONUS, START_SCORE, UNDO_DEPTH, is_neighbour, next_score

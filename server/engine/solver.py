@@ -43,7 +43,8 @@ from typing import Final
 
 from server.engine.actions import Action, ActionKind, Status
 from server.engine.cards import Card
-from server.engine.codes import STOCK_SIZE, Deal, RuleSet
+from server.engine.codes import RuleSet
+from server.engine.deals import STOCK_SIZE, Deal
 from server.engine.errors import EngineError
 from server.engine.game import Game
 from server.engine.layout import COVERED_BY, POSITION_COUNT

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from server.engine.codes import STOCK_SIZE
+from server.engine.deals import STOCK_SIZE
 from server.engine.solver_tables import ConfigTables
 
 __all__ = [

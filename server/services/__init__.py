@@ -10,18 +10,20 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.engine.codes import RuleSet
+from server.services.addresses import address_key
 from server.services.analysis import Analyzer
 from server.services.clock import Clock
 from server.services.daily import DailyService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
-from server.services.moderation import ModerationService, address_key
+from server.services.moderation import ModerationService
 from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
 from server.storage.leaderboards import PostgresLeaderboardStore
+from server.storage.moderation import PostgresModerationStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence import PresenceStore
 from server.storage.races import RaceStore
@@ -102,7 +104,9 @@ class Services:
                 limits.grace_s,
                 limits.instance_timeout_s,
             ),
-            moderation=ModerationService(sessions, address_key(daily_secret)),
+            moderation=ModerationService(
+                PostgresModerationStore(sessions), address_key(daily_secret)
+            ),
             analyzer=analyzer,
         )
 

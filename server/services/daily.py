@@ -13,10 +13,6 @@ from server.engine.codes import TP2_CODE_SPACE, DealVersion, GameCode, RuleSet
 from server.errors import ErrorCode, InvalidInputError, NotFoundError, UnavailableError
 from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
-
-# Re-exported for server/web/metrics.py, which imports it from here: it is SQL, and lives in
-# server.storage.commits with the rest of the daily boundary's.
-from server.storage.commits import today_sql as today_sql
 from server.storage.daily import DailyStore
 
 log = logging.getLogger(__name__)

@@ -35,12 +35,12 @@ from server.errors import (
     UnavailableError,
 )
 from server.services.analysis import Analyzer
+from server.services.bans import refuse_banned
 from server.services.clock import Clock, elapsed_ms
 from server.services.completion import settled, to_completion
 from server.services.daily import DailyService
 from server.services.game_views import ActionResult, GameSnapshot, GameSummary, Outcome
 from server.services.live import LiveGame, LiveGames
-from server.services.moderation import refuse_banned
 from server.storage.commits import (
     ActionWrite,
     DailyClosed,

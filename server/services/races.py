@@ -33,9 +33,9 @@ from server.errors import (
     StorageError,
     UnavailableError,
 )
+from server.services.bans import refuse_banned
 from server.services.clock import Clock
 from server.services.games import GameService
-from server.services.moderation import refuse_banned
 from server.services.players import PlayerInfo
 from server.services.presence import LOCK_WAIT_S
 from server.services.room_presence import RoomPresence

@@ -24,11 +24,11 @@ follows the driver's own rule: asyncpg names statements only while its statement
 and :func:`server.storage.db.create_engine` turns it off for a transaction pooler.
 
 The driver's errors reach callers as the SQLAlchemy exceptions the engine raises for them,
-with no parameter values in their messages (:func:`database_error`), so a failed batch looks
-the same whichever way it was sent. After a failed batch the writer lets go of its connection
-(discarded when the driver saw it close) and of the statement prepared on it: the next batch
-takes a pre-pinged connection and prepares again. A batch the driver refuses before sending
-any of it (a connection the server dropped, not yet seen closed) goes once to a fresh
+with no parameter values in their messages (:mod:`server.storage.driver_errors`), so a failed
+batch looks the same whichever way it was sent. After a failed batch the writer lets go of its
+connection (discarded when the driver saw it close) and of the statement prepared on it: the
+next batch takes a pre-pinged connection and prepares again. A batch the driver refuses before
+sending any of it (a connection the server dropped, not yet seen closed) goes once to a fresh
 connection instead of failing.
 
 A game row locked by another transaction (a slow statement, a stuck session) holds up only
@@ -41,9 +41,16 @@ state) and the writer goes on with a fresh connection, so no stuck statement hol
 game of the process for longer than that.
 
 The daily boundary is the database's: a daily game's action is stored only while the
-database's clock, read by the committing statement, is still on the game's date (UTC). Every
-process therefore agrees on when a date closes, whatever its own clock says; a write refused
-for it is answered with :class:`DailyClosed` and changes nothing.
+database's clock, read by the committing statement, is still on the game's date (UTC;
+:mod:`server.storage.today`). Every process therefore agrees on when a date closes, whatever
+its own clock says; a write refused for it is answered with :class:`DailyClosed` and changes
+nothing.
+
+One module, over 400 lines, because its parts change together: a column of the batch is one
+field of :class:`ActionWrite`, one array of :func:`_arguments` and one ``unnest`` column of
+:data:`COMMIT_BATCH_SQL`, and the outcomes that statement returns are the ones the writer
+answers. The writer's loop (``GroupCommitter._run``) keeps the awaits of the action path
+inline (the queue, a connection when it has none, the statement), its other steps in helpers.
 """
 
 from __future__ import annotations
@@ -58,36 +65,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from sqlalchemy import ColumnElement, Date, cast, func, literal, literal_column
-from sqlalchemy.exc import (
-    DBAPIError,
-    IntegrityError,
-    InterfaceError,
-    InternalError,
-    NotSupportedError,
-    OperationalError,
-    ProgrammingError,
-)
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from server.storage.driver_errors import DriverError, database_error, unsent
 from server.storage.events import CHANNEL, Event, encode_event
 from server.storage.sessions import as_storage_error
+from server.storage.today import DATABASE_TODAY_SQL
 
 log = logging.getLogger(__name__)
-
-#: The database's current UTC date, as the statement that stores a daily game's row or action
-#: sees it: the one clock every process's daily boundary follows.
-DATABASE_TODAY_SQL = "(statement_timestamp() AT TIME ZONE 'UTC')::date"
-
-
-def today_sql(pinned: dt.date | None) -> ColumnElement[dt.date]:
-    """SQL for the daily boundary's current UTC date: the database's clock at the statement
-    (the one authority for every process), or ``pinned`` when a simulated clock decides."""
-    database = literal_column(DATABASE_TODAY_SQL, Date)
-    if pinned is None:
-        return database
-    return func.coalesce(cast(literal(pinned), Date), database)
-
 
 #: One statement for a whole batch: move each game row on (only if it still has the expected
 #: seq and status), log the actions of the rows that moved, publish their events. Run alone (no
@@ -137,66 +123,6 @@ COMMIT_BATCH_SQL = f"""
      WHERE NOT EXISTS (SELECT 1 FROM checked WHERE checked.game_id = v.game_id)
        AND EXISTS (SELECT 1 FROM games AS g WHERE g.id = v.game_id)
     """
-
-#: The SQLAlchemy exception each error of the driver is raised as (the first entry it is an
-#: instance of wins): the ones the engine raises for the same errors, so that callers handle
-#: a failed batch as they handle any other failed statement.
-DRIVER_ERRORS: tuple[tuple[type[Exception], type[DBAPIError]], ...] = (
-    (asyncpg.IntegrityConstraintViolationError, IntegrityError),
-    (asyncpg.InvalidCachedStatementError, NotSupportedError),
-    (asyncpg.SyntaxOrAccessError, ProgrammingError),
-    (asyncpg.InternalServerError, InternalError),
-    (asyncpg.PostgresError, DBAPIError),
-    (asyncpg.InterfaceError, InterfaceError),
-    (asyncpg.InternalClientError, InternalError),
-)
-
-
-class DriverError(Exception):
-    """An error of the database driver, as the ``orig`` of the SQLAlchemy exception it is
-    raised as (the engine's own errors have one like it): the driver's message without the
-    values it may quote (the failing row of a broken constraint, a parameter it could not
-    use), which may hold a secret deal's cards.
-
-    Attributes:
-        sqlstate / pgcode: the error's SQLSTATE (None for the driver's own errors).
-    """
-
-    def __init__(self, message: str, sqlstate: str | None) -> None:
-        super().__init__(message)
-        self.sqlstate = self.pgcode = sqlstate
-
-
-def database_error(
-    exc: Exception, statement: str, *, connection_invalidated: bool = False
-) -> DBAPIError:
-    """The SQLAlchemy exception to raise for an error of the driver (see
-    :data:`DRIVER_ERRORS`), its message free of values: the driver's message without the
-    failing row it may add, and a data error's (an argument the driver could not encode, a
-    value the database refused) cut at its first colon, after which it quotes the value.
-
-    Raised from the driver's exception, it shows that in tracebacks as the engine's errors do
-    (with the failing row of a broken constraint, as theirs); raised from None for a data
-    error.
-
-    Args:
-        exc: an ``asyncpg.PostgresError``, ``asyncpg.InterfaceError`` or
-            ``asyncpg.InternalClientError``.
-        statement: the SQL that failed (its parameters are never shown).
-        connection_invalidated: the connection was lost with it.
-    """
-    kind = next((kind for driver, kind in DRIVER_ERRORS if isinstance(exc, driver)), DBAPIError)
-    message = str(exc.args[0]) if exc.args else type(exc).__name__
-    if isinstance(exc, asyncpg.DataError):
-        message = message.split(":", 1)[0]
-    orig = DriverError(f"{type(exc).__name__}: {message}", getattr(exc, "sqlstate", None))
-    return kind(
-        statement,
-        None,
-        orig,
-        hide_parameters=True,
-        connection_invalidated=connection_invalidated,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,6 +341,8 @@ class GroupCommitter:
             self._queue.get_nowait().future.cancel()
 
     async def _run(self) -> None:
+        """The writer: takes the queued writes a batch at a time, stores each batch in one
+        statement and answers its callers; holds a connection while writes keep coming."""
         assert self._queue is not None
         queue = self._queue
         link: _Link | None = None
@@ -440,8 +368,7 @@ class GroupCommitter:
                     if link is not None and link.driver.is_closed():
                         # The server went away while the writer held it (a database restart):
                         # nothing of this batch was sent, so it goes to a fresh connection.
-                        await link.conn.invalidate()
-                        await self._release(link.conn)
+                        await self._let_go(link, invalidate=True)
                         link = None
                     started = time.perf_counter()
                     for attempt in range(2):
@@ -451,52 +378,59 @@ class GroupCommitter:
                             stored = await self._commit(link, batch)
                             break
                         except DBAPIError as exc:
-                            if attempt or not _unsent(exc):
+                            if attempt or not unsent(exc):
                                 raise
                             # The driver refused it before sending anything (a connection the
                             # server dropped, not yet seen closed): a fresh one takes it.
-                            link.info.pop(_PREPARED_KEY, None)
-                            await link.conn.invalidate()
-                            await self._release(link.conn)
+                            await self._let_go(link, invalidate=True)
                             link = None
                     seconds = time.perf_counter() - started
                 except asyncio.CancelledError:
                     if link is not None:  # cancelled mid-statement: its state is unknown
                         await link.conn.invalidate()
-                    for pending in [*batch, *([carried] if carried else [])]:
-                        pending.future.cancel()
+                    _cancel([*batch, *([carried] if carried else [])])
                     raise
                 except Exception as exc:
-                    for pending in batch:
-                        if not pending.future.done():
-                            pending.future.set_exception(as_storage_error(exc))
+                    _fail(batch, exc)
                     if link is not None:  # take a fresh (pre-pinged) connection next time
-                        link.info.pop(_PREPARED_KEY, None)
-                        if link.driver.is_closed() or getattr(exc, "connection_invalidated", False):
-                            await link.conn.invalidate()
-                        await self._release(link.conn)
+                        lost = getattr(exc, "connection_invalidated", False)
+                        await self._let_go(link, invalidate=lost or link.driver.is_closed())
                         link = None
                     continue
-                self.batches += 1
-                if self._observe is not None:
-                    self._observe(len(batch), seconds)
-                for pending in batch:
-                    outcome = stored.get(pending.write.game_id)
-                    if outcome != "busy":  # a busy write is counted when it is answered
-                        self.writes += 1
-                    if pending.future.done():
-                        continue
-                    if outcome == "stored":
-                        pending.future.set_result(None)
-                    elif outcome == "busy":
-                        self._retry_later(pending)
-                    elif outcome == "closed":
-                        pending.future.set_exception(DailyClosed(pending.write.game_id))
-                    else:
-                        pending.future.set_exception(GameMovedOn(pending.write.game_id))
+                self._answer(batch, stored, seconds)
         finally:
             if link is not None:
                 await self._release(link.conn)
+
+    def _answer(self, batch: Sequence[_Pending], stored: dict[int, str], seconds: float) -> None:
+        """Count a committed batch and answer each of its writes by its game's outcome (see
+        :meth:`_commit`); a busy one is tried again later."""
+        self.batches += 1
+        if self._observe is not None:
+            self._observe(len(batch), seconds)
+        for pending in batch:
+            outcome = stored.get(pending.write.game_id)
+            if outcome != "busy":  # a busy write is counted when it is answered
+                self.writes += 1
+            if pending.future.done():
+                continue
+            if outcome == "stored":
+                pending.future.set_result(None)
+            elif outcome == "busy":
+                self._retry_later(pending)
+            elif outcome == "closed":
+                pending.future.set_exception(DailyClosed(pending.write.game_id))
+            else:
+                pending.future.set_exception(GameMovedOn(pending.write.game_id))
+
+    async def _let_go(self, link: _Link, *, invalidate: bool) -> None:
+        """Give up the writer's connection and the statement prepared on it (the next batch
+        takes a pre-pinged connection and prepares again); ``invalidate``: the connection is
+        discarded rather than pooled."""
+        link.info.pop(_PREPARED_KEY, None)
+        if invalidate:
+            await link.conn.invalidate()
+        await self._release(link.conn)
 
     def _batch(
         self, first: _Pending, queue: asyncio.Queue[_Pending]
@@ -589,13 +523,18 @@ class GroupCommitter:
         return {row[0]: row[1] for row in rows}
 
 
-def _unsent(exc: DBAPIError) -> bool:
-    """Whether the driver refused a batch before sending any of it: its connection was in a
-    state that allows no statement (the server dropped it, and the driver has not noticed):
-    ``InternalClientError``, ``InterfaceError``. A connection lost mid-statement (a
-    ``PostgresError`` such as ``ConnectionDoesNotExistError``) is not: the batch's fate is
-    unknown."""
-    return isinstance(exc.__cause__, asyncpg.InternalClientError | asyncpg.InterfaceError)
+def _fail(batch: Sequence[_Pending], exc: Exception) -> None:
+    """Fail the writes of a batch that failed (those still awaited) with the StorageError of
+    ``exc``."""
+    for pending in batch:
+        if not pending.future.done():
+            pending.future.set_exception(as_storage_error(exc))
+
+
+def _cancel(writes: Sequence[_Pending]) -> None:
+    """Cancel the writes of a writer that is cancelled itself."""
+    for pending in writes:
+        pending.future.cancel()
 
 
 def _arguments(batch: Sequence[_Pending]) -> list[Any]:

@@ -17,9 +17,9 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 
 from server.engine.codes import GameCode
-from server.storage.commits import today_sql
 from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
 from server.storage.sessions import Sessions
+from server.storage.today import today_sql
 
 
 @dataclass(frozen=True, slots=True)

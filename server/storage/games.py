@@ -18,11 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
-from server.storage.commits import DATABASE_TODAY_SQL, today_sql
 from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
 from server.storage.sessions import Sessions, storage_errors
+from server.storage.today import DATABASE_TODAY_SQL, today_sql
 
 
 class GameMode(StrEnum):

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.engine import Action, ActionKind, GameCode
 from server.engine import Game as EngineGame
-from server.services.moderation import solve_line
+from server.services.review import solve_line
 from server.storage.db import create_engine
 from server.storage.models import DailyChallenge, Game, GameAction, Player
 from tests.helpers import WsPlayer, register

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server.engine import CODE_SPACE, FULL_DECK, Deal, GameCode, InvalidGameCodeError, deal_tp1
-from server.engine.codes import tp1_shuffle, tp1_words
+from server.engine.deals import tp1_shuffle, tp1_words
 from server.engine.errors import InvalidDealError
 from tests.engine.support import expected_deal
 

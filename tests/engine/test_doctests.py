@@ -8,9 +8,9 @@ from types import ModuleType
 import pytest
 
 import server.engine
-from server.engine import actions, cards, codes, errors, game, layout, rules
+from server.engine import actions, cards, codes, deals, errors, game, layout, rules
 
-MODULES = [server.engine, actions, cards, codes, errors, game, layout, rules]
+MODULES = [server.engine, actions, cards, codes, deals, errors, game, layout, rules]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda module: module.__name__)

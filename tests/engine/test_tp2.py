@@ -20,7 +20,8 @@ from server.engine import (
     deal_tp1,
     deal_tp2,
 )
-from server.engine.codes import TP2_CODE_LENGTH, deal_words, tp1_shuffle
+from server.engine.codes import TP2_CODE_LENGTH
+from server.engine.deals import deal_words, tp1_shuffle
 from tests.engine.support import expected_deal
 
 RULES_VECTOR = (

@@ -27,7 +27,7 @@ from sqlalchemy.sql.expression import SelectBase
 from server.engine import RuleSet
 from server.services.clock import FakeClock
 from server.services.leaderboards import BoardKey, Entry, LeaderboardService
-from server.storage import leaderboards
+from server.storage import board_queries
 from server.storage.db import create_engine
 from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.models import Game, Player
@@ -239,7 +239,7 @@ async def test_around_ranks_a_window_whose_top_tie_starts_above_it(backend: Back
     recounts: list[object] = []
 
     def spy(_conn: Any, statement: object, *_args: Any) -> None:
-        if statement is leaderboards._COUNTS:
+        if statement is board_queries.COUNTS:
             recounts.append(statement)
 
     # PostgreSQL's store counts for a window's top only when its ties reach above it; the
@@ -324,19 +324,19 @@ async def explain(engine: AsyncEngine, statement: SelectBase, values: dict[str, 
 async def test_pages_and_windows_are_one_range_of_the_board_index(db: AsyncEngine) -> None:
     # PostgreSQL only, as every test of query plans.
     await fill(db, [Result(500 - i, 30, 1000, 0, "won", True) for i in range(30)])
-    key = leaderboards._key_values(BoardKey(490, 30, 1000, T0, 1))
+    key = board_queries.key_values(BoardKey(490, 30, 1000, T0, 1))
     page = {"date": DATE, "limit": 51}
 
-    first = await explain(db, leaderboards._FIRST_PAGE, page)
+    first = await explain(db, board_queries.FIRST_PAGE, page)
     assert "Index Scan using ix_games_daily_board on games" in first
     assert "Sort" not in first, first
 
-    deeper = await explain(db, leaderboards._NEXT_PAGE, page | key)
+    deeper = await explain(db, board_queries.NEXT_PAGE, page | key)
     assert "Sort" not in deeper, deeper
     assert "Seq Scan" not in deeper, deeper
     assert "ROW((- score), moves, elapsed_ms, finished_at, player_id) > ROW(" in deeper, deeper
 
-    window = await explain(db, leaderboards._AROUND, {"date": DATE, "player_id": 3, "limit": 6})
+    window = await explain(db, board_queries.AROUND, {"date": DATE, "player_id": 3, "limit": 6})
     assert "Sort" not in window, window
     assert "Seq Scan" not in window, window
     # Both sides start from the player's own position, read from the index as a range.
@@ -346,7 +346,7 @@ async def test_pages_and_windows_are_one_range_of_the_board_index(db: AsyncEngin
         assert at_own in window, window
     assert "Join Filter" not in window, window
 
-    own = await explain(db, leaderboards._OWN, {"date": DATE, "player_id": 1})
+    own = await explain(db, board_queries.OWN, {"date": DATE, "player_id": 1})
     assert "Seq Scan" not in own, own
     assert own.count("Index Scan using pk_leaderboard_counts") == 3, own
 
@@ -356,8 +356,8 @@ async def test_rank_counts_read_bounded_ranges(db: AsyncEngine) -> None:
     await fill(db, [Result(500 - i % 7, 28 + i % 3, 1000 * i, 0, "won", True) for i in range(40)])
     plan = await explain(
         db,
-        leaderboards._COUNTS,
-        {"date": DATE} | leaderboards._key_values(BoardKey(497, 29, 12_345, T0, 5)),
+        board_queries.COUNTS,
+        {"date": DATE} | board_queries.key_values(BoardKey(497, 29, 12_345, T0, 5)),
     )
     assert "Seq Scan" not in plan and "Sort" not in plan, plan
     assert plan.count("Index Scan using pk_leaderboard_counts") == 3, plan

@@ -9,16 +9,9 @@ import datetime as dt
 import pytest
 
 from server.engine import GameCode
-from server.services.moderation import (
-    Line,
-    Thresholds,
-    address_group,
-    address_key,
-    hash_address,
-    review,
-    solve_line,
-)
-from server.storage.moderation import DayResult
+from server.services.addresses import address_group, address_key, hash_address
+from server.services.review import Line, Thresholds, review, solve_line
+from server.storage.review import DayResult
 
 DATE = dt.date(2026, 3, 14)
 T0 = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)

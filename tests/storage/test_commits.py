@@ -24,13 +24,12 @@ from server.storage.commits import (
     COMMIT_BATCH_SQL,
     ActionWrite,
     DailyClosed,
-    DriverError,
     GameBusy,
     GameMovedOn,
     GroupCommitter,
-    database_error,
 )
 from server.storage.db import Pooler, async_url, create_engine
+from server.storage.driver_errors import DriverError, database_error
 from server.storage.events import CHANNEL, RaceProgress
 from server.storage.models import Game, GameAction
 from tests.conftest import PgBouncer

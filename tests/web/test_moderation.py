@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.config import Settings
 from server.engine import RuleSet
-from server.services.moderation import ModerationService, address_key, hash_address
+from server.services.addresses import address_key, hash_address
+from server.services.moderation import ModerationService
 from server.storage.db import create_engine
 from server.storage.models import Player
 from server.web.keys import SERVICES

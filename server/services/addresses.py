@@ -1,0 +1,54 @@
+"""Client addresses as moderation keeps them: a keyed hash of one address (IPv4) or one /64
+network (IPv6), never the address itself. Registration stores the hash of the address an
+account registered from; the review of suspicious results (:mod:`server.services.review`)
+groups a day's accounts by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+
+#: What the address key is derived from the daily secret for (a key of its own: the daily
+#: secret itself never meets an address).
+ADDRESS_KEY_LABEL = b"tripeaks:address-hash:v1"
+
+
+def address_key(daily_secret: bytes) -> bytes:
+    """The key of the address hashes, derived from the daily secret (HMAC-SHA256 of a fixed
+    label): every process of a service, sharing the secret, hashes an address alike."""
+    return hmac.new(daily_secret, ADDRESS_KEY_LABEL, hashlib.sha256).digest()
+
+
+def address_group(address: str) -> str | None:
+    """What counts as one address: an IPv4 address as it is (an IPv4-mapped IPv6 address as its
+    IPv4 address), an IPv6 address by its /64 network, which one subscriber usually holds whole;
+    None for anything that is not an IP address (a Unix socket's peer).
+
+    >>> address_group("203.0.113.7"), address_group("::ffff:203.0.113.7")
+    ('203.0.113.7', '203.0.113.7')
+    >>> address_group("2001:db8:1:2:aaaa::1"), address_group("unknown")
+    ('2001:db8:1:2::/64', None)
+    """
+    try:
+        ip = ipaddress.ip_address(address.strip().split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+def hash_address(key: bytes, address: str) -> bytes | None:
+    """HMAC-SHA256 of an address's :func:`address_group` under ``key`` (32 bytes), or None
+    when it is not an IP address. The address itself is never stored."""
+    group = address_group(address)
+    if group is None:
+        return None
+    return hmac.new(key, group.encode(), hashlib.sha256).digest()
+
+
+__all__ = ["ADDRESS_KEY_LABEL", "address_group", "address_key", "hash_address"]

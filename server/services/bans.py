@@ -1,0 +1,41 @@
+"""What a ban does to play (docs/rules.md §4 "Moderation"): a banned player starts no ranked play
+(the daily, opening a race, a racer's seat) and is told since when and why; free play and
+watching races stay open. The games and races services ask :func:`refuse_banned` before ranked
+play; the bans themselves are made and lifted by :mod:`server.services.moderation`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from server.errors import ErrorCode, ForbiddenError
+from server.storage.moderation import PlayerRecord, SessionOrFactory, ban_of
+
+
+def banned_message(player: PlayerRecord) -> str:
+    """What a banned player is told when ranked play is refused."""
+    assert player.banned_at is not None
+    since = player.banned_at.astimezone(dt.UTC).date().isoformat()
+    return (
+        f"you are banned from ranked play (since {since}): {player.ban_reason}. "
+        "Free play and watching races are still open to you"
+    )
+
+
+async def refuse_banned(db: SessionOrFactory, player_id: int) -> None:
+    """Refuse ranked play to a banned player: the daily, opening a race, a racer's seat.
+
+    Args:
+        db: the session factory, or a session already open (its transaction is used).
+        player_id: the player.
+
+    Raises:
+        ForbiddenError: ``banned``, saying since when and why.
+        StorageError: the database failed.
+    """
+    banned = await ban_of(db, player_id)
+    if banned is not None:
+        raise ForbiddenError(banned_message(banned), code=ErrorCode.BANNED)
+
+
+__all__ = ["banned_message", "refuse_banned"]
