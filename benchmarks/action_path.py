@@ -33,14 +33,12 @@ import time
 from pathlib import Path
 
 from server.bench import throwaway_database
-from server.bench.load import (
-    free_port,
-    idle_connections,
-    paced_ladder,
-    report,
-    run_echo,
-    run_players,
-)
+from server.bench.crowd import run_players
+from server.bench.echo import run_echo
+from server.bench.load import idle_connections
+from server.bench.paced import paced_ladder
+from server.bench.process import free_port
+from server.bench.stats import report
 
 
 async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from server.bench.load import free_port
+from server.bench.process import free_port
 
 #: PostgreSQL refuses to run as root; as root the server runs as this user (the one the
 #: ``pgserver`` package itself uses for the embedded database).

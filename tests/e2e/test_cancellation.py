@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
-from server.bench.load import choose_action
+from server.bench.crowd import choose_action
 from server.config import Settings
 from server.services.analysis import Analyzer
 from server.services.clock import FakeClock

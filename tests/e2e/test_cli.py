@@ -17,7 +17,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from server.bench.load import free_port
+from server.bench.process import free_port
 from server.engine import GameCode
 from tests.helpers import RawWs, Samples, eventually, metric, metric_samples
 

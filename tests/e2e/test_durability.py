@@ -14,7 +14,8 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-from server.bench.load import choose_action, free_port
+from server.bench.crowd import choose_action
+from server.bench.process import free_port
 from tests.e2e.logs import agrees, checked_games
 from tests.e2e.test_cli import _env, _start
 from tests.helpers import WAIT_S

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from server.bench.load import free_port, paced_ladder, run_paced
+from server.bench.paced import paced_ladder, run_paced
+from server.bench.process import free_port
 from server.cli import main
 from tests.conftest import ServerFactory
 

@@ -1,0 +1,77 @@
+"""Measuring processes on this machine (Linux ``/proc``): resident memory and CPU time of a
+server process and its descendants, and a free loopback port to start one on."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+
+def rss_kb(pid: int, *, descendants: bool = True) -> int | None:
+    """Resident memory of a process and (unless told not to) its living descendants (the
+    workers of ``serve --workers``) in KiB (Linux), or None if it cannot be read."""
+    total = None
+    for member in _family(pid) if descendants else {pid}:
+        try:
+            with open(f"/proc/{member}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total = (total or 0) + int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def cpu_s(pid: int, *, descendants: bool = True) -> float | None:
+    """CPU time (user + system) a process and (unless told not to) its living descendants
+    (the workers of ``serve --workers``, solver processes) have used so far, in seconds
+    (Linux), or None."""
+    fields = _stat(pid)
+    if fields is None:
+        return None
+    if not descendants:
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = 0
+    for member in _family(pid):
+        member_fields = fields if member == pid else _stat(member)
+        if member_fields is not None:
+            ticks += int(member_fields[11]) + int(member_fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _family(pid: int) -> set[int]:
+    """``pid`` and its living descendants (Linux)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (other := _stat(int(entry))) is not None:
+            parents[int(entry)] = int(other[1])
+    family, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent]
+        family.update(children)
+        frontier += children
+    return family
+
+
+def cpu_since(pid: int, before: float | None) -> float | None:
+    """CPU seconds a process has used since it had used ``before`` (from :func:`cpu_s`), or
+    None when either reading is missing."""
+    now = cpu_s(pid)
+    return None if before is None or now is None else now - before
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (free when asked; bind it soon)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
