@@ -24,8 +24,6 @@ engine's own among them: a :class:`~server.engine.codes.GameCode` and a
 from __future__ import annotations
 
 import json
-import math
-import re
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
@@ -37,6 +35,7 @@ from server.engine.errors import EngineError
 from server.engine.game import Action
 from server.engine.layout import POSITION_COUNT
 from server.errors import ErrorCode, ProtocolError
+from server.protocol.refusals import MAX_REQUEST_ID_LENGTH, id_of, refusal
 
 __all__ = [
     "MAX_ID",
@@ -64,7 +63,6 @@ __all__ = [
 MAX_ID = 2**63 - 1
 
 #: Longest string ``id``.
-MAX_REQUEST_ID_LENGTH = 64
 
 RequestId = int | Annotated[str, Meta(max_length=MAX_REQUEST_ID_LENGTH)]
 RowId = Annotated[int, Meta(ge=1, le=MAX_ID)]
@@ -329,99 +327,7 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
     try:
         return _DECODER.decode(raw)
     except (msgspec.DecodeError, UnicodeError, RecursionError) as exc:
-        raise _refusal(raw, exc) from None
-
-
-def _refusal(raw: str | bytes, error: Exception) -> ProtocolError:
-    """The error for a frame the decoder refused, found in the order of the checks."""
-    try:
-        data: Any = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        return ProtocolError(ErrorCode.BAD_JSON, f"message is not valid JSON: {exc}")
-    if not isinstance(data, dict):
-        return ProtocolError(ErrorCode.NOT_AN_OBJECT, "message must be a JSON object with a 'type'")
-    request_id = _id_of(data)
-    kind = data.get("type")
-    if kind not in MESSAGE_TYPES:
-        shown = kind if isinstance(kind, str) and len(kind) <= 40 else None
-        what = f"unknown message type {shown!r}" if shown is not None else "missing message 'type'"
-        return ProtocolError(
-            ErrorCode.UNKNOWN_TYPE,
-            f"{what}; expected one of {', '.join(MESSAGE_TYPES)}",
-            request_id,
-        )
-    cause = error.__cause__
-    if isinstance(cause, ProtocolError):
-        return cause
-    if isinstance(error, msgspec.ValidationError):
-        detail = _describe(str(error))
-    else:
-        detail = _not_json_value(data) or "message is not valid"
-    return ProtocolError(ErrorCode.INVALID_MESSAGE, f"{kind}: {detail}", request_id)
-
-
-_AT = re.compile(r"^(?P<text>.*) - at `\$\.?(?P<path>.*)`$", re.DOTALL)
-_MISSING = re.compile(r"^Object missing required field `(?P<field>.*)`$", re.DOTALL)
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>.*)`$", re.DOTALL)
-
-
-def _describe(error: str) -> str:
-    """``field: what was wrong`` for one of msgspec's validation messages."""
-    if match := _MISSING.match(error):
-        return f"{match['field']}: required field missing"
-    if match := _UNKNOWN.match(error):
-        return f"{match['field']}: unknown field, not allowed"
-    if match := _AT.match(error):
-        path, text = match["path"], match["text"]
-        if text.startswith("Invalid enum value") and path in _CHOICES:
-            text = f"{text}, {_CHOICES[path]}"
-        return f"{path}: {text}" if path else text
-    return error
-
-
-def _not_json_value(data: dict[str, Any]) -> str | None:
-    """``field: what was wrong`` for the first member the standard library reads but strict JSON
-    refuses: a string holding a lone surrogate, or NaN or Infinity."""
-    for key, value in data.items():
-        if _lone_surrogate(key):
-            return f"{key!r}: a member name is not valid Unicode (a lone surrogate)"
-        if _lone_surrogate(value):
-            return f"{key}: a string is not valid Unicode (a lone surrogate)"
-        if _non_finite(value):
-            return f"{key}: NaN and Infinity are not JSON numbers"
-    return None
-
-
-def _lone_surrogate(value: object) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, list):
-        return any(_lone_surrogate(item) for item in value)
-    if isinstance(value, dict):
-        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
-    return False
-
-
-def _non_finite(value: object) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, list):
-        return any(_non_finite(item) for item in value)
-    if isinstance(value, dict):
-        return any(_non_finite(item) for item in value.values())
-    return False
-
-
-def _id_of(data: dict[str, Any]) -> int | str | None:
-    """A message's ``id`` when it is a valid one (an int, or a string of at most 64)."""
-    rid = data.get("id")
-    if isinstance(rid, bool) or not isinstance(rid, int | str):
-        return None
-    return rid if not isinstance(rid, str) or len(rid) <= MAX_REQUEST_ID_LENGTH else None
+        raise refusal(raw, exc, MESSAGE_TYPES, _CHOICES) from None
 
 
 def peek_request_id(raw: str | bytes) -> int | str | None:
@@ -437,4 +343,4 @@ def peek_request_id(raw: str | bytes) -> int | str | None:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    return _id_of(data) if isinstance(data, dict) else None
+    return id_of(data) if isinstance(data, dict) else None
