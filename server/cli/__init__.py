@@ -8,6 +8,7 @@ import click
 from server.cli.admin import admin
 from server.cli.deals import deal, solve, stats
 from server.cli.loadtest import loadtest
+from server.cli.review import suspicious
 from server.cli.serve import migrate, serve
 
 
@@ -17,5 +18,6 @@ def main() -> None:
     """Competitive TriPeaks server: shared deals, daily challenge, leaderboards."""
 
 
+admin.add_command(suspicious)
 for command in (serve, migrate, deal, solve, stats, loadtest, admin):
     main.add_command(command)

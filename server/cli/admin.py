@@ -1,12 +1,13 @@
 """``tripeaks admin``: moderation over the database (docs/rules.md §4 "Moderation").
 
-``ban`` / ``unban`` a player, ``hide`` / ``restore`` one daily result, ``suspicious`` (a day's
-results with the signals that fired) and ``log`` (the audit trail). Every command that changes
-anything records who (``--by``, else the operating system's user), when (the database's clock)
-and why (``--reason``) in ``moderation_actions``, and prints what it did; bad input (an unknown
-player, a ban already made, …) exits with status 1 and a message, having changed nothing.
-They run against ``DATABASE_URL``, or the embedded database of ``--data-dir`` like
-``tripeaks migrate``, whose schema must be at the newest migration.
+``ban`` / ``unban`` a player, ``hide`` / ``restore`` one daily result, ``log`` (the audit
+trail), and ``suspicious`` (a day's results with the signals that fired:
+:mod:`server.cli.review`). Every command that changes anything records who (``--by``, else the
+operating system's user), when (the database's clock) and why (``--reason``) in
+``moderation_actions``, and prints what it did; bad input (an unknown player, a ban already
+made, …) exits with status 1 and a message, having changed nothing. They run against
+``DATABASE_URL``, or the embedded database of ``--data-dir`` like ``tripeaks migrate``, whose
+schema must be at the newest migration.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def _settings(data_dir: Path | None) -> Settings:
     return settings.model_copy(update={"database_url": url})
 
 
-def _run(ctx: click.Context, work: Work[T], *, changes: bool = True) -> T:
+def run(ctx: click.Context, work: Work[T], *, changes: bool = True) -> T:
     """Run ``work(tools)`` against the database; a refusal or a database failure
     ends the command with status 1 and its message (saying that nothing was changed, for a
     command that ``changes`` anything)."""
@@ -165,7 +166,7 @@ BY = click.option("--by", help="Who is acting, for the audit trail (default: you
 def ban(ctx: click.Context, player: str, reason: str, by: str | None) -> None:
     """Ban PLAYER from ranked play and hide their daily results."""
     moderator = _moderator(by)
-    done = _run(ctx, lambda t: t.moderation.ban(player, reason, moderator))
+    done = run(ctx, lambda t: t.moderation.ban(player, reason, moderator))
     click.echo(f"banned player {done.player.id} ({done.player.name}), {_stamp(done.action)}")
     click.echo(f"reason: {done.reason}")
     if done.hidden:
@@ -183,7 +184,7 @@ def ban(ctx: click.Context, player: str, reason: str, by: str | None) -> None:
 def unban(ctx: click.Context, player: str, reason: str | None, by: str | None) -> None:
     """Lift PLAYER's ban and restore the results it hid."""
     moderator = _moderator(by)
-    done = _run(ctx, lambda t: t.moderation.unban(player, moderator, reason))
+    done = run(ctx, lambda t: t.moderation.unban(player, moderator, reason))
     before = done.player
     assert before.banned_at is not None
     click.echo(f"unbanned player {before.id} ({before.name}), {_stamp(done.action)}")
@@ -208,7 +209,7 @@ def unban(ctx: click.Context, player: str, reason: str | None, by: str | None) -
 def hide(ctx: click.Context, game_id: int, reason: str, by: str | None) -> None:
     """Take the daily result GAME_ID off its board (kept; `restore` puts it back)."""
     moderator = _moderator(by)
-    done = _run(ctx, lambda t: t.moderation.hide(game_id, reason, moderator))
+    done = run(ctx, lambda t: t.moderation.hide(game_id, reason, moderator))
     click.echo(
         f"hid {_game_text(done.game)} of player {done.player.id} ({done.player.name}) from "
         f"its board, {_stamp(done.action)}"
@@ -229,7 +230,7 @@ def hide(ctx: click.Context, game_id: int, reason: str, by: str | None) -> None:
 def restore(ctx: click.Context, game_id: int, reason: str | None, by: str | None) -> None:
     """Put the hidden daily result GAME_ID back on its board."""
     moderator = _moderator(by)
-    done = _run(ctx, lambda t: t.moderation.restore(game_id, moderator, reason))
+    done = run(ctx, lambda t: t.moderation.restore(game_id, moderator, reason))
     click.echo(
         f"restored {_game_text(done.game)} of player {done.player.id} ({done.player.name}) "
         f"to its board, {_stamp(done.action)}; it had been hidden by action "
@@ -274,7 +275,7 @@ def _action_line(row: Any) -> str:
 @click.pass_context
 def log(ctx: click.Context, player: str | None, limit: int, as_json: bool) -> None:
     """The audit trail: who did what, when and why, newest first."""
-    rows = _run(ctx, lambda t: t.moderation.log(player, limit), changes=False)
+    rows = run(ctx, lambda t: t.moderation.log(player, limit), changes=False)
     if as_json:
         click.echo(json.dumps([_action_json(row) for row in rows], ensure_ascii=False))
         return
@@ -282,138 +283,3 @@ def log(ctx: click.Context, player: str | None, limit: int, as_json: bool) -> No
         click.echo("no moderation action recorded" + (f" about {player}" if player else ""))
     for row in rows:
         click.echo(_action_line(row))
-
-
-def _date(_ctx: click.Context, _param: click.Parameter, value: str) -> dt.date:
-    from server.services.daily import parse_date
-
-    try:
-        return parse_date(value)
-    except ServiceError as exc:
-        raise click.BadParameter(exc.message) from None
-
-
-def _review_json(review: Any) -> dict[str, Any]:
-    return {
-        "date": review.date.isoformat(),
-        "ranked": review.ranked,
-        "hidden": review.hidden,
-        "won_on_board": review.won_on_board,
-        "median_won_ms": review.median_won_ms,
-        "fast_under_ms": review.fast_under_ms,
-        "par": review.par,
-        "line_length": review.line_length,
-        "thresholds": asdict(review.thresholds),
-        "results": [
-            {
-                "game_id": f.result.game_id,
-                "player_id": f.result.player_id,
-                "player_name": f.result.player_name,
-                "status": f.result.status,
-                "score": f.result.score,
-                "moves": f.result.moves,
-                "undos": f.result.undos,
-                "elapsed_ms": f.result.elapsed_ms,
-                "finished_at": f.result.finished_at.astimezone(dt.UTC).isoformat(),
-                "hidden": f.result.hidden,
-                "banned": f.result.banned,
-                "signals": [{"signal": s.name, "explanation": s.explanation} for s in f.signals],
-            }
-            for f in review.flagged
-        ],
-    }
-
-
-def _print_review(review: Any) -> None:
-    limits = review.thresholds
-    median = (
-        f", median {review.median_won_ms / 1000:.1f} s" if review.median_won_ms is not None else ""
-    )
-    line = f"; par {review.par} in {review.line_length} actions" if review.par is not None else ""
-    click.echo(
-        f"daily {review.date.isoformat()}: {review.ranked} ranked results ({review.hidden} "
-        f"hidden); {review.won_on_board} won on the board{median}{line}"
-    )
-    if review.fast_under_ms is not None:
-        fast = (
-            f"won under {limits.fast_fraction:.0%} of that median "
-            f"({review.fast_under_ms / 1000:.1f} s) or under {limits.floor_ms_per_move} ms a move"
-        )
-    else:
-        fast = (
-            f"won under {limits.floor_ms_per_move} ms a move (the median rule needs "
-            f"{limits.min_sample} won results on the board)"
-        )
-    click.echo(
-        f"signals: fast = {fast}; optimal_line = the solver's optimal line throughout; "
-        f"shared_address = {limits.shared_accounts} or more ranked accounts from one address"
-    )
-    if not review.flagged:
-        click.echo("no result has a signal")
-        return
-    count = len(review.flagged)
-    click.echo(f"{count} result{'s' * (count != 1)} with signals:")
-    for flagged in review.flagged:
-        r = flagged.result
-        marks = "".join(
-            f"  [{mark}]" for mark, on in (("hidden", r.hidden), ("banned", r.banned)) if on
-        )
-        click.echo(
-            f"\ngame {r.game_id}  player {r.player_id} ({r.player_name})  {r.status}  "
-            f"score {r.score}  {r.moves} moves  {r.undos} undos  "
-            f"{r.elapsed_ms / 1000:.1f} s{marks}"
-        )
-        for signal in flagged.signals:
-            click.echo(f"  - {signal.name}: {signal.explanation}")
-
-
-@admin.command()
-@click.option("--date", "day", required=True, callback=_date, help="The UTC date (YYYY-MM-DD).")
-@click.option(
-    "--fast-fraction",
-    type=click.FloatRange(0, 1),
-    default=0.25,
-    show_default=True,
-    help="fast: a win under this fraction of the median of the day's won results …",
-)
-@click.option(
-    "--min-sample",
-    type=click.IntRange(1),
-    default=5,
-    show_default=True,
-    help="… when at least this many won results are on the board.",
-)
-@click.option(
-    "--floor-ms-per-move",
-    type=click.IntRange(0),
-    default=250,
-    show_default=True,
-    help="fast too: a win under this many milliseconds a move.",
-)
-@click.option(
-    "--shared-accounts",
-    type=click.IntRange(2),
-    default=3,
-    show_default=True,
-    help="shared_address: this many accounts ranked that day from one address.",
-)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object, for machines.")
-@click.pass_context
-def suspicious(
-    ctx: click.Context,
-    day: dt.date,
-    fast_fraction: float,
-    min_sample: int,
-    floor_ms_per_move: int,
-    shared_accounts: int,
-    as_json: bool,
-) -> None:
-    """A day's ranked results with the signals that fired, each explained."""
-    from server.services.review import Thresholds
-
-    limits = Thresholds(fast_fraction, min_sample, floor_ms_per_move, shared_accounts)
-    review = _run(ctx, lambda t: t.review.suspicious(day, limits), changes=False)
-    if as_json:
-        click.echo(json.dumps(_review_json(review), ensure_ascii=False))
-    else:
-        _print_review(review)
