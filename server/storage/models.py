@@ -2,6 +2,10 @@
 
 A test (``tests/storage/test_migrations.py``) fails when the models and the migrations drift.
 All timestamps are ``timestamptz`` in UTC (docs/rules.md §5).
+
+One module on purpose, past 400 lines: it is the schema, read as a whole (one metadata that
+the drift test compares with the migrations, tables whose foreign keys and indexes refer to
+each other); it holds declarations only, no behaviour.
 """
 
 from __future__ import annotations
