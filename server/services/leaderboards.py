@@ -76,18 +76,11 @@ class BoardKey(BoardPosition):
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
-    """One leaderboard row."""
+class Entry(BoardRow):
+    """One leaderboard row: a board's row (:class:`~server.storage.leaderboards.BoardRow`)
+    with its rank (1 and up; tied rows share the rank of the first of them)."""
 
     rank: int
-    player_id: int
-    name: str
-    score: int
-    moves: int
-    undos: int
-    elapsed_ms: int
-    status: str
-    finished_at: dt.datetime
 
     @property
     def key(self) -> BoardKey:
@@ -197,7 +190,6 @@ def _entries(board: BoardSlice) -> list[Entry]:
             rank = board.before + i + 1
         entries.append(
             Entry(
-                rank=rank,
                 player_id=row.player_id,
                 name=row.name,
                 score=row.score,
@@ -206,6 +198,7 @@ def _entries(board: BoardSlice) -> list[Entry]:
                 elapsed_ms=row.elapsed_ms,
                 status=row.status,
                 finished_at=row.finished_at,
+                rank=rank,
             )
         )
     return entries
