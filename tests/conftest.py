@@ -26,6 +26,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web import Application, Request
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.config import Settings
 from server.services.analysis import Analyzer
@@ -78,6 +79,14 @@ async def database_url(template_db: str) -> AsyncIterator[str]:
     await _admin(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
     yield _db_url(name)
     await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine over the test's database (a pool of up to 8 connections, opened as used)."""
+    engine = create_engine(database_url, pool_size=8)
+    yield engine
+    await engine.dispose()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import secrets
 import sys
 from typing import Any
 
-import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -20,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from server.engine import Action, ActionKind, GameCode
 from server.engine import Game as EngineGame
 from server.services.review import solve_line
-from server.storage.db import create_engine
 from server.storage.models import DailyChallenge, Game, GameAction, Player
 from tests.helpers import WsPlayer, register
 
@@ -48,13 +46,6 @@ async def admin(database_url: str, *args: str) -> tuple[int, str, str]:
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
-
-
-@pytest.fixture
-async def db(database_url: str) -> Any:
-    engine = create_engine(database_url, pool_size=2)
-    yield engine
-    await engine.dispose()
 
 
 async def plant_day(

@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import secrets
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from aiohttp.test_utils import TestClient
 from hypothesis import Phase, given
 from hypothesis import settings as hypothesis_settings
@@ -28,7 +26,6 @@ from server.engine import RuleSet
 from server.services.clock import FakeClock
 from server.services.leaderboards import BoardKey, Entry, LeaderboardService
 from server.storage import board_queries
-from server.storage.db import create_engine
 from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.models import Game, Player
 from server.storage.sessions import Sessions
@@ -213,13 +210,6 @@ async def test_random_boards_rank_like_a_naive_count(backend_url: str | None) ->
 
 
 # --------------------------------------------------------------------------------- around me
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url, pool_size=2)
-    yield engine
-    await engine.dispose()
 
 
 async def test_around_ranks_a_window_whose_top_tie_starts_above_it(backend: Backend) -> None:

@@ -7,32 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pytest
 
 from server.errors import InvalidInputError, NotFoundError, StorageError
 from server.services.leaderboards import BoardKey, Entry, LeaderboardService, Page
 from tests.backends import Backend, Seed
-
-DATE = dt.date(2026, 3, 14)
-T0 = dt.datetime(2026, 3, 14, 1, 0, tzinfo=dt.UTC)
-
-
-@dataclass(slots=True)
-class Row:
-    """One game to store, with its own player (one per distinct name)."""
-
-    name: str
-    score: int
-    moves: int
-    elapsed_ms: int
-    finished_at: dt.datetime = T0
-    status: str = "won"
-    undos: int = 0
-    mode: str = "daily"
-    date: dt.date | None = DATE
-    player_id: int = 0  # filled in when stored
+from tests.boards import DATE, T0, Row, expected, noise
 
 
 async def store(backend: Backend, rows: Sequence[Row]) -> dict[str, int]:
@@ -58,42 +39,6 @@ async def store(backend: Backend, rows: Sequence[Row]) -> dict[str, int]:
         ]
     )
     return ids
-
-
-def noise(prefix: str = "noise") -> list[Row]:
-    """Rows that must never appear on the 2026-03-14 board (several beat every real score)."""
-    other_day = DATE - dt.timedelta(days=1)
-    return [
-        Row(f"{prefix}Playing", 772, 1, 1, status="playing"),
-        Row(f"{prefix}Resigned", 772, 1, 1, status="resigned"),
-        Row(f"{prefix}Yesterday", 772, 1, 1, date=other_day),
-        Row(f"{prefix}Tomorrow", 772, 1, 1, date=DATE + dt.timedelta(days=1), status="blocked"),
-        Row(f"{prefix}Free", 772, 1, 1, mode="free"),
-        Row(f"{prefix}FreeB", 772, 1, 1, mode="free", status="blocked"),
-        Row(f"{prefix}Race", 772, 1, 1, mode="race"),
-        Row(f"{prefix}Yesterday", 1, 2, 3, mode="free"),
-    ]
-
-
-def expected(rows: Sequence[Row]) -> list[tuple[int, int]]:
-    """(rank, player_id) of every ranked row in board order, ranked by counting."""
-    ranked = [
-        r for r in rows if r.mode == "daily" and r.date == DATE and r.status in ("won", "blocked")
-    ]
-    ordered = sorted(
-        ranked, key=lambda r: (-r.score, r.moves, r.elapsed_ms, r.finished_at, r.player_id)
-    )
-    return [
-        (
-            1
-            + sum(
-                (-o.score, o.moves, o.elapsed_ms) < (-r.score, r.moves, r.elapsed_ms)
-                for o in ranked
-            ),
-            r.player_id,
-        )
-        for r in ordered
-    ]
 
 
 def ranks(entries: Sequence[Entry]) -> list[tuple[int, int]]:

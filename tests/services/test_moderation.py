@@ -20,14 +20,13 @@ from server.errors import ConflictError, InvalidInputError, NotFoundError
 from server.services.moderation import ModerationService
 from server.storage.models import Game, ModerationAction, Player
 from server.web.keys import SERVICES
-from tests.services.test_leaderboards import (
+from tests.boards import (
     BOARD,
     DATE,
     DAY,
     T0,
     Client,
     Row,
-    db,
     error,
     get_json,
     insert_rows,
@@ -35,8 +34,6 @@ from tests.services.test_leaderboards import (
     ranks,
     walk,
 )
-
-__all__ = ["db"]  # the fixture, shared
 
 YESTERDAY = DATE - dt.timedelta(days=1)
 

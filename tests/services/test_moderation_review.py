@@ -19,9 +19,7 @@ from server.storage.models import DailyChallenge, Game, GameAction, Player
 from server.storage.moderation import PostgresModerationStore
 from server.storage.review import PostgresReviewStore
 from server.storage.sessions import Sessions
-from tests.services.test_leaderboards import DATE, T0, Row, db, insert_rows
-
-__all__ = ["db"]  # the fixture, shared
+from tests.boards import DATE, T0, Row, insert_rows
 
 CODE = GameCode.parse("TP1-E-AAAAAAA")
 LINE = Line(700, (("draw", None), ("remove", 20), ("remove", 11)))

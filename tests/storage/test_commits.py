@@ -10,7 +10,6 @@ import contextlib
 import datetime as dt
 import json
 import traceback
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -35,13 +34,6 @@ from server.storage.models import Game, GameAction
 from tests.conftest import PgBouncer
 from tests.helpers import eventually
 from tests.storage.test_models import T0, add_game, add_player
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url, pool_size=2)
-    yield engine
-    await engine.dispose()
 
 
 def draw(game_id: int, seq: int, **overrides: Any) -> ActionWrite:

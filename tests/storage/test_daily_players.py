@@ -19,11 +19,8 @@ from tests.storage.test_leaderboard_counts import (
     add_games,
     add_players,
     add_players_before_name_keys,
-    db,
     game,
 )
-
-__all__ = ["db"]  # the fixture, shared
 
 COPY_COLUMNS = [
     "player_id",

@@ -12,16 +12,15 @@ import datetime as dt
 import random
 import secrets
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
-import pytest
 from alembic import command
 from sqlalchemy import Row, column, delete, insert, table, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from server.storage.db import alembic_config, create_engine, migrate
+from server.storage.db import alembic_config, migrate
 from server.storage.models import Game, Player
 from tests.storage.test_models import game_values
 
@@ -29,13 +28,6 @@ DATE = dt.date(2026, 3, 14)
 T0 = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
 
 Counts = Counter[tuple[dt.date, int, int, int, int]]
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url, pool_size=8)
-    yield engine
-    await engine.dispose()
 
 
 async def add_players(engine: AsyncEngine, count: int) -> list[int]:

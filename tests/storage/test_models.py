@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,17 +11,10 @@ from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from server.storage.db import DatabaseConfigError, async_url, create_engine
+from server.storage.db import DatabaseConfigError, async_url
 from server.storage.models import DailyChallenge, Game, GameAction, Player
 
 T0 = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url, pool_size=2)
-    yield engine
-    await engine.dispose()
 
 
 async def add_player(engine: AsyncEngine, name: str) -> int:

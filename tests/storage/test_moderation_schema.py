@@ -25,11 +25,8 @@ from tests.storage.test_leaderboard_counts import (
     add_games,
     add_players,
     assert_counts_match,
-    db,
     game,
 )
-
-__all__ = ["db"]  # the fixture, shared
 
 
 async def add_action(engine: AsyncEngine, action: str, player_id: int, **values: Any) -> int:

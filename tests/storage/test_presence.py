@@ -5,14 +5,12 @@ the grace period's end, and the one-round-trip question of what a sweep has to d
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.engine.codes import GameCode
-from server.storage.db import create_engine
 from server.storage.models import RacePresence, ServerInstance
 from server.storage.presence import Connection, PresenceRole, PresenceState, PresenceStore
 from server.storage.races import RaceRow, RaceStore
@@ -27,13 +25,6 @@ CONNECTED, RECONNECTING, GONE = (
     PresenceState.GONE,
 )
 RACER, WATCHER = PresenceRole.RACER, PresenceRole.WATCHER
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url, pool_size=4)
-    yield engine
-    await engine.dispose()
 
 
 @pytest.fixture

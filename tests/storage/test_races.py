@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -17,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from server.engine.codes import GameCode, RuleSet
 from server.errors import StorageConflict, StorageUnavailable
-from server.storage.db import create_engine
 from server.storage.events import CHANNEL
 from server.storage.models import Race, RacePlayer, RacePresence, RaceStatus
 from server.storage.presence import PresenceRole, PresenceState
@@ -27,13 +25,6 @@ from tests.helpers import eventually
 from tests.storage.test_models import T0, add_game, add_player
 
 CODE = GameCode.parse("TP1-E-AAAAAAB")
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url, pool_size=4)
-    yield engine
-    await engine.dispose()
 
 
 @pytest.fixture
