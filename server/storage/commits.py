@@ -35,10 +35,13 @@ A game row locked by another transaction (a slow statement, a stuck session) hol
 that game's writes: the statement skips rows it cannot lock at once (``SKIP LOCKED``), stores
 the rest of the batch, and the skipped writes are tried again in later batches (after 10 ms,
 doubling to 250 ms) until the write timeout, when they fail with :class:`GameBusy`. A batch
-whose statement itself is held up (a lock on a whole table, a stalled connection) is cancelled
+whose statement itself is held up (a lock on a whole table, a stalled connection) is ended
 after the write timeout: its writes fail (``OperationalError``; the games reload their stored
-state) and the writer goes on with a fresh connection, so no stuck statement holds up every
-game of the process for longer than that.
+state) and the writer goes on, so no stuck statement holds up every game of the process for
+longer than that. Reached directly, PostgreSQL ends it (the writer's connection carries that
+``statement_timeout``), so a batch answered as failed never commits later; the driver's cancel
+alone could reach a server that had not started the statement yet, and be lost. Behind a
+transaction pooler (no session settings there) the driver's cancel is all there is.
 
 The daily boundary is the database's: a daily game's action is stored only while the
 database's clock, read by the committing statement, is still on the game's date (UTC;
@@ -74,6 +77,10 @@ from server.storage.sessions import as_storage_error
 from server.storage.today import DATABASE_TODAY_SQL
 
 log = logging.getLogger(__name__)
+
+#: Seconds the driver waits for a batch statement past the write timeout, after which
+#: PostgreSQL has ended it itself (reached directly; see GroupCommitter._commit).
+STATEMENT_TIMEOUT_MARGIN_S = 1.0
 
 #: One statement for a whole batch: move each game row on (only if it still has the expected
 #: seq and status), log the actions of the rows that moved, publish their events. Run alone (no
@@ -360,7 +367,7 @@ class GroupCommitter:
                         async with asyncio.timeout(self._idle_s):
                             first = await queue.get()
                     except TimeoutError:  # idle: give the connection back
-                        await self._release(link.conn)
+                        await self._give_back(link)
                         link = None
                         continue
                 batch, carried = self._batch(first, queue)
@@ -399,8 +406,8 @@ class GroupCommitter:
                     continue
                 self._answer(batch, stored, seconds)
         finally:
-            if link is not None:
-                await self._release(link.conn)
+            if link is not None:  # (no round trip to reset it here: it may be a cancellation)
+                await self._let_go(link, invalidate=link.named)
 
     def _answer(self, batch: Sequence[_Pending], stored: dict[int, str], seconds: float) -> None:
         """Count a committed batch and answer each of its writes by its game's outcome (see
@@ -428,9 +435,28 @@ class GroupCommitter:
         takes a pre-pinged connection and prepares again); ``invalidate``: the connection is
         discarded rather than pooled."""
         link.info.pop(_PREPARED_KEY, None)
-        if invalidate:
+        if invalidate or not await self._reset(link):
             await link.conn.invalidate()
         await self._release(link.conn)
+
+    async def _give_back(self, link: _Link) -> None:
+        """Give the idle writer's connection back to the pool, the statement prepared on it
+        kept for the next check-out."""
+        if await self._reset(link):
+            await self._release(link.conn)
+        else:
+            await self._let_go(link, invalidate=True)
+
+    async def _reset(self, link: _Link) -> bool:
+        """Give the connection the server's own statement timeout back (the pool's other
+        users must not inherit the writer's, set in :meth:`_connect`); False if it failed."""
+        if not link.named:
+            return True
+        try:
+            await link.driver.execute("RESET statement_timeout", timeout=self._timeout_s)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            return False
+        return True
 
     def _batch(
         self, first: _Pending, queue: asyncio.Queue[_Pending]
@@ -468,6 +494,17 @@ class GroupCommitter:
         # turns it off for a transaction pooler (TRANSACTION_POOLER_CONNECT_ARGS).
         config = getattr(driver, "_config", None)
         named = getattr(config, "statement_cache_size", 0) > 0
+        if named:
+            # PostgreSQL itself ends a batch statement held up past the write timeout, so a
+            # batch answered as failed cannot commit later (see _commit). Reset on release.
+            try:
+                await driver.execute(
+                    f"SET statement_timeout = {max(1, round(self._timeout_s * 1000))}",
+                    timeout=self._timeout_s,
+                )
+            except BaseException:
+                await conn.invalidate()
+                raise
         kept = raw.info.get(_PREPARED_KEY)
         prepared = kept[1] if named and kept is not None and kept[0] is driver else None
         return _Link(conn, driver, named, prepared, raw.info)
@@ -493,7 +530,13 @@ class GroupCommitter:
             OSError: the connection failed.
         """
         arguments = _arguments(batch)
-        bound = self._timeout_s  # no batch holds up every game for longer than a write may wait
+        # No batch holds up every game for longer than a write may wait. Reached directly,
+        # PostgreSQL ends the statement at the write timeout itself (statement_timeout, set in
+        # _connect): the batch then surely did not commit. The driver's own bound is a little
+        # later, for a connection that stalled: a cancel it sends may reach a server that has
+        # not started the statement yet, and is lost then. Behind a transaction pooler the
+        # driver's bound is the only one.
+        bound = self._timeout_s + STATEMENT_TIMEOUT_MARGIN_S if link.named else self._timeout_s
         try:
             if not link.named:
                 # With asyncpg's statement cache off this is an unnamed statement, parsed,

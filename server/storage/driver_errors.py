@@ -17,6 +17,7 @@ from sqlalchemy.exc import (
     InterfaceError,
     InternalError,
     NotSupportedError,
+    OperationalError,
     ProgrammingError,
 )
 
@@ -28,6 +29,7 @@ DRIVER_ERRORS: tuple[tuple[type[Exception], type[DBAPIError]], ...] = (
     (asyncpg.InvalidCachedStatementError, NotSupportedError),
     (asyncpg.SyntaxOrAccessError, ProgrammingError),
     (asyncpg.InternalServerError, InternalError),
+    (asyncpg.QueryCanceledError, OperationalError),
     (asyncpg.PostgresError, DBAPIError),
     (asyncpg.InterfaceError, InterfaceError),
     (asyncpg.InternalClientError, InternalError),
