@@ -62,6 +62,8 @@ class ErrorCode(StrEnum):
     BAD_NAME = "bad_name"
     NAME_TAKEN = "name_taken"
     BANNED = "banned"
+    SIGN_IN_FAILED = "sign_in_failed"
+    BAD_KEEP = "bad_keep"
     # games
     UNKNOWN_GAME = "unknown_game"
     NOT_YOUR_GAME = "not_your_game"
