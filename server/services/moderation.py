@@ -31,9 +31,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode
 from server.errors import (
+    BannedError,
     ConflictError,
     ErrorCode,
-    ForbiddenError,
     InvalidInputError,
     NotFoundError,
 )
@@ -113,7 +113,8 @@ async def refuse_banned(db: Sessions | AsyncSession, player_id: int) -> None:
         player_id: the player.
 
     Raises:
-        ForbiddenError: ``banned``, saying since when and why.
+        BannedError: ``banned`` (a :class:`~server.errors.ForbiddenError`), saying since when
+            and why in its message, with the ban's date and reason as attributes.
         StorageError: the database failed.
     """
     if isinstance(db, AsyncSession):
@@ -122,7 +123,12 @@ async def refuse_banned(db: Sessions | AsyncSession, player_id: int) -> None:
         async with db() as session:
             banned = await store.ban_of(session, player_id)
     if banned is not None:
-        raise ForbiddenError(banned_message(banned), code=ErrorCode.BANNED)
+        assert banned.banned_at is not None and banned.ban_reason is not None
+        raise BannedError(
+            banned_message(banned),
+            since=banned.banned_at.astimezone(dt.UTC).date(),
+            reason=banned.ban_reason,
+        )
 
 
 # --------------------------------------------------------------------------- the commands

@@ -20,6 +20,7 @@ from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
 
 from server.catalogue import Locale
 from server.errors import (
+    BannedError,
     ErrorCode,
     ServerBusyError,
     ServiceError,
@@ -444,9 +445,12 @@ async def _answer(session: _Session, message: ClientMessage) -> None:
 
 
 def _service_error(exc: ServiceError, request_id: int | str | None) -> out.ErrorReply:
-    """The error reply for a service's refusal (``server_busy`` with its ``retry_after_ms``)."""
+    """The error reply for a service's refusal (``server_busy`` with its ``retry_after_ms``,
+    ``banned`` with its ``ban``)."""
     if isinstance(exc, ServerBusyError):
         return out.busy(exc.message, exc.retry_after_s, request_id)
+    if isinstance(exc, BannedError):
+        return out.banned(exc.message, exc.since, exc.reason, request_id)
     return out.error(exc.code, exc.message, request_id)
 
 
