@@ -50,8 +50,8 @@ async def test_a_recovery_code_takes_the_account_to_another_browser_and_back_out
     server: TestServer = await make_server()
     base = str(server.make_url("")).rstrip("/")
 
-    # Registering shows the recovery code once, with what it is for.
-    first_ctx, first = await open_page(browser, base, page_errors)
+    # Registering (on a phone) shows the recovery code once, with what it is for.
+    first_ctx, first = await open_page(browser, base, page_errors, viewport=PHONE)
     await register(first, "Ada", keep_recovery_code=True)
     panel = first.locator("#recovery")
     await expect(panel.locator("#recovery-title")).to_have_text("Your recovery code")
@@ -59,6 +59,7 @@ async def test_a_recovery_code_takes_the_account_to_another_browser_and_back_out
     await expect(first.locator("#recovery-code")).to_have_text(RECOVERY_CODE)
     code = await first.inner_text("#recovery-code")
     await expect(first.locator("#view-home")).to_be_visible()  # the menu is there below it
+    await no_overflow(first)
 
     # Copy puts it on the clipboard; Download saves it as a text file.
     await first_ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
@@ -78,9 +79,9 @@ async def test_a_recovery_code_takes_the_account_to_another_browser_and_back_out
     first_token = await _token(first)
     await _welcomed(first)
 
-    # A fresh browser (its own storage, on a phone) signs in with the name and the code, typed
-    # loosely; a wrong code first gets one clear answer.
-    second_ctx, second = await open_page(browser, base, page_errors, viewport=PHONE)
+    # A fresh browser (its own storage) signs in with the name and the code, typed loosely; a
+    # wrong code first gets one clear answer.
+    second_ctx, second = await open_page(browser, base, page_errors)
     await expect(second.locator("#view-register")).to_be_visible()
     await second.click("#signin summary")
     await _sign_in(second, "ada", "7K2M-9XQD-R4TW-HN6B-Y3EA-0PZC-V8GF")
