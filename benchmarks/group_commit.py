@@ -114,7 +114,7 @@ async def add_games(engine: AsyncEngine, n: int) -> Games:
     async with engine.begin() as conn:
         player = await conn.scalar(
             insert(Player)
-            .values(name=f"bench-{secrets.token_hex(3)}", token_hash=secrets.token_bytes(32))
+            .values(name=f"bench-{secrets.token_hex(3)}")
             .values(created_at=T0)
             .returning(Player.id)
         )

@@ -44,6 +44,8 @@ Environment variables (all optional):
 - ``TRIPEAKS_INSTANCE_TIMEOUT_S``: seconds after which a process that stopped refreshing its
   record is taken for dead (30, or three sweeps if longer).
 - ``TRIPEAKS_REGISTER_PER_MINUTE``: player registrations per client address per minute (20).
+- ``TRIPEAKS_SIGN_IN_PER_MINUTE``: sign-ins with a recovery code per client address per minute
+  (10), right or wrong.
 - ``TRIPEAKS_TRUST_FORWARDED_FOR``: behind a reverse proxy, take the client address from the
   last ``X-Forwarded-For`` entry the proxy added (off by default: clients could forge it).
 - ``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``: websockets one player may hold open in one process (8).
@@ -114,6 +116,7 @@ class Settings(BaseSettings):
     workers: int = Field(default=1, ge=1, le=64)
     admission_wait_s: float = Field(default=10.0, gt=0, le=120)
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
+    sign_in_per_minute: int = Field(default=10, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False
     max_sockets_per_player: int = Field(default=8, ge=1, le=10_000)
     metrics: bool = True

@@ -8,6 +8,7 @@
     │   ├── InvalidInputError    HTTP 400: the request's content is unacceptable
     │   ├── UnauthorizedError    HTTP 401: no valid player token
     │   ├── ForbiddenError       HTTP 403: someone else's resource
+    │   │   └── BannedError      banned from ranked play: since when and why
     │   ├── NotFoundError        HTTP 404: no such game, player, date or race
     │   ├── ConflictError        HTTP 409: the request conflicts with the current state
     │   ├── UnavailableError     HTTP 503: the database failed
@@ -29,6 +30,7 @@ error body and docs/protocol.md §7 and §12 share them.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 from enum import StrEnum
@@ -62,6 +64,8 @@ class ErrorCode(StrEnum):
     BAD_NAME = "bad_name"
     NAME_TAKEN = "name_taken"
     BANNED = "banned"
+    SIGN_IN_FAILED = "sign_in_failed"
+    BAD_KEEP = "bad_keep"
     # games
     UNKNOWN_GAME = "unknown_game"
     NOT_YOUR_GAME = "not_your_game"
@@ -164,6 +168,22 @@ class ForbiddenError(ServiceError):
 
     code = ErrorCode.FORBIDDEN
     http_status = 403
+
+
+class BannedError(ForbiddenError):
+    """A player a moderator banned asked for ranked play (code ``banned``).
+
+    Attributes:
+        since: the UTC date of the ban.
+        reason: the moderator's reason, as given.
+    """
+
+    code = ErrorCode.BANNED
+
+    def __init__(self, message: str, *, since: dt.date, reason: str) -> None:
+        super().__init__(message)
+        self.since = since
+        self.reason = reason
 
 
 class NotFoundError(ServiceError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -23,8 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from server.names import name_key
 from server.storage.daily import DailyStore, PostgresDailyStore
 from server.storage.db import create_engine
+from server.storage.events import Event, Listener
 from server.storage.leaderboards import LeaderboardStore, PostgresLeaderboardStore
-from server.storage.models import DailyChallenge, Game, Player, Race
+from server.storage.models import DailyChallenge, Game, Player, PlayerToken, Race
 from server.storage.players import PlayerStore, PostgresPlayerStore
 from server.storage.sessions import Sessions
 from tests.fakes.daily import MemoryDailyStore
@@ -54,11 +55,12 @@ class Seed:
 
 @dataclass(frozen=True, slots=True)
 class StoredPlayer:
-    """A player's row as stored."""
+    """A player's row as stored, with the hashes of their tokens (by token id)."""
 
     name: str
     name_key: str
-    token_hash: bytes
+    token_hashes: list[bytes]
+    recovery_hash: bytes | None
 
 
 class Backend:
@@ -98,6 +100,15 @@ class Backend:
         """Give the next players ids from ``start`` on."""
         raise NotImplementedError
 
+    async def last_used(self, token_id: int) -> dt.datetime | None:
+        """A token's ``last_used_at``."""
+        raise NotImplementedError
+
+    def events(self) -> AbstractAsyncContextManager[list[Event]]:
+        """For the time of the block, the events the stores publish (committed ones, in
+        order), appended to the list yielded as they are delivered."""
+        raise NotImplementedError
+
     async def go_down(self) -> None:
         """From now on the stores fail as over a database that cannot be reached."""
         raise NotImplementedError
@@ -117,7 +128,7 @@ class MemoryBackend(Backend):
     async def add_players(self, names: Sequence[str]) -> list[int]:
         now = self.database.now()
         return [
-            self.database.insert_player(n, name_key(n), secrets.token_bytes(32), now).id
+            self.database.insert_player(n, name_key(n), secrets.token_bytes(32), now)[0].id
             for n in names
         ]
 
@@ -145,13 +156,32 @@ class MemoryBackend(Backend):
 
     async def stored_player(self, player_id: int) -> StoredPlayer | None:
         p = self.database.players.get(player_id)
-        return None if p is None else StoredPlayer(p.name, p.name_key, p.token_hash)
+        if p is None:
+            return None
+        tokens = sorted(
+            (t for t in self.database.tokens.values() if t.player_id == player_id),
+            key=lambda t: t.id,
+        )
+        return StoredPlayer(p.name, p.name_key, [t.token_hash for t in tokens], p.recovery_hash)
 
     async def restart_player_ids(self, start: int) -> None:
         self.database.restart_player_ids(start)
 
     async def go_down(self) -> None:
         self.database.down = True
+
+    async def last_used(self, token_id: int) -> dt.datetime | None:
+        return self.database.tokens[token_id].last_used_at
+
+    @asynccontextmanager
+    async def events(self) -> AsyncIterator[list[Event]]:
+        seen: list[Event] = []
+        before, self.database.events = self.database.events, seen
+        try:
+            yield seen
+        finally:
+            before.extend(seen)
+            self.database.events = before
 
 
 class PostgresBackend(Backend):
@@ -175,9 +205,14 @@ class PostgresBackend(Backend):
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 insert(Player).returning(Player.id, sort_by_parameter_order=True),
-                [{"name": n, "token_hash": secrets.token_bytes(32)} for n in names],
+                [{"name": n} for n in names],
             )
-            return list(result.scalars())
+            ids = list(result.scalars())
+            await conn.execute(
+                insert(PlayerToken),
+                [{"player_id": i, "token_hash": secrets.token_bytes(32)} for i in ids],
+            )
+            return ids
 
     async def add_games(self, seeds: Sequence[Seed]) -> list[int]:
         if not seeds:
@@ -229,6 +264,7 @@ class PostgresBackend(Backend):
         async with self.engine.begin() as conn:
             await conn.execute(delete(Game))
             await conn.execute(delete(Race))
+            await conn.execute(delete(PlayerToken))
             await conn.execute(delete(Player))
 
     async def deals(self) -> dict[dt.date, str]:
@@ -240,12 +276,21 @@ class PostgresBackend(Backend):
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
-                    select(Player.name, Player.name_key, Player.token_hash).where(
+                    select(Player.name, Player.name_key, Player.recovery_hash).where(
                         Player.id == player_id
                     )
                 )
             ).first()
-        return None if row is None else StoredPlayer(row.name, row.name_key, row.token_hash)
+            tokens = await conn.scalars(
+                select(PlayerToken.token_hash)
+                .where(PlayerToken.player_id == player_id)
+                .order_by(PlayerToken.id)
+            )
+            hashes = [bytes(h) for h in tokens]
+        if row is None:
+            return None
+        recovery = None if row.recovery_hash is None else bytes(row.recovery_hash)
+        return StoredPlayer(row.name, row.name_key, hashes, recovery)
 
     async def restart_player_ids(self, start: int) -> None:
         async with self.engine.begin() as conn:
@@ -254,6 +299,22 @@ class PostgresBackend(Backend):
     async def go_down(self) -> None:
         self._down = create_engine(NOWHERE_URL, pool_size=1)
         self._use(Sessions(self._down))
+
+    async def last_used(self, token_id: int) -> dt.datetime | None:
+        async with self.engine.connect() as conn:
+            return await conn.scalar(
+                select(PlayerToken.last_used_at).where(PlayerToken.id == token_id)
+            )
+
+    @asynccontextmanager
+    async def events(self) -> AsyncIterator[list[Event]]:
+        seen: list[Event] = []
+        listener = Listener(self.engine.url.render_as_string(hide_password=False), seen.append)
+        await listener.start()
+        try:
+            yield seen
+        finally:
+            await listener.stop()
 
     async def close(self) -> None:
         if self._down is not None:

@@ -92,9 +92,7 @@ async def insert_rows(engine: AsyncEngine, rows: Sequence[Row]) -> None:
         for row in rows:
             if row.name not in ids:
                 new_id = await conn.scalar(
-                    insert(Player)
-                    .values(name=row.name, token_hash=secrets.token_bytes(32), created_at=T0)
-                    .returning(Player.id)
+                    insert(Player).values(name=row.name, created_at=T0).returning(Player.id)
                 )
                 assert new_id is not None
                 ids[row.name] = new_id

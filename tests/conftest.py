@@ -115,6 +115,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         daily_prepare_every_s=0,
         ws_rate_per_second=1000,
         register_per_minute=100_000,
+        sign_in_per_minute=100_000,
     )
 
 

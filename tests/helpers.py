@@ -70,7 +70,7 @@ def metric(samples: Samples, name: str, **labels: str) -> float:
 
 
 async def register(client: TestClient[Any, Any], name: str) -> dict[str, Any]:
-    """Register a player over REST and return ``{"id", "name", "token"}``."""
+    """Register a player over REST and return ``{"id", "name", "token", "recovery_code"}``."""
     resp = await client.post("/api/v1/players", json={"name": name})
     assert resp.status == 201, await resp.text()
     body: dict[str, Any] = await resp.json()

@@ -41,13 +41,23 @@ def iso_time(when: dt.datetime | None) -> str | None:
     return None if when is None else when.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
+class Ban(msgspec.Struct, frozen=True):
+    """A ban from ranked play, as its player is told: since when (a UTC date, ``YYYY-MM-DD``)
+    and why (the moderator's words)."""
+
+    since: str
+    reason: str
+
+
 class ErrorReply(Message, frozen=True, tag="error"):
     """A request could not be handled: ``code`` (machine-readable) and ``message``;
-    ``retry_after_ms`` only with ``server_busy`` (nothing was done; try again after it)."""
+    ``retry_after_ms`` only with ``server_busy`` (nothing was done; try again after it);
+    ``ban`` only with ``banned`` (for the page to say in the player's language)."""
 
     code: ErrorCode
     message: str
     retry_after_ms: int | None = None
+    ban: Ban | None = None
     id: int | str | None = None
 
 
@@ -66,7 +76,15 @@ def busy(message: str, retry_after_s: float, request_id: int | str | None = None
     """Too many players are arriving (or every database connection is taken): nothing was
     done; try again after ``retry_after_ms``. Shape: ``{type: "error", code: "server_busy",
     message, retry_after_ms, id?}``."""
-    return ErrorReply(ErrorCode.SERVER_BUSY, message, int(retry_after_s * 1000), request_id)
+    return ErrorReply(ErrorCode.SERVER_BUSY, message, int(retry_after_s * 1000), id=request_id)
+
+
+def banned(
+    message: str, since: dt.date, reason: str, request_id: int | str | None = None
+) -> ErrorReply:
+    """Ranked play refused to a banned player. Shape: ``{type: "error", code: "banned",
+    message, ban: {since, reason}, id?}``."""
+    return ErrorReply(ErrorCode.BANNED, message, ban=Ban(since.isoformat(), reason), id=request_id)
 
 
 def pong(request_id: int | str | None) -> Pong:
@@ -74,4 +92,15 @@ def pong(request_id: int | str | None) -> Pong:
     return Pong(request_id)
 
 
-__all__ = ["ErrorReply", "Message", "Pong", "busy", "encode", "error", "iso_time", "pong"]
+__all__ = [
+    "Ban",
+    "ErrorReply",
+    "Message",
+    "Pong",
+    "banned",
+    "busy",
+    "encode",
+    "error",
+    "iso_time",
+    "pong",
+]

@@ -70,12 +70,72 @@ class NewPlayer(msgspec.Struct, frozen=True):
     name: Annotated[str, Meta(examples=["Alice"])]
 
 
+Token = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=200,
+        description="a bearer token (shown only once; the server keeps its SHA-256)",
+        examples=["fvu5L_V-ny368EFo9IxOQivENR4Y88TJWugU1xxBN-8"],
+    ),
+]
+RecoveryCode = Annotated[
+    str,
+    Meta(
+        pattern="^[0-9A-HJKMNP-TV-Z]{4}(-[0-9A-HJKMNP-TV-Z]{4}){6}$",
+        description="a recovery code: 28 symbols of Crockford's base32 (no I, L, O, U) in "
+        "groups of four; shown only once, the server keeps its SHA-256",
+        examples=["7K2M-9XQD-R4TW-HN6B-Y3EA-0PZC-V8GF"],
+    ),
+]
+
+
 class PlayerCreated(msgspec.Struct, frozen=True):
-    """A new player and their bearer token (shown only here)."""
+    """A new player, their bearer token and their recovery code (both shown only here)."""
 
     id: RowId
     name: str
-    token: Annotated[str, Meta(min_length=1, description="the bearer token (shown only here)")]
+    token: Token
+    recovery_code: RecoveryCode
+
+
+class SignIn(msgspec.Struct, frozen=True):
+    """``POST /api/v1/sessions``: a player's name (read as registration reads it: any case,
+    look-alike letters) and recovery code (any case, hyphens and spaces optional, ``O`` for
+    ``0``, ``I`` or ``L`` for ``1``) (docs/protocol.md §12.13)."""
+
+    name: Annotated[str, Meta(max_length=200, examples=["Alice"])]
+    recovery_code: Annotated[
+        str, Meta(max_length=200, examples=["7K2M-9XQD-R4TW-HN6B-Y3EA-0PZC-V8GF"])
+    ]
+
+
+class SignedIn(msgspec.Struct, frozen=True):
+    """A device signed in with a recovery code: the player and the device's own new token
+    (shown only here)."""
+
+    id: RowId
+    name: str
+    token: Token
+
+
+class NewToken(msgspec.Struct, frozen=True):
+    """The caller's new bearer token (shown only here); the one it replaces no longer works."""
+
+    token: Token
+
+
+class NewRecoveryCode(msgspec.Struct, frozen=True):
+    """The player's new recovery code (shown only here); the one it replaces no longer
+    works."""
+
+    recovery_code: RecoveryCode
+
+
+class SignedOut(msgspec.Struct, frozen=True):
+    """How many of the player's devices (bearer tokens) were signed out."""
+
+    signed_out: Count
 
 
 class Player(msgspec.Struct, frozen=True):
@@ -206,6 +266,10 @@ def error_body(code: ErrorCode, message: str) -> ErrorBody:
 #: Every body the REST API sends.
 Body = (
     PlayerCreated
+    | SignedIn
+    | NewToken
+    | NewRecoveryCode
+    | SignedOut
     | Player
     | DailyChallenge
     | LeaderboardPage
@@ -373,7 +437,7 @@ def openapi_document(
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "the token POST /api/v1/players returned",
+                    "description": "a token POST /api/v1/players or POST /api/v1/sessions returned",
                 }
             },
         },

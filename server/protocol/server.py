@@ -39,9 +39,11 @@ from server.protocol.game_messages import (
     rejection_text,
 )
 from server.protocol.messages import (
+    Ban,
     ErrorReply,
     Message,
     Pong,
+    banned,
     busy,
     encode,
     error,
@@ -149,6 +151,7 @@ def server_message_schema() -> dict[str, Any]:
 
 __all__ = [
     "Accepted",
+    "Ban",
     "ErrorReply",
     "GameReply",
     "GameState",
@@ -179,6 +182,7 @@ __all__ = [
     "Welcome",
     "WelcomePlayer",
     "accepted",
+    "banned",
     "busy",
     "encode",
     "error",

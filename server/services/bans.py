@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from server.errors import ErrorCode, ForbiddenError
+from server.errors import BannedError
 from server.storage.moderation import PlayerRecord, SessionOrFactory, ban_of
 
 
@@ -30,12 +30,18 @@ async def refuse_banned(db: SessionOrFactory, player_id: int) -> None:
         player_id: the player.
 
     Raises:
-        ForbiddenError: ``banned``, saying since when and why.
+        BannedError: ``banned`` (a :class:`~server.errors.ForbiddenError`), saying since when
+            and why in its message, with the ban's date and reason as attributes.
         StorageError: the database failed.
     """
     banned = await ban_of(db, player_id)
     if banned is not None:
-        raise ForbiddenError(banned_message(banned), code=ErrorCode.BANNED)
+        assert banned.banned_at is not None and banned.ban_reason is not None
+        raise BannedError(
+            banned_message(banned),
+            since=banned.banned_at.astimezone(dt.UTC).date(),
+            reason=banned.ban_reason,
+        )
 
 
 __all__ = ["banned_message", "refuse_banned"]

@@ -1,21 +1,41 @@
-"""Player registration and bearer-token authentication (docs/rules.md §4 "Players")."""
+"""Players: registration, names, and what a player signs in with — a bearer token per device,
+a recovery code to sign in on another — (docs/rules.md §4 "Players").
+
+Tokens and recovery codes are made and hashed by :mod:`server.services.credentials`; the store
+keeps only their hashes.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
+import hmac
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from server.errors import ConflictError, ErrorCode, InvalidInputError, UnauthorizedError
 from server.names import INVISIBLE_LETTERS, mixes_scripts, name_key
 from server.services.clock import Clock
-from server.storage.players import PlayerRow, PlayerStore
+from server.services.credentials import (
+    TOKEN_INPUT_MAX,
+    hash_recovery_code,
+    hash_token,
+    new_recovery_code,
+    new_token,
+    parse_recovery_code,
+)
+from server.storage.players import PlayerRow, PlayerStore, TokenRow
 
 NAME_MIN = 2
 NAME_MAX = 24
 _NAME_PUNCTUATION = frozenset(" _-.'")
 _MAX_MARKS = 3
+
+
+#: What a failed sign-in is told, whichever of the name and the code was wrong.
+SIGN_IN_FAILED = "the name or the recovery code is wrong"
+#: Hashed in place of a missing player's recovery code, so that a sign-in under a name nobody
+#: holds costs what one under a taken name does.
+_NO_RECOVERY_HASH = bytes(32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +44,32 @@ class PlayerInfo:
 
     id: int
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A bearer token that authenticated: its player, and the token's id (which names that
+    device's sign-in; it changes when the token is rotated)."""
+
+    player: PlayerInfo
+    token_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A new player: their first bearer token and their recovery code, each shown once."""
+
+    player: PlayerInfo
+    token: str
+    recovery_code: str
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """A device signed in with a recovery code: the player and the device's new token."""
+
+    player: PlayerInfo
+    token: str
 
 
 def normalize_name(raw: object) -> str:
@@ -91,13 +137,9 @@ def _name_taken(name: str, taken: str | None) -> ConflictError:
     )
 
 
-def hash_token(token: str) -> bytes:
-    """SHA-256 of a bearer token (tokens are 256-bit random, so a fast hash is enough)."""
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
-
-
 class PlayerService:
-    """Registers players and resolves bearer tokens.
+    """Registers players, resolves bearer tokens, and manages each player's devices and
+    recovery code.
 
     Args:
         store: where players are kept (PostgreSQL, or an in-memory store in tests).
@@ -110,12 +152,13 @@ class PlayerService:
 
     async def register(
         self, raw_name: object, *, address_hash: bytes | None = None
-    ) -> tuple[PlayerInfo, str]:
+    ) -> Registration:
         """Create a player (``address_hash``: the keyed hash of the address they register
         from, :func:`server.services.moderation.hash_address`; never the address).
 
         Returns:
-            The new player and its bearer token (shown once; only its hash is stored).
+            The new player, their first bearer token and their recovery code (each shown once;
+            only their hashes are stored).
 
         Raises:
             InvalidInputError: ``bad_name`` (see :func:`normalize_name`; also a new name that
@@ -138,28 +181,43 @@ class PlayerService:
                 "Cyrillic or Greek); use one script",
                 code=ErrorCode.BAD_NAME,
             )
-        token = secrets.token_urlsafe(32)
-        player = await self._store.add(
-            name, key, hash_token(token), self._clock.now(), address_hash=address_hash
+        token, code = new_token(), new_recovery_code()
+        added = await self._store.add(
+            name,
+            key,
+            hash_token(token),
+            self._clock.now(),
+            recovery_hash=hash_recovery_code(code.replace("-", "")),
+            address_hash=address_hash,
         )
-        if player is None:
+        if added is None:
             # Another player holds the key (maybe registered meanwhile): name the holder.
             raise _name_taken(name, await self._store.name_holding(key))
-        return _info(player), token
+        return Registration(_info(added.player), token, code)
+
+    async def credential(self, token: str | None) -> Credential:
+        """The player owning a bearer token, and the token's id.
+
+        Raises:
+            UnauthorizedError: ``unauthorized``: the token is missing, too long or unknown
+                (never made, rotated, or signed out).
+            StorageError: the database failed.
+        """
+        if not token or len(token) > TOKEN_INPUT_MAX:
+            raise UnauthorizedError("a valid player token is required", code=ErrorCode.UNAUTHORIZED)
+        found = await self._store.by_token_hash(hash_token(token))
+        if found is None:
+            raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
+        return _credential(found)
 
     async def authenticate(self, token: str | None) -> PlayerInfo:
-        """The player owning a bearer token.
+        """The player owning a bearer token (see :meth:`credential`).
 
         Raises:
             UnauthorizedError: the token is missing or unknown.
             StorageError: the database failed.
         """
-        if not token or len(token) > 200:
-            raise UnauthorizedError("a valid player token is required", code=ErrorCode.UNAUTHORIZED)
-        player = await self._store.by_token_hash(hash_token(token))
-        if player is None:
-            raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
-        return _info(player)
+        return (await self.credential(token)).player
 
     async def get(self, player_id: int) -> PlayerInfo | None:
         """The player with this id, or None.
@@ -170,6 +228,101 @@ class PlayerService:
         player = await self._store.get(player_id)
         return None if player is None else _info(player)
 
+    async def sign_in(self, raw_name: object, raw_code: object) -> SignedIn:
+        """Sign a new device in with the player's name and recovery code: a new bearer token,
+        beside the player's others.
+
+        The name is read as registration reads it (any case, look-alike letters: the player
+        whose name it looks like), the code as :func:`~server.services.credentials.
+        parse_recovery_code` reads it; the code's hash is compared in constant time.
+
+        Returns:
+            The player and the device's new token (shown once).
+
+        Raises:
+            UnauthorizedError: ``sign_in_failed``, with one message whichever was wrong (an
+                unknown or malformed name, a wrong or malformed code, a player without a
+                code): the answer tells nobody whether a name holds a code.
+            StorageError: the database failed; nothing was stored.
+        """
+        symbols = parse_recovery_code(raw_code)
+        given = hash_recovery_code(symbols or "")
+        try:
+            key = name_key(normalize_name(raw_name))
+        except InvalidInputError:
+            key = None
+        found = None if key is None else await self._store.recovery_of(key)
+        stored = _NO_RECOVERY_HASH if found is None else found.recovery_hash
+        matches = hmac.compare_digest(given, stored or _NO_RECOVERY_HASH)
+        if found is None or stored is None or symbols is None or not matches:
+            raise UnauthorizedError(SIGN_IN_FAILED, code=ErrorCode.SIGN_IN_FAILED)
+        token = new_token()
+        if await self._store.add_token(found.player.id, hash_token(token), self._clock.now()):
+            return SignedIn(_info(found.player), token)
+        raise UnauthorizedError(SIGN_IN_FAILED, code=ErrorCode.SIGN_IN_FAILED)
+
+    async def rotate_token(self, credential: Credential) -> str:
+        """Replace the caller's bearer token by a new one: the old one stops working at once,
+        on every server process (its websockets are closed, docs/protocol.md §8).
+
+        Returns:
+            The new token (shown once).
+
+        Raises:
+            UnauthorizedError: ``unauthorized``: the token was revoked meanwhile (nothing
+                stored).
+            StorageError: the database failed; the old token still works.
+        """
+        token = new_token()
+        if await self._store.replace_token(
+            credential.token_id, hash_token(token), self._clock.now()
+        ):
+            return token
+        raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
+
+    async def new_recovery_code(self, player_id: int) -> str:
+        """Make the player a new recovery code; the old one (if any) stops working at once.
+        Tokens are untouched.
+
+        Returns:
+            The new code, as shown (only its hash is stored).
+
+        Raises:
+            UnauthorizedError: ``unauthorized``: no such player.
+            StorageError: the database failed; the old code still works.
+        """
+        code = new_recovery_code()
+        digest = hash_recovery_code(code.replace("-", ""))
+        if await self._store.set_recovery_hash(player_id, digest):
+            return code
+        raise UnauthorizedError("unknown player", code=ErrorCode.UNAUTHORIZED)
+
+    async def sign_out(self, player_id: int, *, keep: Credential | None) -> int:
+        """Sign the player's devices out: every token of theirs but ``keep``'s (None: every
+        one) stops working at once, and their websockets on every server process are closed.
+
+        Returns:
+            How many tokens were revoked (0: nothing changed).
+
+        Raises:
+            StorageError: the database failed; nothing changed.
+        """
+        return await self._store.delete_tokens(
+            player_id, keep=None if keep is None else keep.token_id
+        )
+
+    async def live_tokens(self, token_ids: Collection[int]) -> set[int]:
+        """Which of these token ids (:attr:`Credential.token_id`) still work.
+
+        Raises:
+            StorageError: the database failed.
+        """
+        return await self._store.live_tokens(token_ids)
+
 
 def _info(row: PlayerRow) -> PlayerInfo:
     return PlayerInfo(row.id, row.name)
+
+
+def _credential(row: TokenRow) -> Credential:
+    return Credential(_info(row.player), row.token_id)

@@ -6,7 +6,10 @@ the publishing one included.
 
 Events are typed: one :class:`msgspec.Struct` per ``kind``, encoded as a JSON object whose
 ``kind`` names it, and decoded back into its type by the listener (a payload that is no known
-event is logged and dropped). Every event concerns one race (``race_id``).
+event is logged and dropped). A race's events name the race (``race_id``);
+:class:`TokensRevoked` names a player whose bearer tokens were revoked (never a token or its
+hash). Anyone who may connect to the database may NOTIFY, so a receiver reads what an event
+announces from the database rather than trusting the payload.
 """
 
 from __future__ import annotations
@@ -33,10 +36,14 @@ MAX_PAYLOAD = 7900
 
 
 class _Event(msgspec.Struct, frozen=True, tag_field="kind"):
+    """An event between processes: its ``kind`` is its class's tag."""
+
+
+class _RaceEvent(_Event, frozen=True):
     race_id: int
 
 
-class RaceProgress(_Event, frozen=True, tag="race_progress"):
+class RaceProgress(_RaceEvent, frozen=True, tag="race_progress"):
     """A racer's accepted action (never their cards): their game's counters after it;
     ``status`` is the engine's (``playing``, ``won``, ``blocked``, ``resigned``),
     ``elapsed_ms`` server time since the game began."""
@@ -51,7 +58,7 @@ class RaceProgress(_Event, frozen=True, tag="race_progress"):
     elapsed_ms: int
 
 
-class RaceRoomChanged(_Event, frozen=True, tag="race_room"):
+class RaceRoomChanged(_RaceEvent, frozen=True, tag="race_room"):
     """Something about the room changed (seats, presence, host, status): re-read it.
     ``version`` is the room's after the change (None from a sweep that closed a lobby)."""
 
@@ -59,7 +66,7 @@ class RaceRoomChanged(_Event, frozen=True, tag="race_room"):
     version: int | None = None
 
 
-class RaceStarted(_Event, frozen=True, tag="race_start"):
+class RaceStarted(_RaceEvent, frozen=True, tag="race_start"):
     """The host started the race: the deal is released at ``starts_at`` (UTC); ``games``
     maps each racer's player id to their game id."""
 
@@ -69,15 +76,25 @@ class RaceStarted(_Event, frozen=True, tag="race_start"):
     games: dict[int, int]
 
 
-class RaceFinished(_Event, frozen=True, tag="race_finished"):
+class RaceFinished(_RaceEvent, frozen=True, tag="race_finished"):
     """The race is over and its results are stored."""
 
     invite: str
     version: int
 
 
+class TokensRevoked(_Event, frozen=True, tag="tokens_revoked"):
+    """Some of a player's bearer tokens were revoked (a rotation, a sign-out of other devices):
+    every process closes its websockets of that player whose token no longer exists, which it
+    reads from the database (the event names no token)."""
+
+    player_id: int
+
+
+#: A race's events.
+RaceEvent = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished
 #: Every event one process may send another.
-Event = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished
+Event = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished | TokensRevoked
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(Event)

@@ -77,7 +77,8 @@ def _default_name_key(context: Any) -> str:
 
 
 class Player(Base):
-    """A registered player. Only the SHA-256 of the bearer token is stored.
+    """A registered player. Their bearer tokens, one per device, are :class:`PlayerToken` rows;
+    of the recovery code only its SHA-256 is kept (``recovery_hash``, None until one is made).
 
     ``name_key`` (:func:`server.names.name_key` of the name) is unique: no two players have
     names that look alike. Players who already had look-alike names when the key was introduced
@@ -89,10 +90,12 @@ class Player(Base):
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     name: Mapped[str] = mapped_column(String(24), nullable=False)
     name_key: Mapped[str] = mapped_column(Text, nullable=False, default=_default_name_key)
-    token_hash: Mapped[bytes] = mapped_column(LargeBinary(32), nullable=False, unique=True)
     created_at: Mapped[dt.datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
+    #: SHA-256 of the player's recovery code (docs/rules.md §4 "Players"); None for players
+    #: registered before recovery codes who have not made one since.
+    recovery_hash: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     #: HMAC-SHA256 of the address the player registered from, under a key derived from the
     #: daily secret (never the address itself); None for players registered before it was kept.
     address_hash: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
@@ -111,7 +114,29 @@ class Player(Base):
             name="ban",
         ),
         CheckConstraint("octet_length(address_hash) = 32", name="address_hash"),
+        CheckConstraint("octet_length(recovery_hash) = 32", name="recovery_hash"),
     )
+
+
+class PlayerToken(Base):
+    """One bearer token of a player: one per device signed in (registration, a sign-in with
+    the recovery code, a rotation). Only the token's SHA-256 is stored, unique; deleting the
+    row signs that device out. ``last_used_at`` is refreshed by authentication at most once
+    an hour (None: not used since it was made)."""
+
+    __tablename__ = "player_tokens"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    token_hash: Mapped[bytes] = mapped_column(LargeBinary, nullable=False, unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (CheckConstraint("octet_length(token_hash) = 32", name="token_hash"),)
 
 
 class Game(Base):

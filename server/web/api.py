@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from importlib import metadata
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from aiohttp import web
@@ -50,7 +50,7 @@ from server.protocol.server import RoomState, room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.game_views import GameSummary
 from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS, Entry
-from server.services.players import PlayerInfo
+from server.services.players import Credential, PlayerInfo
 from server.services.rooms import INVITE_ALPHABET, INVITE_LENGTH
 from server.web import metrics
 from server.web.keys import ADMISSION, METRICS, SERVICES, SETTINGS
@@ -58,10 +58,10 @@ from server.web.keys import ADMISSION, METRICS, SERVICES, SETTINGS
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1"
-#: Registrations per client address. A sliding window counter keeps two counters per address
-#: that expire with their windows (a moving window's memory store keeps a key for every
-#: address it has ever seen).
-_registrations = SlidingWindowCounterRateLimiter(MemoryStorage())
+#: Registrations and sign-ins per client address (each under a key of its own). A sliding
+#: window counter keeps two counters per address that expire with their windows (a moving
+#: window's memory store keeps a key for every address it has ever seen).
+_per_address = SlidingWindowCounterRateLimiter(MemoryStorage())
 _INTEGER = re.compile(r"-?[0-9]{1,12}")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -192,6 +192,18 @@ def _path_id(request: web.Request, name: str) -> int:
 
 
 async def _bearer(request: web.Request, *, required: bool) -> PlayerInfo | None:
+    credential = await _credential(request, required=required)
+    return None if credential is None else credential.player
+
+
+async def _credential(request: web.Request, *, required: bool) -> Credential | None:
+    """The request's bearer token, authenticated (None: no ``Authorization`` header and none
+    required).
+
+    Raises:
+        UnauthorizedError: ``unauthorized``: a header that is missing (when required),
+            malformed, or names an unknown token.
+    """
     header = request.headers.get("Authorization")
     if header is None:
         if required:
@@ -202,9 +214,15 @@ async def _bearer(request: web.Request, *, required: bool) -> PlayerInfo | None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
-    player = await request.app[SERVICES].players.authenticate(token.strip())
-    bind(player_id=player.id)
-    return player
+    credential = await request.app[SERVICES].players.credential(token.strip())
+    bind(player_id=credential.player.id)
+    return credential
+
+
+async def _required_credential(request: web.Request) -> Credential:
+    credential = await _credential(request, required=True)
+    assert credential is not None
+    return credential
 
 
 async def _new_player(request: web.Request) -> rest.NewPlayer:
@@ -216,18 +234,47 @@ async def _new_player(request: web.Request) -> rest.NewPlayer:
             object); ``bad_name`` (no ``name``, or not a string).
         web.HTTPRequestEntityTooLarge: a body over the size limit (413).
     """
-    try:
-        body = json.loads(await _body_text(request))
-    except (json.JSONDecodeError, RecursionError):
-        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
-    if not isinstance(body, dict):
-        raise InvalidInputError("the body must be a JSON object", code=ErrorCode.BAD_JSON)
+    body = await _json_object(request)
     if "name" not in body:
         raise InvalidInputError("the body needs a 'name'", code=ErrorCode.BAD_NAME)
     try:
         return msgspec.convert(body, rest.NewPlayer)
     except msgspec.ValidationError:
         raise InvalidInputError("name must be a string", code=ErrorCode.BAD_NAME) from None
+
+
+async def _sign_in_body(request: web.Request) -> rest.SignIn:
+    """The request's body, read as a :class:`rest.SignIn`.
+
+    Raises:
+        InvalidInputError: ``bad_json`` (as for :func:`_new_player`); ``invalid_input`` (no
+            ``name`` or ``recovery_code``, or one that is not a string).
+        web.HTTPRequestEntityTooLarge: a body over the size limit (413).
+    """
+    body = await _json_object(request)
+    try:
+        return msgspec.convert(body, rest.SignIn)
+    except msgspec.ValidationError:
+        raise InvalidInputError(
+            "the body needs a 'name' and a 'recovery_code', both strings (at most 200 characters)",
+            code=ErrorCode.INVALID_INPUT,
+        ) from None
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    """The request's body, a JSON object.
+
+    Raises:
+        InvalidInputError: ``bad_json``: a body that cannot be read (see :func:`_body_text`),
+            not JSON, nested too deep, or not an object.
+    """
+    try:
+        body = json.loads(await _body_text(request))
+    except (json.JSONDecodeError, RecursionError):
+        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
+    if not isinstance(body, dict):
+        raise InvalidInputError("the body must be a JSON object", code=ErrorCode.BAD_JSON)
+    return body
 
 
 async def _body_text(request: web.Request) -> str:
@@ -303,8 +350,7 @@ async def register_player(request: web.Request) -> web.Response:
     shown only here. At most ``TRIPEAKS_REGISTER_PER_MINUTE`` registrations a minute from one
     client address (429 ``rate_limited`` beyond)."""
     settings = request.app[SETTINGS]
-    limit = RateLimitItemPerMinute(settings.register_per_minute)
-    if not _registrations.hit(limit, f"register:{_client_address(request, settings)}"):
+    if _over_limit(request, "register", settings.register_per_minute):
         metrics.RATE_LIMITED_REGISTRATIONS.inc()
         return error_response(
             429,
@@ -315,8 +361,72 @@ async def register_player(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     address_hash = services.moderation.address_hash(_client_address(request, settings))
     async with request.app[ADMISSION].turn():
-        player, token = await services.players.register(body.name, address_hash=address_hash)
-    return respond(rest.PlayerCreated(player.id, player.name, token), 201)
+        new = await services.players.register(body.name, address_hash=address_hash)
+    return respond(
+        rest.PlayerCreated(new.player.id, new.player.name, new.token, new.recovery_code), 201
+    )
+
+
+def _over_limit(request: web.Request, kind: str, per_minute: int) -> bool:
+    """Count one request of ``kind`` from the client's address; whether it is over
+    ``per_minute`` such requests in the last minute (sliding window)."""
+    address = _client_address(request, request.app[SETTINGS])
+    return not _per_address.hit(RateLimitItemPerMinute(per_minute), f"{kind}:{address}")
+
+
+async def sign_in(request: web.Request) -> web.Response:
+    """Sign a new device in with the player's name and recovery code: the answer holds a new
+    bearer token of the device's own, shown only here (the player's other devices stay signed
+    in). A wrong name or code gets one answer, 401 ``sign_in_failed``, whichever was wrong.
+    At most ``TRIPEAKS_SIGN_IN_PER_MINUTE`` sign-ins a minute from one client address, right
+    or wrong (429 ``rate_limited`` beyond)."""
+    settings = request.app[SETTINGS]
+    if _over_limit(request, "sign-in", settings.sign_in_per_minute):
+        metrics.RATE_LIMITED_SIGN_INS.inc()
+        return error_response(
+            429, ErrorCode.RATE_LIMITED, "too many sign-ins from this address; try again later"
+        )
+    body = await _sign_in_body(request)
+    async with request.app[ADMISSION].turn():
+        signed_in = await request.app[SERVICES].players.sign_in(body.name, body.recovery_code)
+    bind(player_id=signed_in.player.id)
+    player = signed_in.player
+    return respond(rest.SignedIn(player.id, player.name, signed_in.token), 201)
+
+
+async def rotate_token(request: web.Request) -> web.Response:
+    """Replace the caller's bearer token by a new one, shown only here. The old token stops
+    working at once: REST answers 401 to it, and every websocket it authenticated, on every
+    server process, is closed with 4001 (``signed out``). The player's other devices are
+    untouched."""
+    credential = await _required_credential(request)
+    token = await request.app[SERVICES].players.rotate_token(credential)
+    return respond(rest.NewToken(token))
+
+
+async def new_recovery_code(request: web.Request) -> web.Response:
+    """Make the player a new recovery code, shown only here; the old one stops working at
+    once. Devices signed in stay signed in."""
+    credential = await _required_credential(request)
+    code = await request.app[SERVICES].players.new_recovery_code(credential.player.id)
+    return respond(rest.NewRecoveryCode(code))
+
+
+async def sign_out(request: web.Request) -> web.Response:
+    """Sign the player's devices out: with ``keep=current`` (the default) every device but the
+    caller's, with ``keep=none`` every one, the caller's too. Their tokens stop working at
+    once, and their websockets, on every server process, are closed with 4001 (``signed
+    out``). The recovery code signs back in."""
+    credential = await _required_credential(request)
+    keep = request.query.get("keep", "current")
+    if keep not in ("current", "none"):
+        raise InvalidInputError(
+            f"keep must be 'current' or 'none', not {keep[:20]!r}", code=ErrorCode.BAD_KEEP
+        )
+    count = await request.app[SERVICES].players.sign_out(
+        credential.player.id, keep=credential if keep == "current" else None
+    )
+    return respond(rest.SignedOut(count))
 
 
 def _client_address(request: web.Request, settings: Settings) -> str:
@@ -488,6 +598,7 @@ RowIdParam = Annotated[int, Meta(ge=1, le=MAX_ID, examples=[1])]
 LimitParam = Annotated[int, Meta(ge=1, le=MAX_LIMIT, examples=[2])]
 RadiusParam = Annotated[int, Meta(ge=0, le=MAX_RADIUS, examples=[1])]
 CursorParam = Annotated[str, Meta(max_length=200)]
+KeepParam = Literal["current", "none"]
 _INVITE_CHAR = INVITE_ALPHABET + INVITE_ALPHABET.lower()
 InviteParam = Annotated[
     str,
@@ -601,6 +712,59 @@ ROUTES: tuple[Route, ...] = (
         "players",
         Answer(200, "the player", rest.Player),
         _UNAUTHORIZED,
+        auth=Auth.BEARER,
+    ),
+    _api(
+        "POST",
+        "/sessions",
+        sign_in,
+        "Sign a device in with a recovery code",
+        "players",
+        Answer(201, "the player and the device's new token", rest.SignedIn),
+        errors(400, ErrorCode.BAD_JSON, ErrorCode.INVALID_INPUT),
+        errors(401, ErrorCode.SIGN_IN_FAILED),
+        errors(413, ErrorCode.REQUEST_ENTITY_TOO_LARGE),
+        errors(429, ErrorCode.RATE_LIMITED),
+        request=rest.SignIn,
+    ),
+    _api(
+        "POST",
+        "/players/me/token",
+        rotate_token,
+        "Replace the caller's token",
+        "players",
+        Answer(200, "the new token; the old one no longer works", rest.NewToken),
+        _UNAUTHORIZED,
+        auth=Auth.BEARER,
+    ),
+    _api(
+        "POST",
+        "/players/me/recovery-code",
+        new_recovery_code,
+        "Make a new recovery code",
+        "players",
+        Answer(200, "the new recovery code; the old one no longer works", rest.NewRecoveryCode),
+        _UNAUTHORIZED,
+        auth=Auth.BEARER,
+    ),
+    _api(
+        "DELETE",
+        "/players/me/sessions",
+        sign_out,
+        "Sign the player's other devices out",
+        "players",
+        Answer(200, "how many devices were signed out", rest.SignedOut),
+        errors(400, ErrorCode.BAD_KEEP),
+        _UNAUTHORIZED,
+        parameters=(
+            Parameter(
+                "keep",
+                "query",
+                KeepParam,
+                "current: sign out every device but the caller's; none: every one",
+                default="current",
+            ),
+        ),
         auth=Auth.BEARER,
     ),
     _api(

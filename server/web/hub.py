@@ -1,9 +1,15 @@
-"""Fan-out of race events to the websockets this process holds.
+"""Fan-out of the events between processes to the websockets this process holds.
 
 Every process listens to the database's events (``server.storage.events``); for each event
 about a race that has subscribers here, the hub builds the message once and queues it on each
 subscriber's outbox (never waiting for a socket). The deal of a race is released to this
 process's racers by a timer at the race's ``starts_at``.
+
+The hub also knows which token each authenticated websocket of this process said hello with:
+when a player's tokens are revoked (:class:`TokensRevoked`, from any process), it asks the
+database which of their sockets' tokens still exist and closes the others (4001, ``signed
+out``), as it does for every socket after the event connection was lost (events may have been
+missed meanwhile).
 """
 
 from __future__ import annotations
@@ -19,9 +25,20 @@ from server.errors import ServiceError, StorageError
 from server.protocol import server as out
 from server.services import Services
 from server.services.races import Room
-from server.storage.events import Event, RaceFinished, RaceProgress, RaceRoomChanged, RaceStarted
+from server.storage.events import (
+    Event,
+    RaceFinished,
+    RaceProgress,
+    RaceRoomChanged,
+    RaceStarted,
+    TokensRevoked,
+)
 
 log = logging.getLogger(__name__)
+
+#: Seconds between tries to check revoked tokens against a database that failed: doubling from
+#: the first to the last, then the last until it answers or the sockets are gone.
+RECHECK_RETRY_S = (0.5, 5.0)
 
 
 class Subscriber(Protocol):
@@ -37,8 +54,23 @@ class Subscriber(Protocol):
     def push_frame(self, frame: str, key: Hashable | None = None) -> None: ...
 
 
+class Authenticated(Protocol):
+    """A connection authenticated by a bearer token."""
+
+    @property
+    def player_id(self) -> int | None: ...
+    @property
+    def token_id(self) -> int | None: ...
+    @property
+    def is_open(self) -> bool: ...
+    def sign_out(self) -> None:
+        """Its token was revoked: close it (4001, ``signed out``)."""
+        ...
+
+
 class Hub:
-    """Routes race events to local subscribers.
+    """Routes race events to local subscribers, and closes local connections whose token was
+    revoked.
 
     Args:
         services: the process's services (to read rooms and games).
@@ -55,6 +87,10 @@ class Hub:
         self._reading: dict[int, bool] = {}
         #: Keys of this process's open connections (those not here are closed).
         self._open: set[str] = set()
+        #: This process's authenticated connections, by player.
+        self._signed_in: dict[int, set[Authenticated]] = {}
+        #: Revocation events handled so far (see :meth:`revocations`).
+        self._revocations = 0
 
     # ----------------------------------------------------------------------- connections
 
@@ -69,6 +105,64 @@ class Hub:
     def open_keys(self) -> frozenset[str]:
         """The keys of this process's open connections."""
         return frozenset(self._open)
+
+    # ------------------------------------------------------------------------- tokens
+
+    @property
+    def revocations(self) -> int:
+        """How many revocations of tokens this process has been told of: a connection reads
+        it before its token is looked up, and after :meth:`signed_in` checks its token again
+        when it moved (a revocation may have been handled between the look-up and the
+        registration)."""
+        return self._revocations
+
+    def signed_in(self, connection: Authenticated, before: int | None) -> None:
+        """``connection`` authenticated as its ``player_id`` with its ``token_id`` (having
+        been ``before``'s, or nobody's)."""
+        if before is not None:
+            self._forget_signed_in(connection, before)
+        if connection.player_id is not None:
+            self._signed_in.setdefault(connection.player_id, set()).add(connection)
+
+    def signed_off(self, connection: Authenticated) -> None:
+        """An authenticated connection closed."""
+        if connection.player_id is not None:
+            self._forget_signed_in(connection, connection.player_id)
+
+    def check_tokens(self, connections: list[Authenticated]) -> None:
+        """Close those of ``connections`` whose token no longer exists (in a task of its
+        own)."""
+        if connections:
+            self.spawn(self._check_tokens(connections))
+
+    def _forget_signed_in(self, connection: Authenticated, player_id: int) -> None:
+        connections = self._signed_in.get(player_id)
+        if connections is not None:
+            connections.discard(connection)
+            if not connections:
+                del self._signed_in[player_id]
+
+    async def _check_tokens(self, connections: list[Authenticated]) -> None:
+        """Ask the database which of the connections' tokens still exist and sign the others
+        out; a database failure is retried while any of them is open."""
+        delay, longest = RECHECK_RETRY_S
+        while True:
+            connections = [c for c in connections if c.is_open and c.token_id is not None]
+            if not connections:
+                return
+            try:
+                live = await self._services.players.live_tokens(
+                    {c.token_id for c in connections if c.token_id is not None}
+                )
+            except StorageError as exc:
+                log.warning("cannot check revoked tokens (%s); trying again", exc)
+                await asyncio.sleep(delay)
+                delay = min(longest, delay * 2)
+                continue
+            for connection in connections:
+                if connection.token_id not in live:
+                    connection.sign_out()
+            return
 
     # --------------------------------------------------------------------- subscriptions
 
@@ -126,6 +220,12 @@ class Hub:
 
     def handle(self, event: Event) -> None:
         """Take one event from the listener (called on the event loop, must not block)."""
+        if isinstance(event, TokensRevoked):
+            # Which tokens were revoked is read from the database, not from the event
+            # (anyone who may connect to the database may NOTIFY).
+            self._revocations += 1
+            self.check_tokens(list(self._signed_in.get(event.player_id, ())))
+            return
         race_id = event.race_id
         if race_id not in self._rooms:
             return
@@ -138,9 +238,12 @@ class Hub:
             self._refresh_room(race_id)
 
     def resync(self) -> None:
-        """After a lost event connection: send every followed room's current state again."""
+        """After a lost event connection: send every followed room's current state again, and
+        check every authenticated connection's token (a revocation may have been missed)."""
         for race_id in list(self._rooms):
             self._refresh_room(race_id)
+        self._revocations += 1
+        self.check_tokens([c for members in self._signed_in.values() for c in members])
 
     # -------------------------------------------------------------------------- helpers
 

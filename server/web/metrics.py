@@ -140,6 +140,8 @@ class CloseReason(StrEnum):
     PROTOCOL_ERROR = "protocol_error"
     #: The server shutting down (1001).
     SERVER_SHUTDOWN = "server_shutdown"
+    #: The connection's token was revoked: rotated, or its device signed out (4001).
+    SIGNED_OUT = "signed_out"
 
 
 WEBSOCKET_CLOSES = Counter(
@@ -161,11 +163,13 @@ def websocket_closed(reason: CloseReason) -> None:
 RATE_LIMITED = Counter(
     "tripeaks_rate_limited",
     "Requests refused for going over a rate limit, by kind: websocket_message (answered "
-    "rate_limited; a flood closes the connection instead) and registration (HTTP 429).",
+    "rate_limited; a flood closes the connection instead), registration and sign_in (HTTP "
+    "429).",
     ["kind"],
 )
 RATE_LIMITED_MESSAGES = RATE_LIMITED.labels("websocket_message")
 RATE_LIMITED_REGISTRATIONS = RATE_LIMITED.labels("registration")
+RATE_LIMITED_SIGN_INS = RATE_LIMITED.labels("sign_in")
 
 ADMISSION_BUSY = Counter(
     "tripeaks_admission_server_busy",
@@ -233,6 +237,7 @@ __all__ = [
     "MULTIPROCESS_ENV",
     "RATE_LIMITED_MESSAGES",
     "RATE_LIMITED_REGISTRATIONS",
+    "RATE_LIMITED_SIGN_INS",
     "WEBSOCKETS_OPEN",
     "Activity",
     "ActivityReader",

@@ -1,7 +1,8 @@
 """The websocket endpoint ``/ws``: parse → call a service → send. No rules here.
 
 Close codes: 1001 server shutting down, 1003 binary frames, 1008 no hello in time or a flood,
-1009 a frame over the size limit (aiohttp closes those itself).
+1009 a frame over the size limit (aiohttp closes those itself), 4001 the token the connection
+said hello with was revoked (rotated, or its device signed out).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
 
 from server.catalogue import Locale
 from server.errors import (
+    BannedError,
     ErrorCode,
     ServerBusyError,
     ServiceError,
@@ -78,6 +80,9 @@ MAX_WAITING_REQUESTS = 64
 #: waits, so the outbox's bound and its coalescing would only start to matter after it.
 WRITER_LIMIT = 16 * 1024
 _connection_ids = count(1)
+#: The close of a connection whose token was revoked (docs/protocol.md §8).
+SIGNED_OUT_CODE = 4001
+SIGNED_OUT_REASON = b"signed out"
 
 
 @dataclass(eq=False, slots=True)
@@ -99,6 +104,10 @@ class _Session:
     #: Set when the server shuts down (it then closes every connection).
     shutting_down: asyncio.Event
     player: PlayerInfo | None = None
+    #: The id of the token the connection said hello with (``player_tokens.id``).
+    token_id: int | None = None
+    #: Set when that token was revoked: the connection is being closed (4001).
+    signed_out: bool = False
     locale: Locale = Locale.EN
     error_help: bool = True
     #: Requests waiting for the worker, each with its ``time.perf_counter()`` when its frame
@@ -115,6 +124,20 @@ class _Session:
     @property
     def player_id(self) -> int | None:
         return None if self.player is None else self.player.id
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the socket is open and not being signed out."""
+        return not self.ws.closed and not self.signed_out
+
+    def sign_out(self) -> None:
+        """The connection's token was revoked: serve nothing more and close it with 4001
+        (``signed out``)."""
+        if self.signed_out:
+            return
+        self.signed_out = True
+        log.info("closing %s: its token was revoked", self.key)
+        self.hub.spawn(self.outbox.shut(SIGNED_OUT_CODE, SIGNED_OUT_REASON))
 
     @property
     def connection(self) -> Connection:
@@ -208,6 +231,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         metrics.websocket_closed(reason)
         if session.player is not None:
             session.connections.release(session.player.id)
+            session.hub.signed_off(session)
         session.hub.drop(session)
         session.hub.closed(session.key)
         request.app[SOCKETS].discard(ws)
@@ -327,6 +351,8 @@ def _why_closed(session: _Session, msg: WSMessage | None) -> CloseReason:
     lost under the reader)."""
     if session.outbox.overflowed:
         return CloseReason.SLOW_READER
+    if session.signed_out:
+        return CloseReason.SIGNED_OUT
     if session.shutting_down.is_set():
         return CloseReason.SERVER_SHUTDOWN
     if msg is not None and msg.type is WSMsgType.CLOSE:
@@ -419,9 +445,12 @@ async def _answer(session: _Session, message: ClientMessage) -> None:
 
 
 def _service_error(exc: ServiceError, request_id: int | str | None) -> out.ErrorReply:
-    """The error reply for a service's refusal (``server_busy`` with its ``retry_after_ms``)."""
+    """The error reply for a service's refusal (``server_busy`` with its ``retry_after_ms``,
+    ``banned`` with its ``ban``)."""
     if isinstance(exc, ServerBusyError):
         return out.busy(exc.message, exc.retry_after_s, request_id)
+    if isinstance(exc, BannedError):
+        return out.banned(exc.message, exc.since, exc.reason, request_id)
     return out.error(exc.code, exc.message, request_id)
 
 
@@ -429,9 +458,16 @@ async def _hello(session: _Session, message: Hello) -> None:
     """Authenticate the connection; answer ``welcome`` with the player's unfinished games and
     race rooms (which the connection follows from now on)."""
     services = session.services
-    me = await services.players.authenticate(message.token)
-    session.connections.authenticate(me.id, session.player_id)
-    session.player = me
+    revocations = session.hub.revocations
+    credential = await services.players.credential(message.token)
+    me = credential.player
+    before = session.player_id
+    session.connections.authenticate(me.id, before)
+    session.player, session.token_id = me, credential.token_id
+    session.hub.signed_in(session, before)
+    if session.hub.revocations != revocations:
+        # A revocation was handled while the token was looked up: it may have been this one.
+        session.hub.check_tokens([session])
     session.locale = Locale.parse(message.locale)
     session.error_help = message.error_help
     games = await services.games.unfinished(me.id)
@@ -452,6 +488,11 @@ async def _dispatch(session: _Session, message: ClientMessage) -> None:
     if isinstance(message, Hello):
         async with session.admission.turn():
             await _hello(session, message)
+        return
+    if session.signed_out:
+        await session.send(
+            out.error(ErrorCode.UNAUTHORIZED, "this device was signed out", message.id)
+        )
         return
     if session.player is None:
         if isinstance(message, ActionRequest):

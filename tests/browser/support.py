@@ -34,13 +34,19 @@ async def open_page(
     return context, page
 
 
-async def register(page: Page, name: str) -> None:
-    """Register from the welcome form; the menu (or the race behind a link) opens."""
+async def register(page: Page, name: str, *, keep_recovery_code: bool = False) -> None:
+    """Register from the welcome form; the menu (or the race behind a link) opens, under the
+    panel showing the recovery code, which is closed ("I have saved it") unless
+    ``keep_recovery_code``."""
     await expect(page.locator("#view-register")).to_be_visible()
     await page.fill("#register-name", name)
     await page.click("#register-submit")
     await expect(page.locator("#view-register")).to_be_hidden()
     await expect(page.locator("#who")).to_contain_text(name)
+    await expect(page.locator("#recovery")).to_be_visible()
+    if not keep_recovery_code:
+        await page.click("#recovery-done")
+        await expect(page.locator("#recovery")).to_be_hidden()
 
 
 async def tableau(page: Page) -> list[str | None]:

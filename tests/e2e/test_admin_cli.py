@@ -66,7 +66,6 @@ async def plant_day(
                     insert(Player)
                     .values(
                         name=entry["name"],
-                        token_hash=secrets.token_bytes(32),
                         address_hash=entry.get("address", secrets.token_bytes(32)),
                     )
                     .returning(Player.id)

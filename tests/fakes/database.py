@@ -1,8 +1,9 @@
 """The rows the in-memory stores share, the constraints of the schema they rely on, and the
 clock that stands in for the database's.
 
-Only what the stores read and write is kept: players, the games of the boards and counters
-(written by tests, as other writers of ``games`` do in PostgreSQL) and the daily deals.
+Only what the stores read and write is kept: players and their tokens, the games of the boards
+and counters (written by tests, as other writers of ``games`` do in PostgreSQL), the daily
+deals, and the events the stores publish (PostgreSQL's NOTIFYs, kept in order).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from server.engine.codes import GameCode
 from server.errors import StorageConflict, StorageUnavailable
 from server.services.clock import Clock, SystemClock
+from server.storage.events import Event
 from server.storage.models import GAME_MODES, GAME_STATUSES
 
 
@@ -25,9 +27,20 @@ class PlayerRecord:
     id: int
     name: str
     name_key: str
-    token_hash: bytes
     created_at: dt.datetime
     address_hash: bytes | None = None
+    recovery_hash: bytes | None = None
+
+
+@dataclass(slots=True)
+class TokenRecord:
+    """A row of ``player_tokens``."""
+
+    id: int
+    player_id: int
+    token_hash: bytes
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None = None
 
 
 @dataclass(slots=True)
@@ -71,10 +84,14 @@ class MemoryDatabase:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
         self.players: dict[int, PlayerRecord] = {}
+        self.tokens: dict[int, TokenRecord] = {}
+        #: Every event published, in order (what PostgreSQL would NOTIFY on commit).
+        self.events: list[Event] = []
         self.games: dict[int, GameRecord] = {}
         self.deals: dict[dt.date, DealRecord] = {}
         self.down = False
         self._player_ids = itertools.count(1)
+        self._token_ids = itertools.count(1)
         self._game_ids = itertools.count(1)
 
     async def query(self) -> None:
@@ -98,23 +115,46 @@ class MemoryDatabase:
         token_hash: bytes,
         created_at: dt.datetime,
         address_hash: bytes | None = None,
-    ) -> PlayerRecord:
-        """Add a player with the next id.
+        recovery_hash: bytes | None = None,
+    ) -> tuple[PlayerRecord, TokenRecord]:
+        """Add a player with the next id, and their first token.
 
         Raises:
-            StorageConflict: ``uq_players_name_key`` or ``uq_players_token_hash`` is taken.
+            StorageConflict: ``uq_players_name_key`` or ``uq_player_tokens_token_hash`` is
+                taken (nothing is added).
         """
         if any(p.name_key == name_key for p in self.players.values()):
             raise StorageConflict("uq_players_name_key")
-        if any(p.token_hash == token_hash for p in self.players.values()):
-            raise StorageConflict("uq_players_token_hash")
+        self._check_token_hash(token_hash)
         if len(name) > 24:  # VARCHAR(24)
             raise StorageUnavailable("database failure: the name does not fit its column")
         player = PlayerRecord(
-            next(self._player_ids), name, name_key, token_hash, created_at, address_hash
+            next(self._player_ids), name, name_key, created_at, address_hash, recovery_hash
         )
         self.players[player.id] = player
-        return player
+        return player, self.insert_token(player.id, token_hash, created_at)
+
+    def insert_token(
+        self, player_id: int, token_hash: bytes, created_at: dt.datetime
+    ) -> TokenRecord:
+        """Add a token of a player with the next id.
+
+        Raises:
+            StorageConflict: ``fk_player_tokens_player_id_players`` (no such player) or
+                ``uq_player_tokens_token_hash``.
+        """
+        if player_id not in self.players:
+            raise StorageConflict("fk_player_tokens_player_id_players")
+        self._check_token_hash(token_hash)
+        token = TokenRecord(next(self._token_ids), player_id, token_hash, created_at)
+        self.tokens[token.id] = token
+        return token
+
+    def _check_token_hash(self, token_hash: bytes) -> None:
+        if any(t.token_hash == token_hash for t in self.tokens.values()):
+            raise StorageConflict("uq_player_tokens_token_hash")
+        if len(token_hash) != 32:
+            raise StorageConflict("ck_player_tokens_token_hash")
 
     def insert_game(
         self,
@@ -172,6 +212,7 @@ class MemoryDatabase:
         self._player_ids = itertools.count(start)
 
     def clear(self) -> None:
-        """Delete every player and game (the deals stay)."""
+        """Delete every player, token and game (the deals stay)."""
         self.games.clear()
+        self.tokens.clear()
         self.players.clear()

@@ -259,7 +259,7 @@ async def test_a_join_that_crosses_midnight_stores_no_game_on_the_closed_date(
     try:
         today = await services.daily.today()
         yesterday = today - dt.timedelta(days=1)
-        player, _ = await services.players.register("Ada")
+        player = (await services.players.register("Ada")).player
         await _store_daily(database_url, yesterday)
         real_today = DailyService.today
         reads: list[dt.date] = []

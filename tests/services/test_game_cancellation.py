@@ -27,7 +27,7 @@ async def test_a_cancelled_action_settles_its_commit_before_the_cancellation_is_
     )
     admin = await asyncpg.connect(database_url)
     try:
-        me, _token = await services.players.register("Canceller")
+        me = (await services.players.register("Canceller")).player
         game = await services.games.new_free_game(me.id)
         assert game.view.stock_count > 0
         # Hold the action log's table, so that the writer's batch waits in PostgreSQL.

@@ -72,13 +72,7 @@ async def fill(engine: AsyncEngine, board: list[Result]) -> list[tuple[Result, i
             (
                 await conn.execute(
                     insert(Player).returning(Player.id, sort_by_parameter_order=True),
-                    [
-                        {
-                            "name": f"h{i}{secrets.token_hex(4)}",
-                            "token_hash": secrets.token_bytes(32),
-                        }
-                        for i in range(len(board))
-                    ],
+                    [{"name": f"h{i}{secrets.token_hex(4)}"} for i in range(len(board))],
                 )
             ).scalars()
         )

@@ -145,9 +145,7 @@ async def test_a_look_alike_committed_during_a_registration_makes_it_name_taken(
     service = PlayerService(PostgresPlayerStore(Sessions(engine)), CLOCK)
     try:
         async with engine.connect() as other, engine.connect() as watcher:
-            await other.execute(
-                insert(Player).values(name="BOB", token_hash=b"\x01" * 32, created_at=CLOCK.now())
-            )
+            await other.execute(insert(Player).values(name="BOB", created_at=CLOCK.now()))
             # Cyrillic В О В: one script, and it looks like BOB.
             registering = asyncio.create_task(service.register("\u0412\u041e\u0412"))
 

@@ -1,18 +1,26 @@
 """PlayerService's rules on either store (in memory and PostgreSQL): names normalised and
-keyed, look-alikes and mixed scripts refused, tokens kept only as their hash, a failing
-database let through as a StorageError. (Over REST on a real server: ``test_players.py``.)"""
+keyed, look-alikes and mixed scripts refused, tokens and recovery codes kept only as their
+hashes, a failing database let through as a StorageError. (The devices and recovery codes:
+``test_accounts.py``; over REST on a real server: ``test_players.py``.)"""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 
 import pytest
 
 from server.errors import ConflictError, InvalidInputError, StorageError, UnauthorizedError
 from server.names import mixes_scripts, name_key
 from server.services.clock import FakeClock
-from server.services.players import PlayerInfo, PlayerService, normalize_name
+from server.services.players import (
+    Credential,
+    PlayerInfo,
+    PlayerService,
+    Registration,
+    normalize_name,
+)
 from tests.backends import Backend
 from tests.services.test_name_key import LOOK_ALIKE
 
@@ -22,23 +30,26 @@ def players(backend: Backend, clock: FakeClock) -> PlayerService:
     return PlayerService(backend.players, clock)
 
 
-async def test_register_keeps_the_normalised_name_its_key_and_the_tokens_hash_only(
+async def test_register_keeps_the_normalised_name_its_key_and_the_hashes_only(
     players: PlayerService, backend: Backend
 ) -> None:
-    bob, token = await players.register("  Bob   Smith  ")
+    registered = await players.register("  Bob   Smith  ")
+    bob, token, code = registered.player, registered.token, registered.recovery_code
     assert bob.name == "Bob Smith" and bob.id > 0
     assert isinstance(token, str) and len(token) >= 32
+    assert re.fullmatch(r"([0-9A-HJKMNP-TV-Z]{4}-){6}[0-9A-HJKMNP-TV-Z]{4}", code)
     stored = await backend.stored_player(bob.id)
     assert stored is not None
     assert stored.name == "Bob Smith"
     assert stored.name_key == name_key("Bob Smith")
-    assert stored.token_hash == hashlib.sha256(token.encode()).digest()
+    assert stored.token_hashes == [hashlib.sha256(token.encode()).digest()]
+    assert stored.recovery_hash == hashlib.sha256(code.replace("-", "").encode()).digest()
     assert await players.authenticate(token) == bob
     assert await players.get(bob.id) == bob
 
-    ann, other = await players.register("Ann")
-    assert ann.id != bob.id and other != token
-    assert await players.authenticate(other) == PlayerInfo(ann.id, "Ann")
+    ann = await players.register("Ann")
+    assert ann.player.id != bob.id and ann.token != token and ann.recovery_code != code
+    assert await players.authenticate(ann.token) == PlayerInfo(ann.player.id, "Ann")
 
 
 async def test_a_taken_name_in_any_case_is_name_taken(players: PlayerService) -> None:
@@ -107,7 +118,7 @@ async def test_missing_long_or_unknown_tokens_are_unauthorized(
 
 
 async def test_a_token_differing_in_one_character_is_unauthorized(players: PlayerService) -> None:
-    _, token = await players.register("Alice")
+    token = (await players.register("Alice")).token
     tampered = token[:-1] + ("A" if token[-1] != "A" else "B")
     with pytest.raises(UnauthorizedError):
         await players.authenticate(tampered)
@@ -124,9 +135,9 @@ async def test_concurrent_registrations_of_look_alikes_admit_exactly_one(
 ) -> None:
     names = ["Ada", "\u0410da", "\u0430da", "\u0391DA", "Ａｄａ", "ADA", "𝔄𝔡𝔞"]
     outcomes = await asyncio.gather(*(players.register(n) for n in names), return_exceptions=True)
-    registered = [o for o in outcomes if isinstance(o, tuple)]
+    registered = [o for o in outcomes if isinstance(o, Registration)]
     assert len(registered) == 1
-    winner = registered[0][0]
+    winner = registered[0].player
     for name, outcome in zip(names, outcomes, strict=True):
         if isinstance(outcome, InvalidInputError):
             # A name mixing scripts, seen before the winner was stored.
@@ -136,18 +147,29 @@ async def test_concurrent_registrations_of_look_alikes_admit_exactly_one(
             if normalize_name(name).casefold() != winner.name.casefold():
                 assert f"looks like {winner.name!r}" in outcome.message
         else:
-            assert outcome == (winner, registered[0][1])
+            assert outcome == registered[0]
 
 
 async def test_a_failing_database_leaves_the_service_as_a_storage_error(
     players: PlayerService, backend: Backend, clock: FakeClock
 ) -> None:
-    _, token = await players.register("Alice")
+    alice = await players.register("Alice")
     await backend.go_down()
     players = PlayerService(backend.players, clock)
     with pytest.raises(StorageError):
         await players.register("Bob")
     with pytest.raises(StorageError):
-        await players.authenticate(token)
+        await players.authenticate(alice.token)
     with pytest.raises(StorageError):
         await players.get(1)
+    with pytest.raises(StorageError):
+        await players.sign_in("Alice", alice.recovery_code)
+    credential = Credential(alice.player, 1)
+    with pytest.raises(StorageError):
+        await players.rotate_token(credential)
+    with pytest.raises(StorageError):
+        await players.new_recovery_code(alice.player.id)
+    with pytest.raises(StorageError):
+        await players.sign_out(alice.player.id, keep=credential)
+    with pytest.raises(StorageError):
+        await players.live_tokens({1})

@@ -37,7 +37,7 @@ async def test_register_returns_201_with_id_name_and_token(client: Client) -> No
     resp = await client.post("/api/v1/players", json={"name": "Alice"})
     assert resp.status == 201
     body = await resp.json()
-    assert set(body) == {"id", "name", "token"}
+    assert set(body) == {"id", "name", "token", "recovery_code"}
     assert isinstance(body["id"], int) and body["id"] > 0
     assert body["name"] == "Alice"
     assert isinstance(body["token"], str) and len(body["token"]) >= 32
@@ -47,7 +47,9 @@ async def test_register_returns_201_with_id_name_and_token(client: Client) -> No
     assert other["token"] != body["token"]
 
 
-async def test_token_is_stored_only_as_its_sha256(client: Client, database_url: str) -> None:
+async def test_token_and_code_are_stored_only_as_their_sha256(
+    client: Client, database_url: str
+) -> None:
     alice = await register(client, "Alice")
     engine = create_engine(database_url, pool_size=1)
     try:
@@ -64,7 +66,11 @@ async def test_token_is_stored_only_as_its_sha256(client: Client, database_url: 
             )
             row = (
                 await conn.execute(
-                    text("SELECT id, name, token_hash, players::text AS everything FROM players")
+                    text(
+                        "SELECT p.id, p.name, t.token_hash, p.recovery_hash, "
+                        "p::text || t::text AS everything "
+                        "FROM players p JOIN player_tokens t ON t.player_id = p.id"
+                    )
                 )
             ).one()
     finally:
@@ -73,8 +79,9 @@ async def test_token_is_stored_only_as_its_sha256(client: Client, database_url: 
         "id",
         "name",
         "name_key",
-        "token_hash",
         "created_at",
+        # the recovery code's SHA-256 (its tokens are player_tokens rows)
+        "recovery_hash",
         # moderation (docs/rules.md §4 "Moderation"): a keyed hash of the address, the ban
         "address_hash",
         "banned_at",
@@ -83,8 +90,11 @@ async def test_token_is_stored_only_as_its_sha256(client: Client, database_url: 
     }
     assert row.id == alice["id"]
     assert bytes(row.token_hash) == hashlib.sha256(alice["token"].encode()).digest()
-    assert alice["token"] not in row.everything
-    assert alice["token"].encode().hex() not in row.everything
+    code = alice["recovery_code"].replace("-", "")
+    assert bytes(row.recovery_hash) == hashlib.sha256(code.encode()).digest()
+    for secret in (alice["token"], alice["recovery_code"], code):
+        assert secret not in row.everything
+        assert secret.encode().hex() not in row.everything
     assert "127.0.0.1" not in row.everything  # the address only as a keyed hash
 
 

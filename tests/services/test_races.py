@@ -182,7 +182,7 @@ async def services(database_url: str, clock: FakeClock) -> AsyncIterator[Service
 
 
 async def _players(services: Services, *names: str) -> list[PlayerInfo]:
-    return [(await services.players.register(name))[0] for name in names]
+    return [(await services.players.register(name)).player for name in names]
 
 
 async def _settled(*calls: Any) -> tuple[list[Any], list[str]]:

@@ -34,10 +34,7 @@ async def add_players(engine: AsyncEngine, count: int) -> list[int]:
     async with engine.begin() as conn:
         rows = await conn.execute(
             insert(Player).returning(Player.id),
-            [
-                {"name": f"p{secrets.token_hex(6)}", "token_hash": secrets.token_bytes(32)}
-                for _ in range(count)
-            ],
+            [{"name": f"p{secrets.token_hex(6)}"} for _ in range(count)],
         )
         return sorted(rows.scalars())
 

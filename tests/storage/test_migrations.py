@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -46,6 +47,7 @@ TABLES = {
     "race_connections",
     "race_presence",
     "moderation_actions",
+    "player_tokens",
     "alembic_version",
 }
 
@@ -230,8 +232,17 @@ OLD_NAMES += [CYRILLIC_HANS]
 
 
 async def _players(engine: AsyncEngine) -> list[tuple[int, str, bytes]]:
+    """Each player with their token's hash (before 0010, ``players.token_hash``; from it on,
+    their first ``player_tokens`` row)."""
     async with engine.connect() as conn:
-        rows = await conn.execute(text("SELECT id, name, token_hash FROM players ORDER BY id"))
+        tokens_table = await conn.scalar(text("SELECT to_regclass('player_tokens') IS NOT NULL"))
+        query = (
+            "SELECT DISTINCT ON (p.id) p.id, p.name, t.token_hash FROM players p "
+            "JOIN player_tokens t ON t.player_id = p.id ORDER BY p.id, t.id"
+            if tokens_table
+            else "SELECT id, name, token_hash FROM players ORDER BY id"
+        )
+        rows = await conn.execute(text(query))
         return [(r.id, r.name, bytes(r.token_hash)) for r in rows]
 
 
@@ -303,8 +314,8 @@ async def test_upgrade_keeps_players_with_look_alike_names_and_refuses_new_look_
                 await players.register(clash)
             assert caught.value.code == "name_taken"
             assert caught.value.message == f"the name {message}"
-        new, _ = await players.register("Adam")
-        assert new.name == "Adam"
+        new = await players.register("Adam")
+        assert new.player.name == "Adam"
     finally:
         await engine.dispose()
 
@@ -351,16 +362,74 @@ async def test_downgrade_refuses_names_equal_under_lower_with_a_clear_message(
         async with engine.connect() as conn:
             for i, name in enumerate(["Bob", "BOB"]):
                 await conn.execute(
-                    text(
-                        "INSERT INTO players (name, name_key, token_hash) "
-                        "VALUES (:name, :key, :token_hash)"
-                    ),
-                    {"name": name, "key": f"hand-made {i}", "token_hash": bytes([i]) * 32},
+                    text("INSERT INTO players (name, name_key) VALUES (:name, :key)"),
+                    {"name": name, "key": f"hand-made {i}"},
                 )
             await conn.commit()
             with pytest.raises(DBAPIError, match="revision 0006 cannot hold them"):
                 await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0006"))
             await conn.rollback()
         assert await _versions(engine) == [_head()]
+    finally:
+        await engine.dispose()
+
+
+async def test_tokens_move_to_a_table_per_device_and_come_back_on_downgrade(
+    empty_database_url: str,
+) -> None:
+    engine = create_engine(empty_database_url, pool_size=2)
+    try:
+        async with engine.connect() as conn:
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0009"))
+            await conn.commit()
+            for i, name in enumerate(["Ada", "Bob", "Cid"], start=1):
+                await conn.execute(
+                    text("INSERT INTO players (name, name_key, token_hash) VALUES (:n, :k, :t)"),
+                    {"n": name, "k": name_key(name), "t": bytes([i]) * 32},
+                )
+            await conn.commit()
+        before = await _players(engine)
+        await migrate(engine)
+        # Every player's token is their first device's, made when they registered.
+        assert await _players(engine) == before
+        async with engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    text(
+                        "SELECT t.player_id, t.created_at = p.created_at AS same, t.last_used_at "
+                        "FROM player_tokens t JOIN players p ON p.id = t.player_id ORDER BY t.id"
+                    )
+                )
+            ).all()
+            assert [(r.player_id, r.same, r.last_used_at) for r in rows] == [
+                (1, True, None),
+                (2, True, None),
+                (3, True, None),
+            ]
+            assert await conn.scalar(text("SELECT count(recovery_hash) FROM players")) == 0
+        store = PostgresPlayerStore(Sessions(engine))
+        players = PlayerService(store, FakeClock(dt.datetime.now(dt.UTC)))
+        ada = await store.by_token_hash(bytes([1]) * 32)
+        assert ada is not None and ada.player.name == "Ada"
+        # Ada signs a second device in and uses it; Bob signs out everywhere.
+        code = await players.new_recovery_code(ada.player.id)
+        phone = await players.sign_in("Ada", code)
+        await players.authenticate(phone.token)
+        assert await players.sign_out(2, keep=None) == 1
+
+        async with engine.connect() as conn:
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0009"))
+            await conn.commit()
+        after = await _players(engine)
+        # Ada keeps the token she used last; Bob's is a hash no token has; Cid keeps his.
+        assert after[0] == (1, "Ada", hashlib.sha256(phone.token.encode()).digest())
+        assert after[1][:2] == (2, "Bob") and after[1][2] not in (bytes([2]) * 32, b"")
+        assert len(after[1][2]) == 32
+        assert after[2] == before[2]
+
+        await migrate(engine)  # and up again
+        assert await _players(engine) == after
+        async with engine.connect() as conn:
+            assert await conn.run_sync(_diffs, Base.metadata) == []
     finally:
         await engine.dispose()

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.storage.db import DatabaseConfigError, async_url
-from server.storage.models import DailyChallenge, Game, GameAction, Player
+from server.storage.models import DailyChallenge, Game, GameAction, Player, PlayerToken
 
 T0 = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
 
@@ -20,9 +20,7 @@ T0 = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
 async def add_player(engine: AsyncEngine, name: str) -> int:
     async with engine.begin() as conn:
         player_id = await conn.scalar(
-            insert(Player)
-            .values(name=name, token_hash=secrets.token_bytes(32), created_at=T0)
-            .returning(Player.id)
+            insert(Player).values(name=name, created_at=T0).returning(Player.id)
         )
     assert isinstance(player_id, int)
     return player_id
@@ -68,6 +66,8 @@ async def test_every_timestamp_column_is_timestamptz(db: AsyncEngine) -> None:
         ).all()
     assert {(r.table_name, r.column_name) for r in rows} == {
         ("players", "created_at"),
+        ("player_tokens", "created_at"),
+        ("player_tokens", "last_used_at"),
         ("games", "created_at"),
         ("games", "finished_at"),
         ("game_actions", "created_at"),
@@ -166,14 +166,16 @@ async def test_player_names_are_unique_case_insensitively_and_tokens_unique(
         await add_player(db, "ALICE")
     with pytest.raises(IntegrityError, match="uq_players_name_key"):
         await add_player(db, "\u0410lice")  # Cyrillic А: the key of the name is the default
+    bob, cid = await add_player(db, "Bob"), await add_player(db, "Cid")
     token_hash = secrets.token_bytes(32)
     async with db.begin() as conn:
-        await conn.execute(insert(Player).values(name="Bob", token_hash=token_hash, created_at=T0))
-    with pytest.raises(IntegrityError, match="uq_players_token_hash"):
+        await conn.execute(insert(PlayerToken).values(player_id=bob, token_hash=token_hash))
+    with pytest.raises(IntegrityError, match="uq_player_tokens_token_hash"):
         async with db.begin() as conn:
-            await conn.execute(
-                insert(Player).values(name="Cid", token_hash=token_hash, created_at=T0)
-            )
+            await conn.execute(insert(PlayerToken).values(player_id=cid, token_hash=token_hash))
+    with pytest.raises(IntegrityError, match="ck_player_tokens_token_hash"):
+        async with db.begin() as conn:
+            await conn.execute(insert(PlayerToken).values(player_id=cid, token_hash=b"short"))
 
 
 async def test_one_daily_challenge_per_date(db: AsyncEngine) -> None:

@@ -14,9 +14,11 @@ from server.engine import DealVersion, GameCode, RuleSet
 from server.errors import StorageConflict
 from server.names import name_key
 from server.storage.daily import DailyCounts
+from server.storage.events import TokensRevoked
 from server.storage.leaderboards import BoardPosition, BoardSlice
-from server.storage.players import PlayerRow
+from server.storage.players import RecoveryRow, TokenRow
 from tests.backends import Backend, Seed
+from tests.helpers import eventually
 
 DATE = dt.date(2026, 3, 14)
 T0 = dt.datetime(2026, 3, 14, 1, 0, tzinfo=dt.UTC)
@@ -27,9 +29,11 @@ T0 = dt.datetime(2026, 3, 14, 1, 0, tzinfo=dt.UTC)
 
 async def test_a_player_is_added_and_found_by_token_hash_and_id(backend: Backend) -> None:
     token_hash = secrets.token_bytes(32)
-    ada = await backend.players.add("Ada", name_key("Ada"), token_hash, T0)
-    assert ada is not None and ada.name == "Ada" and ada.id > 0
-    assert await backend.players.by_token_hash(token_hash) == ada
+    added = await backend.players.add("Ada", name_key("Ada"), token_hash, T0)
+    assert added is not None and added.token_id > 0
+    ada = added.player
+    assert ada.name == "Ada" and ada.id > 0
+    assert await backend.players.by_token_hash(token_hash) == added
     assert await backend.players.get(ada.id) == ada
     assert await backend.players.name_holding(name_key("Ada")) == "Ada"
     assert await backend.players.by_token_hash(secrets.token_bytes(32)) is None
@@ -39,7 +43,7 @@ async def test_a_player_is_added_and_found_by_token_hash_and_id(backend: Backend
 
 async def test_a_taken_name_key_adds_nobody(backend: Backend) -> None:
     first = await backend.players.add("Ada", name_key("Ada"), secrets.token_bytes(32), T0)
-    assert isinstance(first, PlayerRow)
+    assert isinstance(first, TokenRow)
     token_hash = secrets.token_bytes(32)
     assert await backend.players.add("ADA", name_key("ADA"), token_hash, T0) is None
     assert await backend.players.by_token_hash(token_hash) is None
@@ -48,13 +52,19 @@ async def test_a_taken_name_key_adds_nobody(backend: Backend) -> None:
     assert await backend.players.name_holding(name_key("Ada") + "#1") is None
 
 
-async def test_a_taken_token_hash_is_a_storage_conflict(backend: Backend) -> None:
+async def test_a_taken_token_hash_is_a_storage_conflict_and_adds_nobody(
+    backend: Backend,
+) -> None:
     token_hash = secrets.token_bytes(32)
-    await backend.players.add("Ada", name_key("Ada"), token_hash, T0)
+    ada = await backend.players.add("Ada", name_key("Ada"), token_hash, T0)
+    assert ada is not None
     with pytest.raises(StorageConflict) as caught:
         await backend.players.add("Bob", name_key("Bob"), token_hash, T0)
-    assert caught.value.constraint == "uq_players_token_hash"
+    assert caught.value.constraint == "uq_player_tokens_token_hash"
     assert await backend.players.name_holding(name_key("Bob")) is None
+    with pytest.raises(StorageConflict) as caught:
+        await backend.players.add_token(ada.player.id, token_hash, T0)
+    assert caught.value.constraint == "uq_player_tokens_token_hash"
 
 
 async def test_concurrent_adds_of_one_name_key_add_one_player(backend: Backend) -> None:
@@ -63,6 +73,104 @@ async def test_concurrent_adds_of_one_name_key_add_one_player(backend: Backend) 
         *(backend.players.add(n, key, secrets.token_bytes(32), T0) for n in ("Ada", "ADA", "ada"))
     )
     assert len([a for a in added if a is not None]) == 1
+
+
+async def test_a_player_has_a_token_per_device_each_found_by_its_hash(backend: Backend) -> None:
+    first = secrets.token_bytes(32)
+    ada = await backend.players.add("Ada", name_key("Ada"), first, T0)
+    assert ada is not None
+    second = secrets.token_bytes(32)
+    token_id = await backend.players.add_token(ada.player.id, second, T0)
+    assert token_id is not None and token_id != ada.token_id
+    assert await backend.players.by_token_hash(second) == TokenRow(token_id, ada.player)
+    assert await backend.players.by_token_hash(first) == ada
+    assert await backend.players.live_tokens({ada.token_id, token_id, token_id + 99}) == {
+        ada.token_id,
+        token_id,
+    }
+    assert await backend.players.live_tokens(set()) == set()
+    for nobody in (0, ada.player.id + 1, 2**63):
+        assert await backend.players.add_token(nobody, secrets.token_bytes(32), T0) is None
+
+
+async def test_a_replaced_token_is_gone_at_once_and_its_player_announced(
+    backend: Backend,
+) -> None:
+    old = secrets.token_bytes(32)
+    ada = await backend.players.add("Ada", name_key("Ada"), old, T0)
+    bob = await backend.players.add("Bob", name_key("Bob"), secrets.token_bytes(32), T0)
+    assert ada is not None and bob is not None
+    new = secrets.token_bytes(32)
+    async with backend.events() as events:
+        new_id = await backend.players.replace_token(ada.token_id, new, T0)
+        assert new_id is not None and new_id != ada.token_id
+        assert await backend.players.by_token_hash(old) is None
+        assert await backend.players.by_token_hash(new) == TokenRow(new_id, ada.player)
+        # A token already gone is not replaced, and nothing is announced for it.
+        again = secrets.token_bytes(32)
+        assert await backend.players.replace_token(ada.token_id, again, T0) is None
+        assert await backend.players.live_tokens({ada.token_id, new_id, bob.token_id}) == {
+            new_id,
+            bob.token_id,
+        }
+        # Bob's sign-out marks the end: every event before it has been delivered with it.
+        assert await backend.players.delete_tokens(bob.player.id, keep=None) == 1
+        await eventually(lambda: len(events) >= 2, "the revocations' events")
+    assert events == [TokensRevoked(ada.player.id), TokensRevoked(bob.player.id)]
+
+
+async def test_deleting_tokens_keeps_the_one_asked_for_and_announces_only_a_change(
+    backend: Backend,
+) -> None:
+    ada = await backend.players.add("Ada", name_key("Ada"), secrets.token_bytes(32), T0)
+    bob = await backend.players.add("Bob", name_key("Bob"), secrets.token_bytes(32), T0)
+    assert ada is not None and bob is not None
+    others: list[int] = []
+    for _ in range(3):
+        token_id = await backend.players.add_token(ada.player.id, secrets.token_bytes(32), T0)
+        assert token_id is not None
+        others.append(token_id)
+    async with backend.events() as events:
+        assert await backend.players.delete_tokens(ada.player.id, keep=ada.token_id) == 3
+        assert await backend.players.delete_tokens(ada.player.id, keep=ada.token_id) == 0
+        assert await backend.players.delete_tokens(bob.player.id + 99, keep=None) == 0
+        live = await backend.players.live_tokens({ada.token_id, bob.token_id, *others})
+        assert live == {ada.token_id, bob.token_id}
+        assert await backend.players.delete_tokens(ada.player.id, keep=None) == 1
+        assert await backend.players.live_tokens({ada.token_id, bob.token_id}) == {bob.token_id}
+        assert await backend.players.delete_tokens(bob.player.id, keep=None) == 1  # the end mark
+        await eventually(lambda: len(events) >= 3, "the revocations' events")
+    assert events == [TokensRevoked(ada.player.id)] * 2 + [TokensRevoked(bob.player.id)]
+    assert await backend.players.get(ada.player.id) == ada.player  # the player stays
+
+
+async def test_a_recovery_hash_is_kept_replaced_and_found_by_name_key(backend: Backend) -> None:
+    first = secrets.token_bytes(32)
+    ada = await backend.players.add(
+        "Ada", name_key("Ada"), secrets.token_bytes(32), T0, recovery_hash=first
+    )
+    bob = await backend.players.add("Bob", name_key("Bob"), secrets.token_bytes(32), T0)
+    assert ada is not None and bob is not None
+    assert await backend.players.recovery_of(name_key("ADA")) == RecoveryRow(ada.player, first)
+    assert await backend.players.recovery_of(name_key("Bob")) == RecoveryRow(bob.player, None)
+    assert await backend.players.recovery_of(name_key("Cid")) is None
+    second = secrets.token_bytes(32)
+    assert await backend.players.set_recovery_hash(ada.player.id, second)
+    assert await backend.players.recovery_of(name_key("Ada")) == RecoveryRow(ada.player, second)
+    assert not await backend.players.set_recovery_hash(bob.player.id + 99, second)
+    assert not await backend.players.set_recovery_hash(2**63, second)
+
+
+async def test_a_tokens_last_use_is_kept_to_the_hour(backend: Backend) -> None:
+    token_hash = secrets.token_bytes(32)
+    ada = await backend.players.add("Ada", name_key("Ada"), token_hash, T0)
+    assert ada is not None
+    before = dt.datetime.now(dt.UTC)
+    await backend.players.by_token_hash(token_hash)
+    first = await backend.last_used(ada.token_id)
+    assert first is not None and first >= before - dt.timedelta(seconds=1)
+    await backend.players.by_token_hash(token_hash)  # within the hour: not written again
+    assert await backend.last_used(ada.token_id) == first
 
 
 # --------------------------------------------------------------------------------- daily

@@ -54,6 +54,11 @@ async def test_a_banned_player_gets_no_ranked_play_but_keeps_free_play_and_watch
         reply = await ws_m.request(request)
         assert reply["type"] == "error", (request, reply)
         assert (reply["code"], reply["message"]) == ("banned", message)
+        # The page says it in the player's language from the ban's own members.
+        assert reply["ban"] == {
+            "since": ban.action.at.date().isoformat(),
+            "reason": "played the daily with a solver",
+        }
     watching = await ws_m.request({"type": "race_join", "invite": lobby, "watch": True})
     assert watching["type"] == "race" and watching["role"] == "spectator"
     free = await ws_m.request({"type": "new_game", "code": "TP1-E-AAAAAAA"})

@@ -1,4 +1,4 @@
-// The REST API under /api/v1 (docs/protocol.md §11). Errors become ApiError(code).
+// The REST API under /api/v1 (docs/protocol.md §12). Errors become ApiError(code).
 
 export class ApiError extends Error {
   constructor(code, status, message) {
@@ -38,6 +38,9 @@ async function call(method, path, { body, token } = {}) {
 export const api = {
   register: (name) => call("POST", "/players", { body: { name } }),
   me: (token) => call("GET", "/players/me", { token }),
+  signIn: (name, recoveryCode) => call("POST", "/sessions", { body: { name, recovery_code: recoveryCode } }),
+  newRecoveryCode: (token) => call("POST", "/players/me/recovery-code", { token }),
+  signOutOthers: (token) => call("DELETE", "/players/me/sessions?keep=current", { token }),
   daily: (date) => call("GET", date ? `/daily/${encodeURIComponent(date)}` : "/daily"),
   leaderboard: (date, { limit = 50, cursor = null } = {}) => {
     const q = new URLSearchParams({ limit: String(limit) });

@@ -28,8 +28,9 @@ import { Leaderboard } from "./views/leaderboard.js";
 import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/menu.js";
 import { errorText, setMessage } from "./views/notices.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
-import { initRegister, renderInviteNote, renderWho } from "./views/register.js";
-import { initSettings, showLanguage } from "./views/settings.js";
+import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
+import { initRegister, openSignIn, renderInviteNote, renderWho, showSignedOutNote } from "./views/register.js";
+import { initSettings, renderAccount, showLanguage } from "./views/settings.js";
 
 let leaderboard = null;
 
@@ -41,6 +42,7 @@ function openLeaderboard(date) {
 // ------------------------------------------------------------------------------ the store
 
 subscribe("player", renderWho);
+subscribe("player", renderAccount);
 subscribe("pendingInvite", renderInviteNote);
 subscribe("game", onGame);
 // My own row in the race panel follows my STATE at once (not the next push).
@@ -85,17 +87,27 @@ function push(msg) {
   if (msg.type === "error") setMessage(errorText(msg.code));
 }
 
+/** This device's token no longer works (signed out from another device, or never known). */
 function signedOut() {
   signOut();
   session.disconnect();
+  hideRecovery();
+  showSignedOutNote(true);
   show("register");
 }
 
-/** Registered: open the session, then the race the page was opened for, or the menu. */
+/** Registered or signed in: open the session, then the race the page was opened for, or the menu. */
 function signedIn() {
+  renderAccount();
   session.connect();
   if (store.pendingInvite) openInvite(store.pendingInvite);
   else show("home");
+}
+
+/** From the settings: sign this device in with a recovery code (as this player or another). */
+function signInAgain() {
+  show("register");
+  openSignIn();
 }
 
 session.configure({ welcome, push, unauthorized: signedOut });
@@ -109,6 +121,7 @@ onLocaleChange(() => {
   timeLimitOptions();
   if (store.view === "invite") renderInvitePage();
   session.rehello();
+  renderRecovery();
   if (store.view === "home") renderHome();
   if (store.game) renderGame(store.game);
   else if (store.race) renderGame(null);
@@ -138,7 +151,8 @@ function boot() {
     errorText,
   });
   initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard() });
-  initSettings();
+  initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
+  initRecovery();
   initRegister(signedIn);
   initInvitePage();
   renderWho();

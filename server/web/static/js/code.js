@@ -37,6 +37,25 @@ export function codeText(code, attrs = {}) {
   return el;
 }
 
+/**
+ * Put `text` on the clipboard; without the clipboard API, select `target`'s text (an element
+ * on the page) and copy it with the older copy command where the browser still allows it.
+ * Resolves with what happened: "copied", or "selected" (the player copies it by hand).
+ */
+export async function copyText(text, target) {
+  if (await writeClipboard(text)) return "copied";
+  let copied = false;
+  if (target && target.isConnected) {
+    selectText(target);
+    try {
+      copied = document.execCommand("copy");
+    } catch (err) {
+      copied = false;
+    }
+  }
+  return copied ? "copied" : "selected";
+}
+
 async function writeClipboard(text) {
   if (!navigator.clipboard || typeof navigator.clipboard.writeText !== "function") return false;
   try {
@@ -79,20 +98,8 @@ export function copyControl(code, target, { id = null } = {}) {
       "aria-label": t("code.copyLabel"),
       dataset: { code: text },
       onclick: async () => {
-        if (await writeClipboard(text)) {
-          say(t("code.copied"));
-          return;
-        }
-        let copied = false;
-        if (target && target.isConnected) {
-          selectText(target);
-          try {
-            copied = document.execCommand("copy");
-          } catch (err) {
-            copied = false;
-          }
-        }
-        say(t(copied ? "code.copied" : "code.selected"));
+        const done = await copyText(text, target);
+        say(t(done === "copied" ? "code.copied" : "code.selected"));
       },
     },
     t("code.copy"),

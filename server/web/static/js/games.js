@@ -26,7 +26,7 @@ export async function startGame(message, { quiet = false, field = null } = {}) {
     codeError(field, codeErrorText(reply.code));
   } else {
     if (store.view !== "home") show("home");
-    homeError(errorText(reply.code));
+    homeError(errorText(reply));
   }
 }
 

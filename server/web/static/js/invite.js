@@ -21,9 +21,9 @@ export function initInvitePage() {
       refreshInvite();
     }
   }, 3000);
-  subscribe("invite-refused", (code) => {
+  subscribe("invite-refused", (reply) => {
     store.invite.busy = null;
-    store.invite.joinError = code;
+    store.invite.joinError = reply;
     renderInvitePage();
   });
 }

@@ -23,13 +23,13 @@ export async function createRace({ code, rules, timeLimit }) {
   if (reply.type === "race") applyRace(reply, { enter: true });
   else if (code && (reply.code === "bad_code" || reply.code === "invalid_message")) {
     codeError("race-code", codeErrorText(reply.code));
-  } else homeError(errorText(reply.code));
+  } else homeError(errorText(reply));
 }
 
 /**
  * Take a seat in a race (or, with `watch`, follow it as a spectator) and enter its room. A
- * refusal is shown on the invite page when that is where the player is ("invite-refused"),
- * on the menu otherwise.
+ * refusal is shown on the invite page when that is where the player is ("invite-refused", with
+ * the error reply), on the menu otherwise.
  */
 export async function joinRace(invite, { watch = false } = {}) {
   homeError("");
@@ -39,10 +39,10 @@ export async function joinRace(invite, { watch = false } = {}) {
   if (watch) message.watch = true;
   const reply = await request(message);
   if (reply.type === "race") applyRace(reply, { enter: true });
-  else if (store.view === "invite" && store.invite) notify("invite-refused", reply.code);
+  else if (store.view === "invite" && store.invite) notify("invite-refused", reply);
   else {
     if (store.view !== "home") show("home");
-    homeError(errorText(reply.code));
+    homeError(errorText(reply));
   }
 }
 

@@ -7,7 +7,7 @@
 // Anything may read `store`; changes go through the functions below, and a change others must
 // follow is announced with notify(topic) to whoever subscribe()d to it (app.js wires the
 // views): "player", "pendingInvite", "game" (with the STATE shown before), "race",
-// "errorHelp", "showPlayable", and "invite-refused" (with the error code). Three parts have
+// "errorHelp", "showPlayable", and "invite-refused" (with the error reply). Three parts have
 // one owner each, which fills them in and then notifies or draws: the race followed
 // (races.js), the invite page's room (invite.js) and the action queue (games.js). The rest
 // (hinted games, pars, today's date) are caches, written where they are learnt.
@@ -51,7 +51,7 @@ export const store = {
   gameAt: 0, // performance.now() when the STATE arrived (the clock runs on from there)
   race: null, // {invite, room, role, offset, progress: {player_id: race_progress}}
   pendingInvite: null, // the race in the address the page was opened with
-  invite: null, // the race seen before joining: {invite, room, error, joinError, busy}
+  invite: null, // the race seen before joining: {invite, room, error, joinError (a reply), busy}
   queue: [], // actions waiting to be sent (games.js)
   acting: false, // an action is with the server (games.js)
   hinted: new Set(), // game ids marked as hinted (asked here, or found in the game's summary)

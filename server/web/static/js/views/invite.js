@@ -8,9 +8,10 @@ import { dealMark, nameLine, offsetOf, presenceMark, presenceState, rowData, rul
 /**
  * The invite page: a race as anyone with its invite sees it, before joining or watching.
  * @param {HTMLElement} root  #view-invite
- * @param {object} state  {invite, room (ROOM or null while loading), error, joinError, busy}
+ * @param {object} state  {invite, room (ROOM or null while loading), error (a code), joinError
+ *   (an error reply), busy}
  * @param {object} me  the player
- * @param {object} on  {join(), watch(), home(), errorText(code)}
+ * @param {object} on  {join(), watch(), home(), errorText(code or error reply)}
  */
 export function renderInvite(root, state, me, on) {
   const room = state.room;

@@ -6,8 +6,15 @@ import { has, t } from "../i18n.js";
 
 let messageTimer = null;
 
-/** An error code (docs/protocol.md) in the player's language. */
-export function errorText(code) {
+/**
+ * An error (docs/protocol.md) in the player's language: its code, or the error reply itself
+ * ({code, ...}), whose members some texts name (a ban's date and reason).
+ */
+export function errorText(error) {
+  const reply = typeof error === "object" && error !== null ? error : { code: error };
+  const code = reply.code;
+  if (code === "banned" && reply.ban) return t("err.banned", { since: reply.ban.since, reason: reply.ban.reason });
+  if (code === "banned") return t("err.bannedNoReason");
   return has(`err.${code}`) ? t(`err.${code}`) : t("err.generic", { code });
 }
 
