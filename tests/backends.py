@@ -4,8 +4,9 @@ them back.
 
 A test takes the ``backend`` fixture (defined here, parametrized ``memory`` / ``postgres``;
 ``tests/services/conftest.py`` and ``tests/storage/conftest.py`` offer it), builds its service
-over ``backend.players``, ``backend.daily`` or ``backend.leaderboards``, and seeds games with
-:meth:`Backend.add_games`, as other writers of ``games`` would have stored them.
+over ``backend.players``, ``backend.daily``, ``backend.leaderboards`` or ``backend.games`` with
+``backend.committer``, and seeds games with :meth:`Backend.add_games` and bans with
+:meth:`Backend.ban`, as other writers of those rows would have stored them.
 """
 
 from __future__ import annotations
@@ -21,19 +22,28 @@ from sqlalchemy import delete, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.names import name_key
+from server.services.committer import Committer
+from server.services.moderation import ModerationService
+from server.storage.commits import GroupCommitter
 from server.storage.daily import DailyStore, PostgresDailyStore
 from server.storage.db import create_engine
 from server.storage.events import Event, Listener
+from server.storage.games import GameStore, PostgresGameStore
 from server.storage.leaderboards import LeaderboardStore, PostgresLeaderboardStore
 from server.storage.models import DailyChallenge, Game, Player, PlayerToken, Race
+from server.storage.moderation import PostgresModerationStore
 from server.storage.players import PlayerStore, PostgresPlayerStore
 from server.storage.sessions import Sessions
 from tests.fakes.daily import MemoryDailyStore
 from tests.fakes.database import MemoryDatabase
+from tests.fakes.games import MemoryCommitter, MemoryGameStore
 from tests.fakes.leaderboards import MemoryLeaderboardStore
 from tests.fakes.players import MemoryPlayerStore
 
 KINDS = ("memory", "postgres")
+#: The deal and deal time of a seeded game.
+SEED_CODE = "TP1-E-AAAAAAA"
+SEED_AT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 #: Where no database listens: PostgreSQL stores over it fail as over a database that is down.
 NOWHERE_URL = "postgresql://postgres@127.0.0.1:9/nowhere"
 
@@ -68,20 +78,31 @@ class Backend:
 
     Attributes:
         kind: ``"memory"`` or ``"postgres"``.
-        players, daily, leaderboards: the stores.
+        players, daily, leaderboards, games: the stores.
+        committer: what stores the game service's actions beside ``games`` (closed with the
+            backend).
     """
 
     kind: str
     players: PlayerStore
     daily: DailyStore
     leaderboards: LeaderboardStore
+    games: GameStore
+    committer: Committer
 
     async def add_players(self, names: Sequence[str]) -> list[int]:
         """Store players with these names (and random tokens) directly; their ids in order."""
         raise NotImplementedError
 
     async def add_games(self, seeds: Sequence[Seed]) -> list[int]:
-        """Store games directly; their ids in order."""
+        """Store games directly (of :data:`SEED_CODE`, dealt at :data:`SEED_AT`, their ``seq``
+        their moves and undos, with no action log; race games in one finished race); their
+        ids in order."""
+        raise NotImplementedError
+
+    async def ban(self, player_id: int, reason: str) -> dt.datetime:
+        """Ban a player from ranked play, as a moderator would; returns since when (UTC, by
+        the database's clock)."""
         raise NotImplementedError
 
     async def clear(self) -> None:
@@ -124,6 +145,8 @@ class MemoryBackend(Backend):
         self.players = MemoryPlayerStore(database)
         self.daily = MemoryDailyStore(database)
         self.leaderboards = MemoryLeaderboardStore(database)
+        self.games = MemoryGameStore(database)
+        self.committer = MemoryCommitter(database)
 
     async def add_players(self, names: Sequence[str]) -> list[int]:
         now = self.database.now()
@@ -133,6 +156,9 @@ class MemoryBackend(Backend):
         ]
 
     async def add_games(self, seeds: Sequence[Seed]) -> list[int]:
+        race_id = None
+        if any(s.mode == "race" for s in seeds):
+            race_id = self.database.insert_race("finished").id
         return [
             self.database.insert_game(
                 s.player_id,
@@ -142,11 +168,18 @@ class MemoryBackend(Backend):
                 score=s.score,
                 moves=s.moves,
                 undos=s.undos,
+                seq=s.moves + s.undos,
+                code=SEED_CODE,
+                created_at=SEED_AT,
                 elapsed_ms=s.elapsed_ms,
                 finished_at=s.finished_at,
+                race_id=race_id if s.mode == "race" else None,
             ).id
             for s in seeds
         ]
+
+    async def ban(self, player_id: int, reason: str) -> dt.datetime:
+        return self.database.ban(player_id, reason)
 
     async def clear(self) -> None:
         self.database.clear()
@@ -191,13 +224,18 @@ class PostgresBackend(Backend):
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._use(Sessions(engine))
+        self._committers: list[GroupCommitter] = []
+        self._use(engine)
         self._down: AsyncEngine | None = None
 
-    def _use(self, sessions: Sessions) -> None:
+    def _use(self, engine: AsyncEngine) -> None:
+        sessions = Sessions(engine)
         self.players = PostgresPlayerStore(sessions)
         self.daily = PostgresDailyStore(sessions)
         self.leaderboards = PostgresLeaderboardStore(sessions)
+        self.games = PostgresGameStore(sessions)
+        self.committer = GroupCommitter(engine)
+        self._committers.append(self.committer)
 
     async def add_players(self, names: Sequence[str]) -> list[int]:
         if not names:
@@ -225,13 +263,13 @@ class PostgresBackend(Backend):
                     .values(
                         invite=secrets.token_hex(3).upper(),
                         host_id=seeds[0].player_id,
-                        code="TP1-E-AAAAAAA",
+                        code=SEED_CODE,
                         rules="E",
                         status="finished",
                         time_limit_s=600,
                         max_players=8,
                         version=1,
-                        created_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                        created_at=SEED_AT,
                     )
                     .returning(Race.id)
                 )
@@ -240,7 +278,7 @@ class PostgresBackend(Backend):
                 [
                     {
                         "player_id": s.player_id,
-                        "code": "TP1-E-AAAAAAA",
+                        "code": SEED_CODE,
                         "rules": "E",
                         "deal_version": "TP1",
                         "mode": s.mode,
@@ -252,13 +290,18 @@ class PostgresBackend(Backend):
                         "undos": s.undos,
                         "seq": s.moves + s.undos,
                         "elapsed_ms": s.elapsed_ms,
-                        "created_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                        "created_at": SEED_AT,
                         "finished_at": s.finished_at,
                     }
                     for s in seeds
                 ],
             )
             return list(result.scalars())
+
+    async def ban(self, player_id: int, reason: str) -> dt.datetime:
+        moderation = ModerationService(PostgresModerationStore(Sessions(self.engine)))
+        banned = await moderation.ban(f"id:{player_id}", reason, "tests")
+        return banned.action.at
 
     async def clear(self) -> None:
         async with self.engine.begin() as conn:
@@ -298,7 +341,7 @@ class PostgresBackend(Backend):
 
     async def go_down(self) -> None:
         self._down = create_engine(NOWHERE_URL, pool_size=1)
-        self._use(Sessions(self._down))
+        self._use(self._down)
 
     async def last_used(self, token_id: int) -> dt.datetime | None:
         async with self.engine.connect() as conn:
@@ -317,6 +360,8 @@ class PostgresBackend(Backend):
             await listener.stop()
 
     async def close(self) -> None:
+        for committer in self._committers:
+            await committer.close()
         if self._down is not None:
             await self._down.dispose()
 
@@ -333,7 +378,11 @@ async def open_backend(
         database: the tables of a ``memory`` backend (new ones over the real clock by default).
     """
     if kind == "memory":
-        yield MemoryBackend(database or MemoryDatabase())
+        memory = MemoryBackend(database or MemoryDatabase())
+        try:
+            yield memory
+        finally:
+            await memory.committer.close()
         return
     assert kind == "postgres" and database_url is not None
     engine = create_engine(database_url, pool_size=3)

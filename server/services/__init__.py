@@ -22,6 +22,7 @@ from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
+from server.storage.games import PostgresGameStore
 from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.players import PostgresPlayerStore
@@ -79,11 +80,11 @@ class Services:
             PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
         )
         games = GameService(
-            sessions,
+            PostgresGameStore(sessions),
+            GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
             clock,
             daily,
             analyzer=analyzer,
-            committer=GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
         )
         limits = race_limits or RaceLimits()
         rooms, presence = RaceStore(sessions), PresenceStore(sessions)

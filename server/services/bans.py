@@ -36,12 +36,19 @@ async def refuse_banned(db: SessionOrFactory, player_id: int) -> None:
     """
     banned = await ban_of(db, player_id)
     if banned is not None:
-        assert banned.banned_at is not None and banned.ban_reason is not None
-        raise BannedError(
-            banned_message(banned),
-            since=banned.banned_at.astimezone(dt.UTC).date(),
-            reason=banned.ban_reason,
-        )
+        raise ban_refusal(banned)
 
 
-__all__ = ["banned_message", "refuse_banned"]
+def ban_refusal(player: PlayerRecord) -> BannedError:
+    """The refusal of ranked play to a banned player (``banned``): its message says since when
+    and why, its ``since`` and ``reason`` are the ban's (for the page to say in the player's
+    language)."""
+    assert player.banned_at is not None and player.ban_reason is not None
+    return BannedError(
+        banned_message(player),
+        since=player.banned_at.astimezone(dt.UTC).date(),
+        reason=player.ban_reason,
+    )
+
+
+__all__ = ["ban_refusal", "banned_message", "refuse_banned"]

@@ -1,16 +1,19 @@
 """Games: create, resume, play and resign, every accepted action committed before it is reported.
 
-The engine validates; storage (:mod:`server.storage.games`, the group commit) stores; the live
-games and their locks are :mod:`server.services.live`. Each game has one in-process lock, so
-actions of one game are applied in order; across processes the ``games.seq`` check of each write
-(and the ``(game_id, seq)`` primary key of the action log) lets only one writer win
-(docs/rules.md §5).
+The engine validates; storage stores, through what the service is given: its
+:class:`~server.storage.games.GameStore` (creating, reading back, resigning) and a
+:class:`~server.services.committer.Committer` that stores each accepted action (the group
+commit, :class:`~server.storage.commits.GroupCommitter`, in production; an in-memory one in
+``tests/fakes/games.py``). The live games and their locks are :mod:`server.services.live`.
+Each game has one in-process lock, so actions of one game are applied in order; across
+processes the ``games.seq`` check of each write (and the ``(game_id, seq)`` primary key of the
+action log) lets only one writer win (docs/rules.md §5).
 
 At about 600 lines this module is above the house's 400 on purpose: the action path (the
 checks, the write, the outcome the cached game then follows, cancellation held until the commit
 is settled) and resignation share one lock discipline and one set of race and daily checks, and
-read best as one unit; what could stand alone (the answers' types, the cache, the queries) has
-moved out.
+read best as one unit; what could stand alone (the answers' types, the cache, the queries, the
+committer's contract) has moved out.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from server.errors import (
     UnavailableError,
 )
 from server.services.analysis import Analyzer
-from server.services.bans import refuse_banned
+from server.services.bans import ban_refusal
 from server.services.clock import Clock, elapsed_ms
+from server.services.committer import Committer
 from server.services.completion import settled, to_completion
 from server.services.daily import DailyService
 from server.services.game_views import ActionResult, GameSnapshot, GameSummary, Outcome
@@ -46,7 +50,6 @@ from server.storage.commits import (
     DailyClosed,
     GameBusy,
     GameMovedOn,
-    GroupCommitter,
 )
 from server.storage.events import RaceProgress
 from server.storage.games import (
@@ -54,7 +57,6 @@ from server.storage.games import (
     GameStore,
     insert_race_games,
 )
-from server.storage.sessions import Sessions
 
 #: Tries of a daily join whose date closes between reading "today" and storing the game.
 JOIN_ATTEMPTS = 3
@@ -76,36 +78,34 @@ class GameService:
     """Plays games for players: the only path from a request to the engine and the database.
 
     Args:
-        sessions: database session factory.
+        store: where games are created and read back, resigned and marked hinted.
+        committer: what stores each accepted action (closed by :meth:`close`).
         clock: the UTC clock (elapsed times are server time).
         daily: the daily challenge service.
         cache_size: how many games to keep in memory (least recently used are dropped).
         analyzer: the solver (par in summaries, hints); None disables both.
-        committer: the group committer actions are stored through (one is made over the
-            sessions' engine by default).
     """
 
     def __init__(
         self,
-        sessions: Sessions,
+        store: GameStore,
+        committer: Committer,
         clock: Clock,
         daily: DailyService,
         *,
         cache_size: int = 10_000,
         analyzer: Analyzer | None = None,
-        committer: GroupCommitter | None = None,
     ) -> None:
         self._analyzer = analyzer
-        self._committer = committer or GroupCommitter(sessions.engine)
-        self._store = GameStore(sessions)
-        self._sessions = sessions
-        self._live = LiveGames(self._store, cache_size)
+        self._committer = committer
+        self._store = store
+        self._live = LiveGames(store, cache_size)
         self._clock = clock
         self._daily = daily
         self._race_game_ended: list[RaceGameEnded] = []
 
     async def close(self) -> None:
-        """Stop the group committer's writer task."""
+        """Stop the committer (the group committer's writer task)."""
         await self._committer.close()
 
     def on_race_game_ended(self, callback: RaceGameEnded) -> None:
@@ -145,7 +145,9 @@ class GameService:
             ForbiddenError: ``banned``: a banned player starts no ranked game.
             StorageError: the database failed.
         """
-        await refuse_banned(self._sessions, player_id)
+        ban = await self._store.ban_of(player_id)
+        if ban is not None:
+            raise ban_refusal(ban)
         for _ in range(JOIN_ATTEMPTS):
             today = await self._daily.today()
             code = await self._daily.challenge(today, today=today)

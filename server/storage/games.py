@@ -2,8 +2,13 @@
 
 Every action is stored by the group commit (:mod:`server.storage.commits`); this module holds
 the rest: creating games, reading them back (for the live-game cache and the REST summary),
-resigning and marking a game hinted. Every method raises only
-:class:`~server.errors.StorageError` for a database failure (through :class:`Sessions`).
+resigning, marking a game hinted, and whether its player is banned from ranked play.
+
+:class:`GameStore` is the contract :class:`server.services.games.GameService` (and its
+live-game cache) depends on; :class:`PostgresGameStore` keeps it in PostgreSQL (an in-memory
+one for tests keeps it in ``tests/fakes/games.py``). Every method raises only
+:class:`~server.errors.StorageError` for a database failure (through :class:`Sessions`). The
+rules (who may see what, when a daily or a race is over, what a ban refuses) are the service's.
 """
 
 from __future__ import annotations
@@ -12,15 +17,18 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
+from server.storage import moderation
 from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
+from server.storage.moderation import PlayerRecord
 from server.storage.sessions import Sessions, storage_errors
 from server.storage.today import DATABASE_TODAY_SQL, today_sql
 
@@ -118,6 +126,121 @@ class GameHead:
     status: Status
 
 
+class GameStore(Protocol):
+    """Where games, their action logs and their races' windows are read, and games are created,
+    resigned and marked hinted (an action is stored by the group commit, see
+    :mod:`server.storage.commits`). Times are aware UTC datetimes, durations whole ms. Every
+    method may raise :class:`~server.errors.StorageError` when the database fails (nothing is
+    changed then)."""
+
+    async def create(
+        self,
+        player_id: int,
+        mode: GameMode,
+        code: GameCode,
+        status: Status,
+        score: int,
+        created_at: dt.datetime,
+        *,
+        daily_date: dt.date | None = None,
+        pinned_today: dt.date | None = None,
+    ) -> int | None:
+        """Store a new game with no action yet (``seq``, ``moves`` and ``undos`` 0).
+
+        Args:
+            player_id: its player (an existing player's id).
+            mode: free or daily (race games are made with their race, see
+                :func:`insert_race_games`).
+            code: its deal.
+            status, score: the engine's for the fresh game.
+            created_at: when it was dealt (its elapsed time counts from there).
+            daily_date: the UTC date of a daily game (given exactly for ``mode`` daily).
+            pinned_today: the UTC date a simulated clock says it is, deciding in place of the
+                database's clock whether ``daily_date`` is still open; None leaves it to the
+                database's clock.
+
+        Returns:
+            The new game's id (1 and up); None for a daily game whose date is over by the
+            database's clock (or ``pinned_today``): nothing was stored.
+
+        Raises:
+            StorageConflict: the player already has a game of that daily date
+                (``uq_games_daily_player``); nothing was stored.
+        """
+        ...
+
+    async def daily_game_id(self, player_id: int, date: dt.date) -> int | None:
+        """The id of the player's daily game of the UTC ``date``, or None."""
+        ...
+
+    async def unfinished(
+        self, player_id: int, today: dt.date, now: dt.datetime, limit: int
+    ) -> list[GameHead]:
+        """The player's games that can still be played, newest first (by ``created_at``, then
+        id), at most ``limit``: playing, or blocked in free play; a daily only of ``today``
+        (UTC) or later; a race game only of a running race that has started by ``now``."""
+        ...
+
+    async def record(self, game_id: int) -> GameRecord | None:
+        """A game's row with its player's name and, for a race game, its race's status; None
+        when there is no such game."""
+        ...
+
+    async def actions(self, game_id: int) -> tuple[StoredAction, ...]:
+        """A game's action log, in ``seq`` order (1, 2, …); empty for an unknown game."""
+        ...
+
+    async def load(self, game_id: int) -> StoredGame | None:
+        """A game's row, its action log and its race's window, read as of one moment (a
+        concurrent writer cannot split them); None when there is no such game."""
+        ...
+
+    async def head(self, game_id: int) -> GameHead | None:
+        """How far the stored game is (its ``seq`` and ``status``); None when there is no
+        such game."""
+        ...
+
+    async def resign(
+        self,
+        game_id: int,
+        *,
+        seq: int,
+        status: Status,
+        resigned: Status,
+        finished_at: dt.datetime | None,
+        elapsed_ms: int | None,
+        pinned_today: dt.date | None,
+        lock_timeout_ms: int,
+        event: RaceProgress | None,
+    ) -> bool:
+        """Store a resignation: the row moves from ``status`` to ``resigned`` (with
+        ``finished_at`` and ``elapsed_ms``) only if it is still at ``seq`` and ``status`` and,
+        for a daily, its date is still open by the database's clock (or ``pinned_today``);
+        ``event`` is published with it, in the same transaction.
+
+        Args:
+            lock_timeout_ms: how long the update may wait for a row locked elsewhere, in ms.
+
+        Returns:
+            Whether it was stored (False: no such game, the row had moved on, or the daily is
+            over; nothing changed).
+
+        Raises:
+            StorageError: also when the row stayed locked past ``lock_timeout_ms``; nothing
+                was stored.
+        """
+        ...
+
+    async def mark_hinted(self, game_id: int) -> None:
+        """Record that the game's player asked for a hint (``hinted`` stays true)."""
+        ...
+
+    async def ban_of(self, player_id: int) -> PlayerRecord | None:
+        """The player's record (``banned_at`` UTC, ``ban_reason``) when they are banned from
+        ranked play, else None (also for an unknown player)."""
+        ...
+
+
 _INSERT_GAME = insert(GameRow).returning(GameRow.id)
 #: A daily game is inserted only while its date is open by the database's clock (as every
 #: action on it is stored, see :mod:`server.storage.commits`); no row comes back otherwise.
@@ -133,8 +256,10 @@ _INSERT_DAILY_GAME = text(
 )
 
 
-class GameStore:
-    """The games' queries over one database.
+class PostgresGameStore:
+    """:class:`GameStore` in PostgreSQL: rows of ``games`` and ``game_actions``, races'
+    windows from ``races``, bans from ``players``; a daily's date is closed by the database's
+    clock (``statement_timestamp()``), as for every action the group commit stores.
 
     Args:
         sessions: the storage sessions (failures leave as StorageError).
@@ -380,6 +505,15 @@ class GameStore:
         async with self._sessions() as session:
             await session.execute(update(GameRow).where(GameRow.id == game_id).values(hinted=True))
             await session.commit()
+
+    async def ban_of(self, player_id: int) -> PlayerRecord | None:
+        """The player's record when they are banned (one short read), else None.
+
+        Raises:
+            StorageError: the database failed.
+        """
+        async with self._sessions() as session:
+            return await moderation.ban_of(session, player_id)
 
 
 async def insert_race_games(

@@ -22,6 +22,7 @@ from server.bench.crowd import choose_action
 from server.config import Settings
 from server.services.analysis import Analyzer
 from server.services.clock import FakeClock
+from server.storage.commits import GroupCommitter
 from server.web.app import create_app
 from server.web.keys import SERVICES
 from tests.e2e.logs import agrees, checked_games
@@ -349,6 +350,7 @@ async def test_an_action_whose_handler_is_cancelled_keeps_its_game_until_stored(
 
         games_service = server.app[SERVICES].games
         committer = games_service._committer
+        assert isinstance(committer, GroupCommitter)  # the server's, over PostgreSQL
 
         def queued() -> int:
             """Writes waiting for the writer's next batch (white-box)."""

@@ -1,20 +1,23 @@
-"""The stores' contracts (``server/storage/players.py``, ``daily.py``, ``leaderboards.py``),
-kept alike by PostgreSQL's stores and the in-memory ones of ``tests/fakes``: each test runs on
-both."""
+"""The stores' contracts (``server/storage/players.py``, ``daily.py``, ``leaderboards.py``,
+``games.py`` with the committer of actions), kept alike by PostgreSQL's stores and the
+in-memory ones of ``tests/fakes``: each test runs on both."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import secrets
 
 import pytest
 
-from server.engine import DealVersion, GameCode, RuleSet
+from server.engine import DealVersion, GameCode, RuleSet, Status
 from server.errors import StorageConflict
 from server.names import name_key
+from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn
 from server.storage.daily import DailyCounts
 from server.storage.events import TokensRevoked
+from server.storage.games import GameHead, GameMode
 from server.storage.leaderboards import BoardPosition, BoardSlice
 from server.storage.players import RecoveryRow, TokenRow
 from tests.backends import Backend, Seed
@@ -270,3 +273,200 @@ async def test_windows_and_entries_count_the_entries_before_and_better(backend: 
     for nobody in (0, ids[4] + 1, 2**63):
         assert await backend.leaderboards.window(DATE, nobody, 3) is None
         assert await backend.leaderboards.entry(DATE, nobody) is None
+
+
+# ------------------------------------------------------------------------------------ games
+
+CODE = GameCode.parse("TP1-E-AAAAAAB")
+
+
+def _draw(game_id: int, seq: int, **changes: object) -> ActionWrite:
+    """A draw taking the game from ``seq`` - 1 to ``seq`` (score 501 after it, still playing),
+    with ``changes`` to its fields."""
+    write = ActionWrite(
+        game_id=game_id,
+        expected_seq=seq - 1,
+        seq=seq,
+        kind="draw",
+        pos=None,
+        card="5H",
+        score_after=501,
+        at=T0 + dt.timedelta(seconds=seq),
+        status="playing",
+        score=501,
+        moves=seq,
+        undos=0,
+        finished_at=None,
+        elapsed_ms=None,
+        cards_left=28,
+    )
+    return dataclasses.replace(write, **changes)  # type: ignore[arg-type]
+
+
+async def _resign(
+    backend: Backend,
+    game_id: int,
+    seq: int,
+    finished_at: dt.datetime | None = None,
+    elapsed_ms: int | None = None,
+    *,
+    pinned_today: dt.date | None = None,
+) -> bool:
+    """Resign a playing game at ``seq``; whether it was stored."""
+    return await backend.games.resign(
+        game_id,
+        seq=seq,
+        status=Status.PLAYING,
+        resigned=Status.RESIGNED,
+        finished_at=finished_at,
+        elapsed_ms=elapsed_ms,
+        pinned_today=pinned_today,
+        lock_timeout_ms=1000,
+        event=None,
+    )
+
+
+async def test_a_game_is_created_and_read_back(backend: Backend) -> None:
+    (ada,) = await backend.add_players(["Ada"])
+    game_id = await backend.games.create(ada, GameMode.FREE, CODE, Status.PLAYING, 500, T0)
+    assert game_id is not None
+    record = await backend.games.record(game_id)
+    assert record is not None
+    assert (record.player_id, record.player_name, record.mode, record.code) == (
+        ada,
+        "Ada",
+        GameMode.FREE,
+        CODE,
+    )
+    assert (record.status, record.score, record.moves, record.undos, record.seq) == (
+        Status.PLAYING,
+        500,
+        0,
+        0,
+        0,
+    )
+    assert (record.created_at, record.finished_at, record.elapsed_ms) == (T0, None, None)
+    assert (record.daily_date, record.hinted, record.race_status) == (None, False, None)
+    stored = await backend.games.load(game_id)
+    assert stored is not None
+    assert (stored.code, stored.seq, stored.actions, stored.race) == (CODE, 0, (), None)
+    assert await backend.games.head(game_id) == GameHead(game_id, 0, Status.PLAYING)
+    await backend.games.mark_hinted(game_id)
+    record = await backend.games.record(game_id)
+    assert record is not None and record.hinted
+    for unknown in (game_id + 1, 2**62):
+        assert await backend.games.record(unknown) is None
+        assert await backend.games.load(unknown) is None
+        assert await backend.games.head(unknown) is None
+        assert await backend.games.actions(unknown) == ()
+
+
+async def test_a_daily_game_is_created_once_and_only_while_its_date_is_open(
+    backend: Backend,
+) -> None:
+    (ada,) = await backend.add_players(["Ada"])
+    games = backend.games
+    next_day = DATE + dt.timedelta(days=1)
+    over = await games.create(
+        ada, GameMode.DAILY, CODE, Status.PLAYING, 500, T0, daily_date=DATE, pinned_today=next_day
+    )
+    assert over is None and await games.daily_game_id(ada, DATE) is None
+    game_id = await games.create(
+        ada, GameMode.DAILY, CODE, Status.PLAYING, 500, T0, daily_date=DATE, pinned_today=DATE
+    )
+    assert game_id is not None and await games.daily_game_id(ada, DATE) == game_id
+    with pytest.raises(StorageConflict) as caught:
+        await games.create(
+            ada, GameMode.DAILY, CODE, Status.PLAYING, 500, T0, daily_date=DATE, pinned_today=DATE
+        )
+    assert caught.value.constraint == "uq_games_daily_player"
+    assert await games.daily_game_id(ada, next_day) is None
+
+
+async def test_a_write_is_stored_only_on_the_row_it_expects(backend: Backend) -> None:
+    (ada,) = await backend.add_players(["Ada"])
+    game_id = await backend.games.create(ada, GameMode.FREE, CODE, Status.PLAYING, 500, T0)
+    assert game_id is not None
+    await backend.committer.submit(_draw(game_id, 1))
+    (action,) = await backend.games.actions(game_id)
+    assert (action.seq, action.kind, action.pos, action.card) == (1, "draw", None, "5H")
+    assert (action.score_after, action.at) == (501, T0 + dt.timedelta(seconds=1))
+    record = await backend.games.record(game_id)
+    assert record is not None and (record.seq, record.score, record.moves) == (1, 501, 1)
+
+    # The row moved on: by seq (another write first), by status (a resignation), or is gone.
+    with pytest.raises(GameMovedOn):
+        await backend.committer.submit(_draw(game_id, 1, card="6H"))
+    assert await _resign(backend, game_id, 1, T0 + dt.timedelta(seconds=9), 9000)
+    with pytest.raises(GameMovedOn):
+        await backend.committer.submit(_draw(game_id, 2))
+    with pytest.raises(GameMovedOn):
+        await backend.committer.submit(_draw(game_id + 1, 1))
+    assert [a.card for a in await backend.games.actions(game_id)] == ["5H"]
+    record = await backend.games.record(game_id)
+    assert record is not None
+    assert (record.seq, record.status, record.elapsed_ms) == (1, Status.RESIGNED, 9000)
+    assert record.finished_at == T0 + dt.timedelta(seconds=9)
+    assert not await _resign(backend, game_id, 1)  # resigned already
+
+
+async def test_a_dailys_rows_stay_as_they_are_once_its_date_is_over(backend: Backend) -> None:
+    (ada,) = await backend.add_players(["Ada"])
+    next_day = DATE + dt.timedelta(days=1)
+    game_id = await backend.games.create(
+        ada, GameMode.DAILY, CODE, Status.PLAYING, 500, T0, daily_date=DATE, pinned_today=DATE
+    )
+    assert game_id is not None
+    await backend.committer.submit(_draw(game_id, 1, pinned_today=DATE))
+    with pytest.raises(DailyClosed):
+        await backend.committer.submit(_draw(game_id, 2, pinned_today=next_day))
+    assert not await _resign(backend, game_id, 1, pinned_today=next_day)
+    assert await backend.games.head(game_id) == GameHead(game_id, 1, Status.PLAYING)
+    assert len(await backend.games.actions(game_id)) == 1
+
+
+async def test_a_write_the_schema_refuses_changes_nothing(backend: Backend) -> None:
+    (ada,) = await backend.add_players(["Ada"])
+    game_id = await backend.games.create(ada, GameMode.FREE, CODE, Status.PLAYING, 500, T0)
+    assert game_id is not None
+    # A ranked result needs its finish time and elapsed time (``ck_games_result``).
+    with pytest.raises(StorageConflict):
+        await backend.committer.submit(_draw(game_id, 1, status="won"))
+    assert await backend.games.head(game_id) == GameHead(game_id, 0, Status.PLAYING)
+    assert await backend.games.actions(game_id) == ()
+
+
+async def test_unfinished_games_and_bans(backend: Backend) -> None:
+    ada, bob = await backend.add_players(["Ada", "Bob"])
+    games = backend.games
+
+    async def free(player_id: int, at: dt.datetime, status: Status = Status.PLAYING) -> int:
+        game_id = await games.create(player_id, GameMode.FREE, CODE, status, 500, at)
+        assert game_id is not None
+        return game_id
+
+    older, resigned, newer = (
+        await free(ada, T0),
+        await free(ada, T0 + dt.timedelta(seconds=1), Status.RESIGNED),
+        await free(ada, T0 + dt.timedelta(seconds=2)),
+    )
+    same_time = await free(ada, T0 + dt.timedelta(seconds=2))
+    daily = await games.create(
+        ada, GameMode.DAILY, CODE, Status.PLAYING, 500, T0, daily_date=DATE, pinned_today=DATE
+    )
+    await free(bob, T0)
+    assert resigned not in (older, newer)
+    heads = await games.unfinished(ada, DATE, T0, 10)
+    # Newest first; of two made at once, the later id first.
+    assert [h.id for h in heads] == [same_time, newer, daily, older]
+    assert heads[0] == GameHead(same_time, 0, Status.PLAYING)
+    assert [h.id for h in await games.unfinished(ada, DATE, T0, 2)] == [same_time, newer]
+    later = await games.unfinished(ada, DATE + dt.timedelta(days=1), T0, 10)
+    assert [h.id for h in later] == [same_time, newer, older]
+
+    assert await games.ban_of(ada) is None
+    since = await backend.ban(ada, "bot play")
+    ban = await games.ban_of(ada)
+    assert ban is not None
+    assert (ban.id, ban.name, ban.banned_at, ban.ban_reason) == (ada, "Ada", since, "bot play")
+    assert await games.ban_of(bob) is None and await games.ban_of(bob + 1) is None
