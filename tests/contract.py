@@ -19,7 +19,8 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from server.web.api import PREFIX, openapi_document
+from server.web.http import PREFIX
+from server.web.routes import openapi_document
 
 #: The document's URI in the validators' registry.
 DOCUMENT_URI = "urn:tripeaks:openapi"

@@ -9,6 +9,9 @@ live-game cache) depends on; :class:`PostgresGameStore` keeps it in PostgreSQL (
 one for tests keeps it in ``tests/fakes/games.py``). Every method raises only
 :class:`~server.errors.StorageError` for a database failure (through :class:`Sessions`). The
 rules (who may see what, when a daily or a race is over, what a ban refuses) are the service's.
+
+Past 400 lines because the contract and its PostgreSQL keeping sit side by side, as in every
+store here: the Protocol's docstrings are what the in-memory store is written and tested to.
 """
 
 from __future__ import annotations

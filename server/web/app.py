@@ -22,7 +22,7 @@ from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
-from server.web import api, metrics, page_rules, ws
+from server.web import http, metrics, page_rules, routes, ws
 from server.web.admission import Admission
 from server.web.hub import Hub
 from server.web.keys import (
@@ -88,7 +88,7 @@ def create_app(
     if daily_secret is None:
         daily_secret = load_or_create_daily_secret(settings, generate=False)
     app = web.Application(
-        middlewares=[api.timing_middleware, api.error_middleware], client_max_size=64 * 1024
+        middlewares=[http.timing_middleware, http.error_middleware], client_max_size=64 * 1024
     )
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()
@@ -104,7 +104,7 @@ def create_app(
         app.on_startup.append(_freeze_startup_objects)
     app.on_shutdown.append(_close_sockets)
     app.on_response_prepare.append(_cache_headers)
-    api.add_routes(app)
+    routes.add_routes(app)
     app.router.add_get("/ws", ws.websocket_handler)
     app.router.add_get("/i18n/{locale}.json", _catalogue)
     index = STATIC_DIR / "index.html"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import get_args
 
 from server.protocol.client import ClientMessage, Hello, Ping
-from server.web.ws import _HANDLERS
+from server.web.handlers import HANDLERS
 
 
 def test_every_client_message_but_hello_and_ping_has_one_handler() -> None:
     # hello is served before the table (it authenticates), ping by the reader itself.
-    assert set(_HANDLERS) == set(get_args(ClientMessage)) - {Hello, Ping}
+    assert set(HANDLERS) == set(get_args(ClientMessage)) - {Hello, Ping}

@@ -117,7 +117,7 @@ async def test_a_failure_on_a_websocket_message_is_logged_with_its_connection_pl
 
         await eventually(logged, "the failure logged")
         (line,) = logged()
-        assert line["level"] == "error" and line["logger"] == "server.web.ws"
+        assert line["level"] == "error" and line["logger"] == "server.web.handlers"
         assert line["connection_id"].startswith("ws-")
         assert line["player_id"] == player.player_id
         assert line["request_id"] == reply["id"] and line["game_id"] == 41

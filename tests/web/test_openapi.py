@@ -18,8 +18,9 @@ from server.errors import ErrorCode
 from server.protocol.client import client_message_schema
 from server.protocol.server import server_message_schema
 from server.storage.games import GameMode
-from server.web.api import PREFIX, ROUTES, openapi_document
 from server.web.app import create_app
+from server.web.http import PREFIX
+from server.web.routes import ROUTES, openapi_document
 from tests.contract import CONTRACT, Contract
 
 Client = TestClient[Any, Any]

@@ -1,0 +1,272 @@
+"""What each websocket request does: ``hello`` authenticates the connection, then one small
+handler per request type (:data:`HANDLERS`) calls a service and sends its answer; a refusal is
+answered as an ``error`` in one place (:func:`answer`). No rules here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from server.catalogue import Locale
+from server.errors import (
+    BannedError,
+    ErrorCode,
+    ServerBusyError,
+    ServiceError,
+    StorageError,
+    refusal,
+)
+from server.protocol import server as out
+from server.protocol.client import (
+    ActionRequest,
+    ClientMessage,
+    Hello,
+    Hint,
+    JoinDaily,
+    NewGame,
+    ProtocolError,
+    RaceCreate,
+    RaceJoin,
+    RaceLeave,
+    RaceStart,
+    Resign,
+    Resume,
+)
+from server.services.game_views import Outcome
+from server.services.players import PlayerInfo
+from server.services.races import normalize_invite
+from server.web import metrics
+from server.web.ws_session import WsSession
+
+log = logging.getLogger(__name__)
+
+
+#: Seconds between tries to record the rooms of a hello that could not be recorded at once:
+#: doubling from the first to the last, then the last until it works or the connection closes.
+FOLLOW_RETRY_S = (0.5, 4.0)
+
+
+async def _follow_later(session: WsSession, player_id: int) -> None:
+    """Record the rooms a connection follows after its hello could not (a room locked for a
+    while, the database away): tried again for as long as the connection is open."""
+    delay, longest = FOLLOW_RETRY_S
+    while not session.ws.closed:
+        await asyncio.sleep(delay)
+        if session.ws.closed:
+            return
+        try:
+            await session.services.presence.follow_rooms(player_id, session.connection)
+            return
+        except StorageError:
+            delay = min(longest, delay * 2)
+
+
+async def answer(session: WsSession, message: ClientMessage) -> None:
+    """Serve one request; a failure is answered with an error (counted, for an action)."""
+    request_id = message.id
+    reply: out.ErrorReply
+    try:
+        await _dispatch(session, message)
+        return
+    except ProtocolError as exc:
+        rid = exc.request_id if exc.request_id is not None else request_id
+        reply = out.error(exc.code, exc.message, rid)
+    except ServiceError as exc:
+        reply = _service_error(exc, request_id)
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    except StorageError as exc:
+        reply = _service_error(refusal(exc), request_id)
+    except Exception:
+        log.exception("unexpected error handling a websocket message")
+        reply = out.error(ErrorCode.INTERNAL_ERROR, "the server failed; try again", request_id)
+    if isinstance(message, ActionRequest):
+        metrics.action_failed(reply.code)
+    await session.send(reply)
+
+
+def _service_error(exc: ServiceError, request_id: int | str | None) -> out.ErrorReply:
+    """The error reply for a service's refusal (``server_busy`` with its ``retry_after_ms``,
+    ``banned`` with its ``ban``)."""
+    if isinstance(exc, ServerBusyError):
+        return out.busy(exc.message, exc.retry_after_s, request_id)
+    if isinstance(exc, BannedError):
+        return out.banned(exc.message, exc.since, exc.reason, request_id)
+    return out.error(exc.code, exc.message, request_id)
+
+
+async def _hello(session: WsSession, message: Hello) -> None:
+    """Authenticate the connection; answer ``welcome`` with the player's unfinished games and
+    race rooms (which the connection follows from now on)."""
+    services = session.services
+    revocations = session.hub.revocations
+    credential = await services.players.credential(message.token)
+    me = credential.player
+    before = session.player_id
+    session.connections.authenticate(me.id, before)
+    session.player, session.token_id = me, credential.token_id
+    session.hub.signed_in(session, before)
+    if session.hub.revocations != revocations:
+        # A revocation was handled while the token was looked up: it may have been this one.
+        session.hub.check_tokens([session])
+    session.locale = Locale.parse(message.locale)
+    session.error_help = message.error_help
+    games = await services.games.unfinished(me.id)
+    try:
+        session.followed |= await services.presence.follow_rooms(me.id, session.connection)
+    except StorageError:  # a locked room, the database: recorded again in the background
+        session.followed = True
+        session.hub.spawn(_follow_later(session, me.id))
+    rooms = await services.races.active_for(me.id)
+    for room in rooms:
+        session.hub.subscribe(session, room)
+    welcome = out.welcome(me, games, session.locale, rooms, services.clock.now(), message.id)
+    await session.send(welcome)
+
+
+async def _dispatch(session: WsSession, message: ClientMessage) -> None:
+    """Serve one request by its handler in :data:`HANDLERS` (``hello`` first, then the rest)."""
+    if isinstance(message, Hello):
+        async with session.admission.turn():
+            await _hello(session, message)
+        return
+    if session.signed_out:
+        await session.send(
+            out.error(ErrorCode.UNAUTHORIZED, "this device was signed out", message.id)
+        )
+        return
+    if session.player is None:
+        if isinstance(message, ActionRequest):
+            metrics.action_failed(ErrorCode.HELLO_REQUIRED)
+        await session.send(
+            out.error(ErrorCode.HELLO_REQUIRED, "send 'hello' with a token first", message.id)
+        )
+        return
+    await HANDLERS[type(message)](session, session.player, message)
+
+
+M = TypeVar("M", bound=ClientMessage)
+#: Serves one kind of request of an authenticated connection: answers it (or raises a
+#: ServiceError / StorageError, answered by :func:`answer`).
+Handler = Callable[[WsSession, PlayerInfo, M], Awaitable[None]]
+HANDLERS: dict[type[Any], Handler[Any]] = {}
+
+
+def _handles(kind: type[M]) -> Callable[[Handler[M]], Handler[M]]:
+    """Register the handler of one request type in :data:`HANDLERS`."""
+
+    def register(handler: Handler[M]) -> Handler[M]:
+        HANDLERS[kind] = handler
+        return handler
+
+    return register
+
+
+@_handles(NewGame)
+async def _new_game(session: WsSession, player: PlayerInfo, message: NewGame) -> None:
+    async with session.admission.turn():  # a new table: part of getting in
+        snapshot = await session.services.games.new_free_game(
+            player.id, message.code, message.rules
+        )
+    await session.send(out.game(snapshot, session.locale, message.id))
+
+
+@_handles(JoinDaily)
+async def _join_daily(session: WsSession, player: PlayerInfo, message: JoinDaily) -> None:
+    async with session.admission.turn():  # a new table: part of getting in
+        snapshot = await session.services.games.join_daily(player.id)
+    await session.send(out.game(snapshot, session.locale, message.id))
+
+
+@_handles(Resume)
+async def _resume(session: WsSession, player: PlayerInfo, message: Resume) -> None:
+    snapshot = await session.services.games.resume(player.id, message.game_id)
+    await session.send(out.game(snapshot, session.locale, message.id))
+
+
+@_handles(ActionRequest)
+async def _action(session: WsSession, player: PlayerInfo, message: ActionRequest) -> None:
+    result = await session.services.games.act(
+        player.id, message.game_id, message.seq, message.action
+    )
+    if result.outcome is Outcome.ACCEPTED:
+        metrics.ACCEPTED.inc()
+        await session.send(out.accepted(result.snapshot, session.locale, message.id))
+        return
+    assert result.code is not None
+    metrics.action_rejected(result.code)
+    await session.send(
+        out.rejected(result.snapshot, result.code, session.locale, session.error_help, message.id)
+    )
+
+
+@_handles(Resign)
+async def _resign(session: WsSession, player: PlayerInfo, message: Resign) -> None:
+    snapshot = await session.services.games.resign(player.id, message.game_id)
+    await session.send(out.game(snapshot, session.locale, message.id))
+
+
+@_handles(Hint)
+async def _hint(session: WsSession, player: PlayerInfo, message: Hint) -> None:
+    best = await session.services.games.hint(player.id, message.game_id)
+    await session.send(out.hint(message.game_id, best, message.id))
+
+
+@_handles(RaceCreate)
+async def _race_create(session: WsSession, player: PlayerInfo, message: RaceCreate) -> None:
+    services = session.services
+    session.followed = True  # before: a close while it commits still unfollows
+    room = await services.races.create(
+        player, message.code, message.rules, message.time_limit_s, connection=session.connection
+    )
+    session.hub.subscribe(session, room)
+    await session.send(
+        out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
+    )
+
+
+@_handles(RaceJoin)
+async def _race_join(session: WsSession, player: PlayerInfo, message: RaceJoin) -> None:
+    services = session.services
+    session.followed = True  # before: a close while it commits still unfollows
+    joined = await services.races.join(
+        player, message.invite, watch=message.watch, connection=session.connection
+    )
+    session.hub.subscribe(session, joined.room)
+    game = None
+    started = services.races.started(joined.room)
+    if joined.game_id is not None and started:
+        snapshot = await services.games.resume(player.id, joined.game_id)
+        game = out.game_state(snapshot, session.locale)
+    await session.send(
+        out.race(
+            joined.room, services.clock.now(), racer=joined.racer, game=game, request_id=message.id
+        )
+    )
+
+
+@_handles(RaceLeave)
+async def _race_leave(session: WsSession, player: PlayerInfo, message: RaceLeave) -> None:
+    invite = normalize_invite(message.invite)
+    room = await session.services.races.leave(
+        player,
+        invite,
+        watching=session.hub.follows(session, invite),
+        connection=session.connection,
+    )
+    session.hub.unsubscribe(session, room.id)
+    await session.send(out.race_left(room.invite, message.id))
+
+
+@_handles(RaceStart)
+async def _race_start(session: WsSession, player: PlayerInfo, message: RaceStart) -> None:
+    services = session.services
+    session.followed = True
+    room = await services.races.start(player, message.invite, session.connection)
+    session.hub.subscribe(session, room)
+    await session.send(
+        out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
+    )

@@ -1,0 +1,275 @@
+"""What every REST route shares: the answer of a body or an error, the middlewares (timing,
+request id, every failure answered as the JSON error body), and the reading of parameters,
+bearer tokens and JSON bodies, each refusing bad input with an error that names it.
+
+The routes themselves are :mod:`server.web.api`'s handlers, registered and described by
+:mod:`server.web.routes`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from limits.storage import MemoryStorage
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from server.errors import (
+    ErrorCode,
+    InvalidInputError,
+    ServerBusyError,
+    ServiceError,
+    StorageError,
+    UnauthorizedError,
+    refusal,
+)
+from server.logs import bind, log_context
+from server.protocol import rest
+from server.protocol.client import MAX_ID
+from server.services.players import Credential, PlayerInfo
+from server.web.keys import SERVICES
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/api/v1"
+#: Registrations and sign-ins per client address (each under a key of its own). A sliding
+#: window counter keeps two counters per address that expire with their windows (a moving
+#: window's memory store keeps a key for every address it has ever seen).
+per_address = SlidingWindowCounterRateLimiter(MemoryStorage())
+_INTEGER = re.compile(r"-?[0-9]{1,12}")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def respond(body: rest.Body, status: int = 200) -> web.Response:
+    """A JSON answer: ``body`` (a :mod:`server.protocol.rest` body) with the given status."""
+    return web.Response(
+        body=rest.encode(body), status=status, content_type="application/json", charset="utf-8"
+    )
+
+
+def error_response(status: int, code: ErrorCode, message: str) -> web.Response:
+    """A JSON error body ``{"error": {"code", "message"}}`` with the given HTTP status."""
+    return respond(rest.error_body(code, message), status)
+
+
+@web.middleware
+async def timing_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Say how long the server spent on each REST answer: ``Server-Timing: app;dur=<ms>``
+    (what a client sees beyond it is the network and its own side). Not for the websocket,
+    whose answer is sent before the handler ends."""
+    started = time.perf_counter()
+    request_id = _request_id(request)
+    with log_context(request_id=request_id):
+        response = await handler(request)
+    if not response.prepared:
+        spent_ms = (time.perf_counter() - started) * 1000
+        response.headers["Server-Timing"] = f'app;dur={spent_ms:.1f};desc="server"'
+        response.headers["X-Request-Id"] = request_id
+    return response
+
+
+#: What an ``X-Request-Id`` a client sends may hold to be kept (else the server makes one).
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def _request_id(request: web.Request) -> str:
+    """The request's id in the logs and its ``X-Request-Id`` answer: the client's own when it
+    sent a plausible one (1 to 64 of ``A-Z a-z 0-9 . _ : -``), else 16 random hex digits."""
+    sent = request.headers.get("X-Request-Id", "")
+    return sent if _REQUEST_ID.fullmatch(sent) else secrets.token_hex(8)
+
+
+#: The codes of the HTTP errors aiohttp raises under the API (an unknown path, a wrong method,
+#: a body over the size limit).
+_HTTP_CODES = {
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    413: ErrorCode.REQUEST_ENTITY_TOO_LARGE,
+}
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn service errors, HTTP errors and failures under the API into JSON error bodies."""
+    try:
+        return await handler(request)
+    except ServerBusyError as exc:
+        return _busy(exc)
+    except ServiceError as exc:
+        return error_response(exc.http_status, exc.code, exc.message)
+    except web.HTTPException as exc:
+        if not request.path.startswith(PREFIX) or exc.status < 400:
+            raise
+        code = _HTTP_CODES.get(exc.status)
+        if code is None:
+            code = ErrorCode.INVALID_INPUT if exc.status < 500 else ErrorCode.INTERNAL_ERROR
+        response = error_response(exc.status, code, exc.reason)
+        if "Allow" in exc.headers:  # a 405 must name the allowed methods (RFC 9110 §15.5.6)
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except StorageError as exc:
+        if not request.path.startswith(PREFIX):
+            raise
+        refused = refusal(exc)
+        if isinstance(refused, ServerBusyError):
+            return _busy(refused)
+        return error_response(refused.http_status, refused.code, refused.message)
+    except Exception:
+        if not request.path.startswith(PREFIX):
+            raise
+        log.exception("unexpected error answering %s %s", request.method, request.path)
+        return error_response(500, ErrorCode.INTERNAL_ERROR, "the server failed; try again")
+
+
+def _busy(exc: ServerBusyError) -> web.Response:
+    """503 ``server_busy`` with a ``Retry-After`` (whole seconds)."""
+    response = error_response(503, exc.code, exc.message)
+    response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
+    return response
+
+
+# ------------------------------------------------------------------------------ parameters
+
+
+def int_param(raw: str | None, name: str, default: int) -> int:
+    if raw is None or raw == "":
+        return default
+    try:
+        if not _INTEGER.fullmatch(raw):  # int() would also take "1_0", "+5", " 5", "٥"
+            raise ValueError
+        return int(raw)
+    except ValueError:
+        raise InvalidInputError(
+            f"{name} must be an integer", code=ErrorCode(f"bad_{name}")
+        ) from None
+
+
+def path_id(request: web.Request, name: str) -> int:
+    """A row id in the path: ASCII digits, at most :data:`MAX_ID` (the database's bigint)."""
+    raw = request.match_info[name]
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > MAX_ID:
+        raise InvalidInputError(f"{name} must be a positive integer", code=ErrorCode(f"bad_{name}"))
+    return int(raw)
+
+
+async def bearer(request: web.Request, *, required: bool) -> PlayerInfo | None:
+    credential = await _credential(request, required=required)
+    return None if credential is None else credential.player
+
+
+async def _credential(request: web.Request, *, required: bool) -> Credential | None:
+    """The request's bearer token, authenticated (None: no ``Authorization`` header and none
+    required).
+
+    Raises:
+        UnauthorizedError: ``unauthorized``: a header that is missing (when required),
+            malformed, or names an unknown token.
+    """
+    header = request.headers.get("Authorization")
+    if header is None:
+        if required:
+            raise UnauthorizedError(
+                "send Authorization: Bearer <token>", code=ErrorCode.UNAUTHORIZED
+            )
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
+    credential = await request.app[SERVICES].players.credential(token.strip())
+    bind(player_id=credential.player.id)
+    return credential
+
+
+async def required_credential(request: web.Request) -> Credential:
+    credential = await _credential(request, required=True)
+    assert credential is not None
+    return credential
+
+
+async def new_player_body(request: web.Request) -> rest.NewPlayer:
+    """The request's body, read as a :class:`rest.NewPlayer`.
+
+    Raises:
+        InvalidInputError: ``bad_json`` (a body that cannot be read: cut short, not decoded by
+            its ``Content-Encoding``, in an unknown charset; not JSON, nested too deep, not an
+            object); ``bad_name`` (no ``name``, or not a string).
+        web.HTTPRequestEntityTooLarge: a body over the size limit (413).
+    """
+    body = await _json_object(request)
+    if "name" not in body:
+        raise InvalidInputError("the body needs a 'name'", code=ErrorCode.BAD_NAME)
+    try:
+        return msgspec.convert(body, rest.NewPlayer)
+    except msgspec.ValidationError:
+        raise InvalidInputError("name must be a string", code=ErrorCode.BAD_NAME) from None
+
+
+async def sign_in_body(request: web.Request) -> rest.SignIn:
+    """The request's body, read as a :class:`rest.SignIn`.
+
+    Raises:
+        InvalidInputError: ``bad_json`` (as for :func:`new_player_body`); ``invalid_input`` (no
+            ``name`` or ``recovery_code``, or one that is not a string).
+        web.HTTPRequestEntityTooLarge: a body over the size limit (413).
+    """
+    body = await _json_object(request)
+    try:
+        return msgspec.convert(body, rest.SignIn)
+    except msgspec.ValidationError:
+        raise InvalidInputError(
+            "the body needs a 'name' and a 'recovery_code', both strings (at most 200 characters)",
+            code=ErrorCode.INVALID_INPUT,
+        ) from None
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    """The request's body, a JSON object.
+
+    Raises:
+        InvalidInputError: ``bad_json``: a body that cannot be read (see :func:`_body_text`),
+            not JSON, nested too deep, or not an object.
+    """
+    try:
+        body = json.loads(await _body_text(request))
+    except (json.JSONDecodeError, RecursionError):
+        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
+    if not isinstance(body, dict):
+        raise InvalidInputError("the body must be a JSON object", code=ErrorCode.BAD_JSON)
+    return body
+
+
+async def _body_text(request: web.Request) -> str:
+    """The request's body as text, in the charset its ``Content-Type`` names (UTF-8 by
+    default).
+
+    Raises:
+        InvalidInputError: ``bad_json`` naming why the body cannot be read.
+    """
+    try:
+        raw = await request.read()
+    except web.RequestPayloadError:
+        encoding = request.headers.get("Content-Encoding")
+        raise InvalidInputError(
+            f"the body could not be decoded as its Content-Encoding ({encoding[:20]}) says"
+            if encoding
+            else "the body could not be read (cut short?)",
+            code=ErrorCode.BAD_JSON,
+        ) from None
+    charset = request.charset or "utf-8"
+    try:
+        return raw.decode(charset)
+    except LookupError:
+        raise InvalidInputError(
+            f"the body's charset {charset[:20]!r} is not known", code=ErrorCode.BAD_JSON
+        ) from None
+    except UnicodeDecodeError:
+        raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
