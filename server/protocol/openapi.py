@@ -130,27 +130,7 @@ def openapi_document(
     headers: dict[str, dict[str, Any]] = {}
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
-        item: dict[str, Any] = {
-            "operationId": op.operation_id,
-            "summary": op.summary,
-            "description": op.description,
-            "tags": [op.tag],
-        }
-        if op.parameters:
-            item["parameters"] = [_parameter(p, schema_of[p.type]) for p in op.parameters]
-        if op.request is not None:
-            item["requestBody"] = {
-                "required": True,
-                "content": {"application/json": {"schema": schema_of[op.request]}},
-            }
-        item["security"] = {
-            Auth.NONE: [],
-            Auth.BEARER: [{"bearer": []}],
-            Auth.OPTIONAL_BEARER: [{}, {"bearer": []}],
-        }[op.auth]
-        item["responses"] = {
-            str(a.status): _response(a, schema_of, common_headers, headers) for a in op.answers
-        }
+        item = _operation(op, schema_of, common_headers, headers)
         paths.setdefault(op.path, {})[op.method.lower()] = item
 
     document: dict[str, Any] = {
@@ -178,6 +158,42 @@ def openapi_document(
             "server_messages": {"$id": "urn:tripeaks:ws:server", **server_message_schema()},
         }
     return document
+
+
+#: The ``security`` of an operation, by what it asks of the ``Authorization`` header.
+_SECURITY: Final[dict[Auth, list[dict[str, list[str]]]]] = {
+    Auth.NONE: [],
+    Auth.BEARER: [{"bearer": []}],
+    Auth.OPTIONAL_BEARER: [{}, {"bearer": []}],
+}
+
+
+def _operation(
+    op: Operation,
+    schema_of: dict[Any, dict[str, Any]],
+    common_headers: Sequence[Header],
+    headers: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """One operation's object: its parameters, body, security and responses (the headers its
+    responses name are added to ``headers``, the document's components)."""
+    item: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "description": op.description,
+        "tags": [op.tag],
+    }
+    if op.parameters:
+        item["parameters"] = [_parameter(p, schema_of[p.type]) for p in op.parameters]
+    if op.request is not None:
+        item["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": schema_of[op.request]}},
+        }
+    item["security"] = _SECURITY[op.auth]
+    item["responses"] = {
+        str(a.status): _response(a, schema_of, common_headers, headers) for a in op.answers
+    }
+    return item
 
 
 def _parameter(parameter: Parameter, schema: dict[str, Any]) -> dict[str, Any]:
