@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.names import name_key
 from server.services.committer import Committer
+from server.services.credentials import hash_token
 from server.services.moderation import ModerationService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import DailyStore, PostgresDailyStore
@@ -90,8 +91,11 @@ class Backend:
     games: GameStore
     committer: Committer
 
-    async def add_players(self, names: Sequence[str]) -> list[int]:
-        """Store players with these names (and random tokens) directly; their ids in order."""
+    async def add_players(
+        self, names: Sequence[str], tokens: Sequence[str] | None = None
+    ) -> list[int]:
+        """Store players with these names directly, each with a token (``tokens``, one per
+        name, else random ones nobody knows) and no recovery code; their ids in order."""
         raise NotImplementedError
 
     async def add_games(self, seeds: Sequence[Seed]) -> list[int]:
@@ -148,11 +152,14 @@ class MemoryBackend(Backend):
         self.games = MemoryGameStore(database)
         self.committer = MemoryCommitter(database)
 
-    async def add_players(self, names: Sequence[str]) -> list[int]:
+    async def add_players(
+        self, names: Sequence[str], tokens: Sequence[str] | None = None
+    ) -> list[int]:
         now = self.database.now()
+        hashes = _token_hashes(names, tokens)
         return [
-            self.database.insert_player(n, name_key(n), secrets.token_bytes(32), now)[0].id
-            for n in names
+            self.database.insert_player(n, name_key(n), h, now)[0].id
+            for n, h in zip(names, hashes, strict=True)
         ]
 
     async def add_games(self, seeds: Sequence[Seed]) -> list[int]:
@@ -237,9 +244,12 @@ class PostgresBackend(Backend):
         self.committer = GroupCommitter(engine)
         self._committers.append(self.committer)
 
-    async def add_players(self, names: Sequence[str]) -> list[int]:
+    async def add_players(
+        self, names: Sequence[str], tokens: Sequence[str] | None = None
+    ) -> list[int]:
         if not names:
             return []
+        hashes = _token_hashes(names, tokens)
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 insert(Player).returning(Player.id, sort_by_parameter_order=True),
@@ -248,7 +258,7 @@ class PostgresBackend(Backend):
             ids = list(result.scalars())
             await conn.execute(
                 insert(PlayerToken),
-                [{"player_id": i, "token_hash": secrets.token_bytes(32)} for i in ids],
+                [{"player_id": i, "token_hash": h} for i, h in zip(ids, hashes, strict=True)],
             )
             return ids
 
@@ -409,3 +419,10 @@ async def backend(backend_url: str | None) -> AsyncIterator[Backend]:
     """The stores of one test, in memory or in PostgreSQL."""
     async with open_backend("memory" if backend_url is None else "postgres", backend_url) as b:
         yield b
+
+
+def _token_hashes(names: Sequence[str], tokens: Sequence[str] | None) -> list[bytes]:
+    """The token hashes to store for players ``names``: of ``tokens``, else random."""
+    if tokens is None:
+        return [secrets.token_bytes(32) for _ in names]
+    return [hash_token(token) for token in tokens]

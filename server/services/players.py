@@ -280,36 +280,43 @@ class PlayerService:
             return token
         raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
 
-    async def new_recovery_code(self, player_id: int) -> str:
-        """Make the player a new recovery code; the old one (if any) stops working at once.
-        Tokens are untouched.
+    async def new_recovery_code(self, credential: Credential) -> str:
+        """Make the caller's player a new recovery code; the old one (if any) stops working at
+        once. Tokens are untouched. A device signed out while it asks changes nothing.
 
         Returns:
             The new code, as shown (only its hash is stored).
 
         Raises:
-            UnauthorizedError: ``unauthorized``: no such player.
+            UnauthorizedError: ``unauthorized``: the caller's token was revoked meanwhile
+                (nothing stored).
             StorageError: the database failed; the old code still works.
         """
         code = new_recovery_code()
         digest = hash_recovery_code(code.replace("-", ""))
-        if await self._store.set_recovery_hash(player_id, digest):
+        if await self._store.set_recovery_hash(credential.token_id, digest):
             return code
-        raise UnauthorizedError("unknown player", code=ErrorCode.UNAUTHORIZED)
+        raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
 
     async def sign_out(self, player_id: int, *, keep: Credential | None) -> int:
         """Sign the player's devices out: every token of theirs but ``keep``'s (None: every
         one) stops working at once, and their websockets on every server process are closed.
+        Two devices signing each other out at once take turns: the second is refused.
 
         Returns:
             How many tokens were revoked (0: nothing changed).
 
         Raises:
+            UnauthorizedError: ``unauthorized``: ``keep``'s token was revoked meanwhile
+                (nothing changed).
             StorageError: the database failed; nothing changed.
         """
-        return await self._store.delete_tokens(
+        deleted = await self._store.delete_tokens(
             player_id, keep=None if keep is None else keep.token_id
         )
+        if deleted is None:
+            raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
+        return deleted
 
     async def live_tokens(self, token_ids: Collection[int]) -> set[int]:
         """Which of these token ids (:attr:`Credential.token_id`) still work.

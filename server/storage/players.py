@@ -21,6 +21,7 @@ from typing import Protocol
 
 from sqlalchemy import DateTime, LargeBinary, delete, insert, literal, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.storage.events import TokensRevoked, publish
 from server.storage.models import Player, PlayerToken
@@ -144,20 +145,25 @@ class PlayerStore(Protocol):
         """
         ...
 
-    async def set_recovery_hash(self, player_id: int, recovery_hash: bytes) -> bool:
-        """Replace the player's recovery code's hash (the old code stops working at once).
+    async def set_recovery_hash(self, token_id: int, recovery_hash: bytes) -> bool:
+        """Replace the recovery code's hash of the player whose token ``token_id`` is (the old
+        code stops working at once), if that token still exists when the player's row is
+        locked: a device signed out meanwhile changes nothing.
 
         Returns:
-            Whether the player exists (nothing is stored otherwise).
+            Whether it was stored (False: the token is gone; nothing changed).
         """
         ...
 
-    async def delete_tokens(self, player_id: int, *, keep: int | None) -> int:
+    async def delete_tokens(self, player_id: int, *, keep: int | None) -> int | None:
         """Delete every token of the player but ``keep`` (a token id; None: every one), and,
-        when any was deleted, publish :class:`TokensRevoked` in the same transaction.
+        when any was deleted, publish :class:`TokensRevoked` in the same transaction. The
+        player's row is locked first, so two devices signing each other out take turns: the
+        second finds its own token gone.
 
         Returns:
-            How many tokens were deleted.
+            How many tokens were deleted; None when ``keep`` is no longer the player's token
+            (nothing changed).
         """
         ...
 
@@ -315,6 +321,8 @@ class PostgresPlayerStore:
             StorageError: the database failed otherwise.
         """
         async with self._sessions() as session:
+            if await self._lock_owner(session, token_id) is None:
+                return None
             player_id = await session.scalar(
                 delete(PlayerToken)
                 .where(PlayerToken.id == token_id)
@@ -331,43 +339,66 @@ class PostgresPlayerStore:
             await session.commit()
         return new_id
 
-    async def set_recovery_hash(self, player_id: int, recovery_hash: bytes) -> bool:
-        """See :meth:`PlayerStore.set_recovery_hash`.
+    async def set_recovery_hash(self, token_id: int, recovery_hash: bytes) -> bool:
+        """See :meth:`PlayerStore.set_recovery_hash` (the token's player locked, the token
+        looked up again under that lock, then the update).
 
         Raises:
             StorageError: the database failed.
         """
-        if not _player_id_in_range(player_id):
-            return False
-        statement = (
-            update(Player)
-            .where(Player.id == player_id)
-            .values(recovery_hash=recovery_hash)
-            .returning(Player.id)
-        )
         async with self._sessions() as session:
-            found = await session.scalar(statement)
+            player_id = await self._lock_owner(session, token_id)
+            if player_id is None:
+                return False
+            await session.execute(
+                update(Player).where(Player.id == player_id).values(recovery_hash=recovery_hash)
+            )
             await session.commit()
-        return found is not None
+        return True
 
-    async def delete_tokens(self, player_id: int, *, keep: int | None) -> int:
-        """See :meth:`PlayerStore.delete_tokens` (one ``DELETE`` over the ``player_id``
-        index, and the event when it deleted anything).
+    async def delete_tokens(self, player_id: int, *, keep: int | None) -> int | None:
+        """See :meth:`PlayerStore.delete_tokens` (the player's row locked, the kept token
+        looked up under that lock, one ``DELETE`` over the ``player_id`` index, and the event
+        when it deleted anything).
 
         Raises:
             StorageError: the database failed.
         """
         if not _player_id_in_range(player_id):
-            return 0
+            return None if keep is not None else 0
         statement = delete(PlayerToken).where(PlayerToken.player_id == player_id)
         if keep is not None:
             statement = statement.where(PlayerToken.id != keep)
         async with self._sessions() as session:
+            locked = await session.scalar(
+                select(Player.id).where(Player.id == player_id).with_for_update()
+            )
+            if locked is None:
+                return None if keep is not None else 0
+            if keep is not None and await self._owner(session, keep) != player_id:
+                return None
             deleted = len((await session.execute(statement.returning(PlayerToken.id))).all())
             if deleted:
                 await publish(session, TokensRevoked(player_id))
             await session.commit()
         return deleted
+
+    @staticmethod
+    async def _owner(session: AsyncSession, token_id: int) -> int | None:
+        """The player whose token ``token_id`` is, or None when it does not exist."""
+        if not _player_id_in_range(token_id):  # (token ids are BIGINTs too)
+            return None
+        return await session.scalar(select(PlayerToken.player_id).where(PlayerToken.id == token_id))
+
+    async def _lock_owner(self, session: AsyncSession, token_id: int) -> int | None:
+        """Lock the row of the player whose token ``token_id`` is, and return their id when
+        the token still exists under that lock (a statement after the lock sees what a
+        sign-out that held it committed); None otherwise."""
+        player_id = await self._owner(session, token_id)
+        if player_id is None:
+            return None
+        await session.execute(select(Player.id).where(Player.id == player_id).with_for_update())
+        return player_id if await self._owner(session, token_id) == player_id else None
 
     async def live_tokens(self, token_ids: Collection[int]) -> set[int]:
         """See :meth:`PlayerStore.live_tokens`.

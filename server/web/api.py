@@ -145,7 +145,7 @@ async def new_recovery_code(request: web.Request) -> web.Response:
     """Make the player a new recovery code, shown only here; the old one stops working at
     once. Devices signed in stay signed in."""
     credential = await required_credential(request)
-    code = await request.app[SERVICES].players.new_recovery_code(credential.player.id)
+    code = await request.app[SERVICES].players.new_recovery_code(credential)
     return respond(rest.NewRecoveryCode(code))
 
 

@@ -92,16 +92,20 @@ class MemoryPlayerStore:
         self._db.events.append(TokensRevoked(old.player_id))
         return new.id
 
-    async def set_recovery_hash(self, player_id: int, recovery_hash: bytes) -> bool:
+    async def set_recovery_hash(self, token_id: int, recovery_hash: bytes) -> bool:
         await self._db.query()
-        player = self._db.players.get(player_id)
+        token = self._db.tokens.get(token_id)
+        player = None if token is None else self._db.players.get(token.player_id)
         if player is None:
             return False
         player.recovery_hash = recovery_hash
         return True
 
-    async def delete_tokens(self, player_id: int, *, keep: int | None) -> int:
+    async def delete_tokens(self, player_id: int, *, keep: int | None) -> int | None:
         await self._db.query()
+        kept = None if keep is None else self._db.tokens.get(keep)
+        if keep is not None and (kept is None or kept.player_id != player_id):
+            return None
         gone = [t.id for t in self._db.tokens.values() if t.player_id == player_id and t.id != keep]
         for token_id in gone:
             del self._db.tokens[token_id]

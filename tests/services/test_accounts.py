@@ -18,7 +18,7 @@ from server.services.credentials import (
     new_recovery_code,
     parse_recovery_code,
 )
-from server.services.players import SIGN_IN_FAILED, PlayerService
+from server.services.players import SIGN_IN_FAILED, Credential, PlayerService
 from server.storage.events import TokensRevoked
 from tests.backends import Backend
 from tests.helpers import eventually
@@ -111,10 +111,10 @@ async def test_a_player_without_a_code_cannot_sign_in_until_they_make_one(
     players: PlayerService, backend: Backend
 ) -> None:
     # Players registered before recovery codes have none (the store's row has no hash).
-    [old_id] = await backend.add_players(["Old"])
+    [old_id] = await backend.add_players(["Old"], tokens=["old-device-token"])
     for code in (new_recovery_code(), format_recovery_code("0" * 28)):
         await _refused(players, "Old", code)
-    code = await players.new_recovery_code(old_id)
+    code = await players.new_recovery_code(await players.credential("old-device-token"))
     assert (await players.sign_in("Old", code)).player.id == old_id
 
 
@@ -122,14 +122,15 @@ async def test_a_new_recovery_code_replaces_the_old_one_at_once(
     players: PlayerService, backend: Backend
 ) -> None:
     ada = await players.register("Ada")
-    code = await players.new_recovery_code(ada.player.id)
+    credential = await players.credential(ada.token)
+    code = await players.new_recovery_code(credential)
     assert code != ada.recovery_code and parse_recovery_code(code) is not None
     await _refused(players, "Ada", ada.recovery_code)
     assert (await players.sign_in("Ada", code)).player == ada.player
     # Devices already signed in stay signed in.
     assert await players.authenticate(ada.token) == ada.player
-    with pytest.raises(UnauthorizedError) as caught:
-        await players.new_recovery_code(ada.player.id + 99)
+    with pytest.raises(UnauthorizedError) as caught:  # a token revoked meanwhile
+        await players.new_recovery_code(Credential(ada.player, credential.token_id + 99))
     assert caught.value.code == "unauthorized"
 
 
@@ -195,6 +196,52 @@ async def test_concurrent_rotations_of_one_token_leave_exactly_one_new_token(
     assert len(tokens) == 1
     assert all(isinstance(o, UnauthorizedError) for o in outcomes if not isinstance(o, str))
     assert await players.authenticate(tokens[0]) == ada.player
+
+
+async def test_two_devices_signing_each_other_out_at_once_leave_one_signed_in(
+    players: PlayerService,
+) -> None:
+    """Each asks to keep its own token and end the other's: they take turns (the player's row
+    is locked first), and the second finds its own token gone: refused, nothing changed."""
+    ada = await players.register("Ada")
+    phone = await players.sign_in("Ada", ada.recovery_code)
+    devices = [await players.credential(t) for t in (ada.token, phone.token)]
+    for _ in range(5):
+        outcomes = await asyncio.gather(
+            *(players.sign_out(ada.player.id, keep=d) for d in devices), return_exceptions=True
+        )
+        assert sorted(type(o).__name__ for o in outcomes) == ["UnauthorizedError", "int"]
+        winner = devices[outcomes.index(1)]
+        still = [await players.live_tokens({d.token_id}) for d in devices]
+        assert still == [{d.token_id} if d is winner else set() for d in devices]
+        again = await players.sign_in("Ada", ada.recovery_code)  # the other device back
+        loser = next(i for i, d in enumerate(devices) if d is not winner)
+        devices[loser] = await players.credential(again.token)
+
+
+async def test_a_device_signed_out_cannot_replace_the_recovery_code(
+    players: PlayerService,
+) -> None:
+    """A device signed out (before or while it asks) changes no code: the owner's still
+    works, and its request is refused."""
+    ada = await players.register("Ada")
+    thief = await players.credential((await players.sign_in("Ada", ada.recovery_code)).token)
+    owner = await players.credential(ada.token)
+    outcomes = await asyncio.gather(
+        players.sign_out(ada.player.id, keep=owner),
+        players.new_recovery_code(thief),
+        return_exceptions=True,
+    )
+    assert outcomes[0] == 1
+    if isinstance(outcomes[1], str):  # its request came first: its code, then it was out
+        code = outcomes[1]
+    else:
+        assert isinstance(outcomes[1], UnauthorizedError)
+        code = ada.recovery_code
+    with pytest.raises(UnauthorizedError):
+        await players.new_recovery_code(thief)
+    assert (await players.sign_in("Ada", code)).player == ada.player
+    assert await players.authenticate(ada.token) == ada.player
 
 
 def test_recovery_codes_are_140_random_bits_in_an_unambiguous_alphabet() -> None:

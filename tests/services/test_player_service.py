@@ -168,7 +168,7 @@ async def test_a_failing_database_leaves_the_service_as_a_storage_error(
     with pytest.raises(StorageError):
         await players.rotate_token(credential)
     with pytest.raises(StorageError):
-        await players.new_recovery_code(alice.player.id)
+        await players.new_recovery_code(credential)
     with pytest.raises(StorageError):
         await players.sign_out(alice.player.id, keep=credential)
     with pytest.raises(StorageError):

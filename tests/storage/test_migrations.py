@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from server.errors import ConflictError
 from server.names import name_key
 from server.services.clock import FakeClock
-from server.services.players import PlayerService
+from server.services.players import Credential, PlayerInfo, PlayerService
 from server.storage.db import alembic_config, create_engine, migrate
 from server.storage.models import Base
 from server.storage.players import PostgresPlayerStore
@@ -412,7 +412,7 @@ async def test_tokens_move_to_a_table_per_device_and_come_back_on_downgrade(
         ada = await store.by_token_hash(bytes([1]) * 32)
         assert ada is not None and ada.player.name == "Ada"
         # Ada signs a second device in and uses it; Bob signs out everywhere.
-        code = await players.new_recovery_code(ada.player.id)
+        code = await players.new_recovery_code(Credential(PlayerInfo(1, "Ada"), ada.token_id))
         phone = await players.sign_in("Ada", code)
         await players.authenticate(phone.token)
         assert await players.sign_out(2, keep=None) == 1
