@@ -236,15 +236,20 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
 
     Raises:
         InvalidInputError: ``bad_json``: a body that cannot be read (see :func:`_body_text`),
-            not JSON, nested too deep, or not an object.
+            not JSON (``NaN`` and ``Infinity`` are not JSON numbers), a number past Python's
+            4,300 digits, nested too deep, or not an object.
     """
     try:
-        body = json.loads(await _body_text(request))
-    except (json.JSONDecodeError, RecursionError):
+        body = json.loads(await _body_text(request), parse_constant=_not_a_json_number)
+    except (ValueError, RecursionError):  # (JSONDecodeError is a ValueError)
         raise InvalidInputError("the body is not valid JSON", code=ErrorCode.BAD_JSON) from None
     if not isinstance(body, dict):
         raise InvalidInputError("the body must be a JSON object", code=ErrorCode.BAD_JSON)
     return body
+
+
+def _not_a_json_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 async def _body_text(request: web.Request) -> str:

@@ -145,6 +145,23 @@ async def test_deeply_nested_json_bodies_are_bad_json(client: TestClient[Any, An
     assert (await resp.json())["error"]["code"] == "bad_json"
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/v1/players", '{"name": 1' + "0" * 5000 + "}"),  # past int()'s 4,300 digits
+        ("/api/v1/sessions", '{"name": 1' + "0" * 5000 + ', "recovery_code": "x"}'),
+        ("/api/v1/players", '{"name": NaN}'),
+        ("/api/v1/sessions", '{"name": "Ada", "recovery_code": -Infinity}'),
+    ],
+)
+async def test_numbers_json_does_not_have_are_bad_json(
+    client: TestClient[Any, Any], path: str, body: str
+) -> None:
+    resp = await client.post(path, data=body, headers={"Content-Type": "application/json"})
+    assert resp.status == 400, await resp.text()
+    assert (await resp.json())["error"]["code"] == "bad_json"
+
+
 async def test_a_frame_of_exactly_the_limit_is_accepted(client: TestClient[Any, Any]) -> None:
     info = await register(client, "Exact")
     ws, _ = await WsPlayer.connect(client, info["token"])
