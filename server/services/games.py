@@ -35,6 +35,7 @@ from server.errors import (
     NotFoundError,
     StorageConflict,
     StorageError,
+    UnauthorizedError,
     UnavailableError,
 )
 from server.services.analysis import Analyzer
@@ -50,6 +51,7 @@ from server.storage.commits import (
     DailyClosed,
     GameBusy,
     GameMovedOn,
+    SignedOut,
 )
 from server.storage.events import RaceProgress
 from server.storage.games import (
@@ -296,7 +298,15 @@ class GameService:
 
     # ----------------------------------------------------------------------------- playing
 
-    async def act(self, player_id: int, game_id: int, seq: int, action: Action) -> ActionResult:
+    async def act(
+        self,
+        player_id: int,
+        game_id: int,
+        seq: int,
+        action: Action,
+        *,
+        token_id: int | None = None,
+    ) -> ActionResult:
         """Apply one action, committing it before returning ``accepted``.
 
         Args:
@@ -304,6 +314,8 @@ class GameService:
             game_id: the game.
             seq: how many actions the client has seen applied.
             action: the removal, draw or undo.
+            token_id: the bearer token of the device that sent it (``player_tokens.id``): the
+                action is stored only while that token exists (None: not checked).
 
         Returns:
             ``accepted`` with the new state; ``accepted`` without applying when the request
@@ -312,6 +324,8 @@ class GameService:
 
         Raises:
             NotFoundError, ForbiddenError: unknown or someone else's game.
+            UnauthorizedError: ``unauthorized``: the device's token was revoked (signed out,
+                or replaced) before the action was stored; nothing was applied.
             UnavailableError: the game's row stayed locked past the write timeout; nothing
                 was applied.
             StorageError: the database failed; nothing was applied.
@@ -321,7 +335,7 @@ class GameService:
         # game waits for the commit's outcome instead of racing it (see _act_locked).
         async with self._live.locked(player_id, game_id) as live:
             if seq == live.game.seq:
-                result = await self._act_locked(live, seq, action, last_try=False)
+                result = await self._act_locked(live, seq, action, token_id, last_try=False)
                 if result is not None:
                     return result
         # A mismatch, or a copy found behind its stored row when writing, is answered from the
@@ -329,12 +343,12 @@ class GameService:
         # exact repeat of the action that moved it is then acknowledged, as on any process).
         await self._live.refresh(game_id)
         async with self._live.locked(player_id, game_id) as live:
-            result = await self._act_locked(live, seq, action, last_try=True)
+            result = await self._act_locked(live, seq, action, token_id, last_try=True)
             assert result is not None
             return result
 
     async def _act_locked(
-        self, live: LiveGame, seq: int, action: Action, *, last_try: bool
+        self, live: LiveGame, seq: int, action: Action, token_id: int | None, *, last_try: bool
     ) -> ActionResult | None:
         """Apply ``action`` to a locked game; None when the write found the stored row moved on
         and this is not the ``last_try`` (the caller reloads and tries again).
@@ -378,6 +392,7 @@ class GameService:
             expected_status=game.status.value,
             event=self._progress_event(live, trial, now),
             pinned_today=None if live.daily_date is None else self._daily.pinned_today(),
+            token_id=token_id,
         )
         stored = self._committer.submit(write)
         cancelled = await settled(stored)
@@ -409,6 +424,11 @@ class GameService:
             assert live.daily_date is not None
             self._daily.note_closed(live.daily_date)
             return ActionResult(Outcome.REJECTED, self._snapshot(live), ErrorCode.DAILY_CLOSED)
+        except SignedOut:
+            # Nothing was written: the cached copy still matches the stored row.
+            raise UnauthorizedError(
+                "this device was signed out; nothing was changed", code=ErrorCode.UNAUTHORIZED
+            ) from None
         except GameBusy:
             # Nothing was written: the cached copy still matches the stored row.
             raise UnavailableError(

@@ -11,7 +11,7 @@ only after that commit; a write whose game had moved on is answered with :class:
 and changes nothing.
 
 The batch goes to the database through the asyncpg connection under the engine's, as one
-array per column and the notification channel ($1..$19), not through SQLAlchemy's statement
+array per column and the notification channel ($1..$20), not through SQLAlchemy's statement
 execution, whose own cost per statement outweighs the rest of a batch of one or a few writes
 (human-pace play; ``benchmarks/group_commit.py``: client CPU per batch of one write about
 360 µs through SQLAlchemy, about 160 µs this way). Reached directly, PostgreSQL gets the
@@ -85,23 +85,26 @@ STATEMENT_TIMEOUT_MARGIN_S = 1.0
 #: One statement for a whole batch: move each game row on (only if it still has the expected
 #: seq and status), log the actions of the rows that moved, publish their events. Run alone (no
 #: BEGIN/COMMIT around it) it is its own transaction: all of it commits, or none of it. Its
-#: parameters are one array per column of the batch, in the order of ``unnest`` ($1..$18, see
-#: :func:`_arguments`), and the notification channel ($19).
+#: parameters are one array per column of the batch, in the order of ``unnest`` ($1..$19, see
+#: :func:`_arguments`), and the notification channel ($20).
 COMMIT_BATCH_SQL = f"""
     WITH v AS (
         SELECT * FROM unnest(
                $1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::integer[],
                $6::integer[], $7::integer[], $8::timestamptz[], $9::bigint[], $10::smallint[],
                $11::text[], $12::text[], $13::smallint[], $14::text[], $15::integer[],
-               $16::timestamptz[], $17::text[], $18::date[]
+               $16::timestamptz[], $17::text[], $18::date[], $19::bigint[]
              ) AS v(game_id, expected, seq, status, score, moves, undos, finished_at, elapsed_ms,
                     cards_left, expected_status, kind, pos, card, score_after, created_at, event,
-                    pinned_today)
+                    pinned_today, token_id)
     ), checked AS (
         SELECT v.*,
                g.daily_date IS NULL
                OR g.daily_date >= COALESCE(v.pinned_today, {DATABASE_TODAY_SQL})
-               AS on_date
+               AS on_date,
+               v.token_id IS NULL
+               OR EXISTS (SELECT 1 FROM player_tokens AS t WHERE t.id = v.token_id)
+               AS signed_in
           FROM v JOIN games AS g ON g.id = v.game_id
            FOR UPDATE OF g SKIP LOCKED
     ), moved AS (
@@ -111,20 +114,23 @@ COMMIT_BATCH_SQL = f"""
                cards_left = v.cards_left
           FROM checked AS v
          WHERE g.id = v.game_id AND g.seq = v.expected AND g.status = v.expected_status
-           AND v.on_date
+           AND v.on_date AND v.signed_in
         RETURNING g.id, g.seq
     ), logged AS (
         INSERT INTO game_actions (game_id, seq, kind, pos, card, score_after, created_at)
         SELECT v.game_id, v.seq, v.kind, v.pos, v.card, v.score_after, v.created_at
           FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
     ), published AS (
-        SELECT count(pg_notify($19, v.event)) AS n
+        SELECT count(pg_notify($20, v.event)) AS n
           FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
          WHERE v.event IS NOT NULL
     )
     SELECT moved.id, 'stored' AS outcome FROM moved, published
     UNION ALL
     SELECT checked.game_id, 'closed' FROM checked WHERE NOT checked.on_date
+    UNION ALL
+    SELECT checked.game_id, 'signed_out' FROM checked
+     WHERE checked.on_date AND NOT checked.signed_in
     UNION ALL
     SELECT v.game_id, 'busy' FROM v
      WHERE NOT EXISTS (SELECT 1 FROM checked WHERE checked.game_id = v.game_id)
@@ -145,6 +151,9 @@ class ActionWrite:
         pinned_today: the UTC date a simulated clock says it is, deciding a daily game's
             boundary in place of the database's clock; None (always, in production) leaves it
             to the database.
+        token_id: the bearer token (``player_tokens.id``) of the device that sent the action:
+            the write applies only while that token exists, so an action sent after its device
+            was signed out (or its token replaced) is never stored; None: no such check.
     """
 
     game_id: int
@@ -165,10 +174,16 @@ class ActionWrite:
     expected_status: str = "playing"
     event: Event | None = None
     pinned_today: dt.date | None = None
+    token_id: int | None = None
 
 
 class GameMovedOn(Exception):
     """The game row was changed by another writer first; this write changed nothing."""
+
+
+class SignedOut(Exception):
+    """The token of the device that sent the action was revoked (its device signed out, or
+    the token replaced); this write changed nothing."""
 
 
 class DailyClosed(Exception):
@@ -276,6 +291,8 @@ class GroupCommitter:
             GameMovedOn: the game row had moved on; nothing was stored.
             DailyClosed: a daily game whose date is over by the database's clock; nothing was
                 stored.
+            SignedOut: the write's ``token_id`` no longer exists (its device was signed out);
+                nothing was stored.
             GameBusy: the game's row stayed locked by another transaction for ``timeout_s``;
                 nothing was stored.
             EventTooLargeError: the event does not fit a NOTIFY payload.
@@ -427,6 +444,8 @@ class GroupCommitter:
                 self._retry_later(pending)
             elif outcome == "closed":
                 pending.future.set_exception(DailyClosed(pending.write.game_id))
+            elif outcome == "signed_out":
+                pending.future.set_exception(SignedOut(pending.write.game_id))
             else:
                 pending.future.set_exception(GameMovedOn(pending.write.game_id))
 
@@ -519,8 +538,9 @@ class GroupCommitter:
 
     async def _commit(self, link: _Link, batch: Sequence[_Pending]) -> dict[int, str]:
         """Store one batch in one statement (its own transaction); returns each game's outcome:
-        ``stored``, ``closed`` (a daily whose date is over), ``busy`` (its row was locked by
-        another transaction: nothing of it was stored), or nothing (its row had moved on).
+        ``stored``, ``closed`` (a daily whose date is over), ``signed_out`` (the device's token
+        is gone), ``busy`` (its row was locked by another transaction: nothing of it was
+        stored), or nothing (its row had moved on).
 
         Raises:
             sqlalchemy.exc.DBAPIError: the driver's error, as :func:`database_error` makes it.
@@ -603,5 +623,6 @@ def _arguments(batch: Sequence[_Pending]) -> list[Any]:
         [w.at for w in writes],
         [pending.event for pending in batch],
         [w.pinned_today for w in writes],
+        [w.token_id for w in writes],
         CHANNEL,
     ]

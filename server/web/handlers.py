@@ -17,6 +17,7 @@ from server.errors import (
     ServerBusyError,
     ServiceError,
     StorageError,
+    UnauthorizedError,
     refusal,
 )
 from server.protocol import server as out
@@ -134,9 +135,7 @@ async def _dispatch(session: WsSession, message: ClientMessage) -> None:
             await _hello(session, message)
         return
     if session.signed_out:
-        await session.send(
-            out.error(ErrorCode.UNAUTHORIZED, "this device was signed out", message.id)
-        )
+        await session.send(out.error(ErrorCode.UNAUTHORIZED, SIGNED_OUT, message.id))
         return
     if session.player is None:
         if isinstance(message, ActionRequest):
@@ -145,7 +144,30 @@ async def _dispatch(session: WsSession, message: ClientMessage) -> None:
             out.error(ErrorCode.HELLO_REQUIRED, "send 'hello' with a token first", message.id)
         )
         return
+    # An action's commit checks the device's token itself (in the same statement); any other
+    # request looks it up first, so nothing is done for a device signed out a moment ago
+    # whose socket the revocation's notice has not closed yet.
+    token_id = session.token_id
+    if (
+        not isinstance(message, ActionRequest)
+        and token_id is not None
+        and not await session.services.players.live_tokens({token_id})
+    ):
+        await _signed_out(session, message)
+        return
     await HANDLERS[type(message)](session, session.player, message)
+
+
+#: What a device signed out is told when it asks for anything more.
+SIGNED_OUT = "this device was signed out; nothing was changed"
+
+
+async def _signed_out(session: WsSession, message: ClientMessage) -> None:
+    """The connection's token is gone: say so (given a moment to go out), then close it with
+    4001 like the revocation's notice would."""
+    await session.send(out.error(ErrorCode.UNAUTHORIZED, SIGNED_OUT, message.id))
+    await session.outbox.wait_sent(timeout=1.0)
+    session.sign_out()
 
 
 M = TypeVar("M", bound=ClientMessage)
@@ -189,9 +211,14 @@ async def _resume(session: WsSession, player: PlayerInfo, message: Resume) -> No
 
 @_handles(ActionRequest)
 async def _action(session: WsSession, player: PlayerInfo, message: ActionRequest) -> None:
-    result = await session.services.games.act(
-        player.id, message.game_id, message.seq, message.action
-    )
+    try:
+        result = await session.services.games.act(
+            player.id, message.game_id, message.seq, message.action, token_id=session.token_id
+        )
+    except UnauthorizedError:  # the device's token is gone: nothing was stored
+        metrics.action_failed(ErrorCode.UNAUTHORIZED)
+        await _signed_out(session, message)
+        return
     if result.outcome is Outcome.ACCEPTED:
         metrics.ACCEPTED.inc()
         await session.send(out.accepted(result.snapshot, session.locale, message.id))

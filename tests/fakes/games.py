@@ -16,7 +16,7 @@ import datetime as dt
 
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
-from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn
+from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, SignedOut
 from server.storage.events import RaceProgress, encode_event
 from server.storage.games import (
     GameHead,
@@ -282,6 +282,7 @@ class MemoryCommitter:
 
         Raises:
             DailyClosed: the game is a daily whose date is over.
+            SignedOut: the write's token no longer exists.
             GameMovedOn: there is no such game, or its row has moved on.
             StorageConflict: a constraint refused the row or the action.
         """
@@ -290,6 +291,8 @@ class MemoryCommitter:
             raise GameMovedOn(write.game_id)
         if row.daily_date is not None and row.daily_date < self._db.today(write.pinned_today):
             raise DailyClosed(write.game_id)
+        if write.token_id is not None and write.token_id not in self._db.tokens:
+            raise SignedOut(write.game_id)
         if (row.seq, row.status) != (write.expected_seq, write.expected_status):
             raise GameMovedOn(write.game_id)
         action = ActionRecord(

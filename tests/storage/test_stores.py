@@ -14,7 +14,8 @@ import pytest
 from server.engine import DealVersion, GameCode, RuleSet, Status
 from server.errors import StorageConflict
 from server.names import name_key
-from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn
+from server.services.credentials import hash_token
+from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, SignedOut
 from server.storage.daily import DailyCounts
 from server.storage.events import TokensRevoked
 from server.storage.games import GameHead, GameMode
@@ -408,6 +409,24 @@ async def test_a_write_is_stored_only_on_the_row_it_expects(backend: Backend) ->
     assert (record.seq, record.status, record.elapsed_ms) == (1, Status.RESIGNED, 9000)
     assert record.finished_at == T0 + dt.timedelta(seconds=9)
     assert not await _resign(backend, game_id, 1)  # resigned already
+
+
+async def test_a_write_from_a_device_signed_out_is_not_stored(backend: Backend) -> None:
+    """A write carries its device's token: stored while the token exists; once the device is
+    signed out (its token deleted), refused with SignedOut and nothing changed."""
+    (ada,) = await backend.add_players(["Ada"], tokens=["ada-phone"])
+    found = await backend.players.by_token_hash(hash_token("ada-phone"))
+    assert found is not None
+    game_id = await backend.games.create(ada, GameMode.FREE, CODE, Status.PLAYING, 500, T0)
+    assert game_id is not None
+    await backend.committer.submit(_draw(game_id, 1, token_id=found.token_id))
+    assert await backend.players.delete_tokens(ada, keep=None) == 1
+    with pytest.raises(SignedOut):
+        await backend.committer.submit(_draw(game_id, 2, token_id=found.token_id))
+    assert await backend.games.head(game_id) == GameHead(game_id, 1, Status.PLAYING)
+    assert len(await backend.games.actions(game_id)) == 1
+    await backend.committer.submit(_draw(game_id, 2))  # a write with no device is not checked
+    assert len(await backend.games.actions(game_id)) == 2
 
 
 async def test_a_dailys_rows_stay_as_they_are_once_its_date_is_over(backend: Backend) -> None:

@@ -241,3 +241,44 @@ async def test_a_hello_racing_a_revocation_is_closed_all_the_same(
         await eventually(lambda: hub.revocations > seen, "process two handling the revocation")
         go_on.set()
         await _signed_out(ws)
+
+
+async def test_a_device_signed_out_has_nothing_stored_before_its_socket_is_closed(
+    make_server: ServerFactory, monkeypatch: Any
+) -> None:
+    """The revocation's notice closes a signed-out device's sockets a few milliseconds after
+    the sign-out commits; whatever that device sends meanwhile is refused, not stored. The
+    other process's notice is held back here (as by a slow listener), so every request below
+    comes in that window."""
+    one, two = await make_server(), await make_server()
+    monkeypatch.setattr(two.app[HUB], "check_tokens", lambda connections: None)
+    async with TestClient(one) as c1, TestClient(two) as c2:
+        ada = await register(c1, "Ada")
+        signed_in = await c2.post(
+            "/api/v1/sessions", json={"name": "Ada", "recovery_code": ada["recovery_code"]}
+        )
+        phone = (await signed_in.json())["token"]
+        on_phone, _ = await WsPlayer.connect(c2, phone)
+        state = (await on_phone.request({"type": "new_game"}))["game"]
+        moved = await on_phone.request(
+            {"type": "action", "game_id": state["game_id"], "seq": 0, "action": "draw"}
+        )
+        assert moved["type"] == "accepted"
+
+        resp = await c1.delete("/api/v1/players/me/sessions", headers=_bearer(ada["token"]))
+        assert await resp.json() == {"signed_out": 1}
+        reply = await on_phone.request(
+            {"type": "action", "game_id": state["game_id"], "seq": 1, "action": "draw"}
+        )
+        assert (reply["type"], reply["code"]) == ("error", "unauthorized")
+        await _signed_out(on_phone)  # closed by the refusal itself
+        game = await c1.get(f"/api/v1/games/{state['game_id']}", headers=_bearer(ada["token"]))
+        assert (await game.json())["seq"] == 1  # the refused draw is not stored
+
+        # Any other request of a device signed out is refused before it does anything.
+        other, _ = await WsPlayer.connect(c2, ada["token"])
+        resp = await c1.post("/api/v1/players/me/token", headers=_bearer(ada["token"]))
+        assert resp.status == 200
+        reply = await other.request({"type": "new_game"})
+        assert (reply["type"], reply["code"]) == ("error", "unauthorized")
+        await _signed_out(other)
