@@ -9,7 +9,8 @@ the store keeps ``name_key`` and each token's hash unique, and announces every r
 tokens to every server process (:class:`~server.storage.events.TokensRevoked`, in the
 transaction that deletes them).
 
-Hashes are SHA-256 digests (32 bytes); times are aware UTC datetimes.
+Hashes are SHA-256 digests (32 bytes); times are aware UTC datetimes. Past 400 lines because
+the contract and its PostgreSQL keeping sit side by side, as in every store here.
 """
 
 from __future__ import annotations
