@@ -4,6 +4,7 @@ embedded database, logging, and SIGTERM handled as Ctrl-C until the server takes
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 from collections.abc import Iterator
 from types import FrameType
@@ -39,7 +40,11 @@ def with_database(settings: Settings) -> Settings:
         return settings
     from server.storage.db import start_embedded_postgres
 
-    click.echo(f"No DATABASE_URL: starting the embedded PostgreSQL in {settings.data_dir / 'pg'}")
+    # A log line (stderr, in the configured format), like every other line of the server.
+    logging.getLogger("server").info(
+        "no DATABASE_URL: using the embedded PostgreSQL in %s (started, or reused if running)",
+        settings.data_dir / "pg",
+    )
     with SIGTERM.held_back():
         url = start_embedded_postgres(settings.data_dir)
     return settings.model_copy(update={"database_url": url})

@@ -54,6 +54,7 @@ ACTION_ERROR_CODES = (
     "unavailable",
     "server_busy",
     "internal_error",
+    "unauthorized",
     OTHER,
 )
 ACCEPTED = ACTIONS.labels("accepted", "")
