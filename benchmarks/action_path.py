@@ -55,7 +55,8 @@ async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> Non
 async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int = 1) -> None:
     """Start a server from ``tree`` (``workers`` processes) and run the chosen measurements
     against it."""
-    async with throwaway_database() as url:
+    # Empty: each tree's server migrates it to its own newest schema as it starts.
+    async with throwaway_database(migrated=False) as url:
         port = free_port()
         env = {
             **os.environ,

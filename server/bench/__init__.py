@@ -21,8 +21,12 @@ def percentile(values: Iterable[float], fraction: float) -> float:
 
 
 @asynccontextmanager
-async def throwaway_database(admin_url: str = BENCH_PG) -> AsyncIterator[str]:
-    """A new database on the PostgreSQL at ``admin_url``, migrated to head, dropped on exit.
+async def throwaway_database(
+    admin_url: str = BENCH_PG, *, migrated: bool = True
+) -> AsyncIterator[str]:
+    """A new database on the PostgreSQL at ``admin_url``, migrated to head (unless not
+    ``migrated``: empty, for a server of another source tree to migrate to its own head),
+    dropped on exit.
 
     Yields:
         Its URL.
@@ -38,7 +42,8 @@ async def throwaway_database(admin_url: str = BENCH_PG) -> AsyncIterator[str]:
         await admin.execute(f'CREATE DATABASE "{name}"')
         try:
             url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-            await migrate_url(url)
+            if migrated:
+                await migrate_url(url)
             yield url
         finally:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
