@@ -144,12 +144,14 @@ async def _dispatch(session: WsSession, message: ClientMessage) -> None:
             out.error(ErrorCode.HELLO_REQUIRED, "send 'hello' with a token first", message.id)
         )
         return
-    # An action's commit checks the device's token itself (in the same statement); any other
-    # request looks it up first, so nothing is done for a device signed out a moment ago
-    # whose socket the revocation's notice has not closed yet.
+    # An action's commit checks the device's token itself (in the same statement); a request
+    # that changes ranked or shared state looks it up first, so none is done for a device
+    # signed out a moment ago whose socket the revocation's notice has not closed yet. (A
+    # free game, a resume or a hint in that moment's window changes nothing of anyone's: they
+    # skip the look-up, which would cost each new game a query.)
     token_id = session.token_id
     if (
-        not isinstance(message, ActionRequest)
+        isinstance(message, CHECKED_REQUESTS)
         and token_id is not None
         and not await session.services.players.live_tokens({token_id})
     ):
@@ -157,6 +159,9 @@ async def _dispatch(session: WsSession, message: ClientMessage) -> None:
         return
     await HANDLERS[type(message)](session, session.player, message)
 
+
+#: The requests (besides actions) done only once the device's token is found to exist.
+CHECKED_REQUESTS = (JoinDaily, Resign, RaceCreate, RaceJoin, RaceLeave, RaceStart)
 
 #: What a device signed out is told when it asks for anything more.
 SIGNED_OUT = "this device was signed out; nothing was changed"

@@ -275,10 +275,10 @@ async def test_a_device_signed_out_has_nothing_stored_before_its_socket_is_close
         game = await c1.get(f"/api/v1/games/{state['game_id']}", headers=_bearer(ada["token"]))
         assert (await game.json())["seq"] == 1  # the refused draw is not stored
 
-        # Any other request of a device signed out is refused before it does anything.
+        # A request that changes ranked or shared state is refused before it does anything.
         other, _ = await WsPlayer.connect(c2, ada["token"])
         resp = await c1.post("/api/v1/players/me/token", headers=_bearer(ada["token"]))
         assert resp.status == 200
-        reply = await other.request({"type": "new_game"})
+        reply = await other.request({"type": "join_daily"})
         assert (reply["type"], reply["code"]) == ("error", "unauthorized")
         await _signed_out(other)
