@@ -175,8 +175,24 @@ class Analyzer:
             self._on_solve(task, time.perf_counter() - started)
 
     def close(self) -> None:
-        """Stop the worker processes."""
+        """Stop the worker processes: waiting solves are cancelled, and a process still
+        solving or still starting is terminated and waited for (at most
+        :data:`CLOSE_WAIT_S` each). A process still starting when its pool shuts down may
+        otherwise never end, and the interpreter's exit waits on the pool for ever (a server
+        stopped within a second of its start)."""
+        # The executor's processes (CPython's ProcessPoolExecutor keeps them by pid); none are
+        # reachable through its public interface.
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(CLOSE_WAIT_S)
+
+
+#: Seconds a terminated solver process is waited for when the pool closes.
+CLOSE_WAIT_S = 2.0
 
 
 def _ignore_sigint() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -11,6 +12,7 @@ from aiohttp.test_utils import TestClient
 from server.config import Settings
 from server.engine import Action, ActionKind, Game, GameCode, RuleSet
 from server.engine.solver import solve
+from server.services.analysis import Analyzer
 from server.services.clock import FakeClock
 from server.services.daily import MAX_CANDIDATES, derive_daily_code
 from tests.conftest import ServerFactory
@@ -121,3 +123,19 @@ async def test_hints_are_refused_in_the_daily(client: TestClient[Any, Any]) -> N
     game = (await ws.request({"type": "join_daily"}))["game"]
     reply = await ws.request({"type": "hint", "game_id": game["game_id"]})
     assert (reply["type"], reply["code"]) == ("error", "hints_not_allowed")
+
+
+async def test_closing_the_solver_pool_ends_its_processes_even_while_they_start() -> None:
+    """A pool closed at once (a server stopped within a second of its start) leaves no solver
+    process behind: one still starting would otherwise never end, and the interpreter's exit
+    would wait for it for ever."""
+    analyzer = Analyzer(2)
+    code = GameCode.parse("TP1-E-AAAAAAB")
+    solving = asyncio.ensure_future(analyzer.analyse(code))  # makes the pool start its processes
+    await asyncio.sleep(0)
+    processes = list(analyzer._pool._processes.values())
+    assert processes and any(p.is_alive() for p in processes)
+    analyzer.close()
+    assert not any(p.is_alive() for p in processes)
+    solving.cancel()
+    await asyncio.gather(solving, return_exceptions=True)
