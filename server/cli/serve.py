@@ -64,6 +64,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
 def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None) -> None:
     """Run one server process until SIGINT or SIGTERM (a worker shares its port with others)."""
     from aiohttp import web
+    from sqlalchemy.exc import DBAPIError
 
     from server.web.app import create_app
 
@@ -86,7 +87,15 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
                 f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; "
                 "choose another with --port or TRIPEAKS_PORT"
             ) from None
-        raise
+        # The database's address answered nothing (refused, unknown host, unreachable).
+        raise click.ClickException(
+            f"could not start: the database does not answer ({exc}); "
+            "is the PostgreSQL of DATABASE_URL running and reachable?"
+        ) from None
+    except DBAPIError as exc:  # the database answered, and refused (no such database, login)
+        raise click.ClickException(
+            f"could not start: the database refused the connection ({exc.orig})"
+        ) from None
     if worker is None:
         log.info("stopped")
 

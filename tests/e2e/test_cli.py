@@ -16,9 +16,11 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 
 from server.bench.process import free_port
 from server.engine import GameCode
+from tests.conftest import ADMIN_URL
 from tests.helpers import RawWs, Samples, eventually, metric, metric_samples
 
 TRIPEAKS = [sys.executable, "-m", "server"]
@@ -222,6 +224,35 @@ def test_serve_refuses_an_external_database_without_a_good_daily_secret(
     assert "TRIPEAKS_DAILY_SECRET" in result.stderr
     assert "secrets.token_hex(32)" in result.stderr
     assert not (tmp_path / "data" / "daily_secret").exists()
+
+
+@pytest.mark.parametrize(
+    ("database", "complaint"),
+    [
+        ("postgresql://nobody@127.0.0.1:9/none", "the database does not answer"),
+        ("NO_SUCH_DATABASE", "the database refused the connection"),
+    ],
+)
+def test_serve_says_in_one_line_when_its_database_cannot_be_reached(
+    tmp_path: Path, database: str, complaint: str
+) -> None:
+    url = (
+        _db_url_named(f"tripeaks_test_missing_{os.getpid()}")
+        if database == "NO_SUCH_DATABASE"
+        else database
+    )
+    env = _on_database(tmp_path, free_port(), url)
+    result = subprocess.run(
+        [*TRIPEAKS, "serve"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1, result.stderr
+    assert complaint in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _db_url_named(name: str) -> str:
+    """A database of the test PostgreSQL that does not exist."""
+    return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
 
 
 def _children(pid: int) -> set[int]:
