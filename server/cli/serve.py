@@ -64,8 +64,9 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
 def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None) -> None:
     """Run one server process until SIGINT or SIGTERM (a worker shares its port with others)."""
     from aiohttp import web
-    from sqlalchemy.exc import DBAPIError
 
+    from server.errors import StorageError
+    from server.storage.sessions import as_storage_error
     from server.web.app import create_app
 
     app = create_app(settings, daily_secret=daily_secret, freeze_startup=True)
@@ -92,9 +93,13 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
             f"could not start: the database does not answer ({exc}); "
             "is the PostgreSQL of DATABASE_URL running and reachable?"
         ) from None
-    except DBAPIError as exc:  # the database answered, and refused (no such database, login)
+    except Exception as exc:
+        if not isinstance(as_storage_error(exc), StorageError):
+            raise
+        # The database answered, and refused (no such database, a login it does not know).
+        detail = getattr(exc, "orig", None) or exc
         raise click.ClickException(
-            f"could not start: the database refused the connection ({exc.orig})"
+            f"could not start: the database refused the connection ({detail})"
         ) from None
     if worker is None:
         log.info("stopped")
