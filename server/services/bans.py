@@ -1,7 +1,8 @@
 """What a ban does to play (docs/rules.md §4 "Moderation"): a banned player starts no ranked play
 (the daily, opening a race, a racer's seat) and is told since when and why; free play and
-watching races stay open. The games and races services ask :func:`refuse_banned` before ranked
-play; the bans themselves are made and lifted by :mod:`server.services.moderation`.
+watching races stay open. The races service asks :func:`refuse_banned` inside its transaction;
+the games service reads the ban through its store and raises :func:`ban_refusal`. The bans
+themselves are made and lifted by :mod:`server.services.moderation`.
 """
 
 from __future__ import annotations

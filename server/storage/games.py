@@ -515,8 +515,7 @@ class PostgresGameStore:
         Raises:
             StorageError: the database failed.
         """
-        async with self._sessions() as session:
-            return await moderation.ban_of(session, player_id)
+        return await moderation.ban_of(self._sessions, player_id)
 
 
 async def insert_race_games(
