@@ -69,8 +69,10 @@ async def test_the_table_fits_a_phone_and_a_desktop(
     assert line is not None
     shots: dict[str, bytes] = {}
     for name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
-        touch = {"has_touch": True, "is_mobile": True} if name == "phone" else {}
-        context, page = await open_page(browser, base, page_errors, viewport=viewport, **touch)
+        phone = name == "phone"  # a touch phone
+        context, page = await open_page(
+            browser, base, page_errors, viewport=viewport, has_touch=phone, is_mobile=phone
+        )
         await register(page, f"Player {name}")
         await page.fill("#free-code", str(CODE))
         await page.click("#btn-play-code")
