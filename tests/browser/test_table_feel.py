@@ -144,6 +144,20 @@ async def test_reduced_motion_runs_no_animation(
         '#peaks .card[data-pos="18"]', "el => getComputedStyle(el).transitionDuration"
     )
     assert duration == "0s"
+
+    # The moments are shown still: each cleared peak and the won table, the end panel too.
+    code = GameCode.parse(CODE)
+    line = find_winning_line(code.deal(), code.rules)
+    assert line is not None
+    await record_texts(page, "#table-moment")
+    await play_line(page, line)  # from the deal: the two undos brought the table back to it
+    await expect(page.locator("#end-panel")).to_be_visible()
+    await shown(page, "#table-moment", "Every peak is cleared: you won!", contains=True)
+    moments = await page.evaluate("() => window.__moments")
+    assert [m["cls"] for m in moments] == ["shown", "shown", "shown", "won-moment"], moments
+    assert all(m["animations"] == 0 for m in moments), moments
+    assert await page.evaluate(none_running)
+    assert await page.evaluate("() => [window.__moves.length, window.__animations]") == [0, 0]
     await context.close()
     assert page_errors == []
 
