@@ -196,6 +196,8 @@ async def test_a_won_game_shows_its_moments_and_the_end_panel_steps_aside(
     panel = page.locator("#end-panel")
     await expect(panel).to_be_visible()
     await expect(page.locator("#end-title")).to_have_text("You cleared the peaks!")
+    # …and a screen reader hears how the game ended (the waste card is not said over it).
+    await expect(page.locator("#announce")).to_contain_text("You cleared the peaks!")
     explain = page.locator("#end-par-explain")
     await expect(explain).to_contain_text(
         "Par is the best final score perfect play reaches on this deal"
