@@ -1,5 +1,5 @@
 """Player profiles: a player's daily history, streaks and figures, and their races
-(docs/rules.md §4 "Profiles and streaks").
+(docs/rules.md §4 "Profiles", streaks in §4 "Daily challenge").
 
 Every figure is worked out at read time from the stored games that one read of the store
 returns (:class:`~server.storage.profiles.ProfileStore`): no counter is kept that could drift
@@ -32,7 +32,7 @@ _DAY = dt.timedelta(days=1)
 
 @dataclass(frozen=True, slots=True)
 class Streaks:
-    """A player's daily streaks, in UTC dates (docs/rules.md §4 "Profiles and streaks").
+    """A player's daily streaks, in UTC dates (docs/rules.md §4 "Daily challenge").
 
     Attributes:
         current: the run of consecutive ranked dates ending today, or yesterday while today
@@ -45,7 +45,7 @@ class Streaks:
 
 
 def streaks(ranked_dates: Iterable[dt.date], today: dt.date) -> Streaks:
-    """The current and best daily streak (docs/rules.md §4 "Profiles and streaks").
+    """The current and best daily streak (docs/rules.md §4 "Daily challenge", "Streaks").
 
     A streak is a run of consecutive UTC dates on each of which the player has a ranked result
     (a daily game that ended won or blocked and that no moderator hid). The current streak is
@@ -107,7 +107,7 @@ class ProfileDay:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """What anyone may see of a player (docs/rules.md §4 "Profiles and streaks").
+    """What anyone may see of a player (docs/rules.md §4 "Profiles").
 
     Attributes:
         player_id, name: the player.

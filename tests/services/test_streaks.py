@@ -1,6 +1,6 @@
-"""The streak rule (docs/rules.md §4 "Profiles and streaks") as :func:`streaks` keeps it: unit
-cases for every shape of history, and a property test against an independent model that walks
-back day by day."""
+"""The streak rule (docs/rules.md §4 "Daily challenge", "Streaks") as :func:`streaks` keeps
+it: unit cases for every shape of history, and a property test against an independent model
+that walks back day by day."""
 
 from __future__ import annotations
 
