@@ -15,7 +15,16 @@ from playwright.async_api import Browser, expect
 from server.config import Settings
 from server.engine import RuleSet
 from server.services.clock import FakeClock
-from tests.browser.support import game_state, identify_daily, open_page, play_line, register
+from tests.browser.support import (
+    DESKTOP,
+    PHONE,
+    game_state,
+    identify_daily,
+    no_overflow,
+    open_page,
+    play_line,
+    register,
+)
 from tests.conftest import ServerFactory
 from tests.helpers import blocking_line, find_winning_line
 
@@ -99,6 +108,10 @@ async def test_three_dailies_on_three_dates_make_a_streak_of_three_on_the_profil
     await page.select_option("#lang-select", "zh-Hant")
     await expect(page.locator("#profile-streak-current dt")).to_have_text("目前連續天數")
     await expect(page.locator("#profile-streak-current dd")).to_have_text("3 天")
+    # On a phone the months stack: nothing sticks out sideways.
+    await page.set_viewport_size(PHONE)
+    await no_overflow(page)
+    await page.set_viewport_size(DESKTOP)
     await page.select_option("#lang-select", "en")
 
     # From her name on the leaderboard, and from the address in a browser not signed in.
