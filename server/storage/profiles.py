@@ -101,6 +101,8 @@ _WON = Race.results.op("@>", return_type=Boolean)(
 )
 
 
+#: The player's name and registration, and their finished races and those they won (both
+#: through ``ix_games_player_id``): add the player's id to its WHERE.
 _PLAYER = select(
     Player.name,
     Player.created_at,
@@ -129,6 +131,9 @@ _PLAYER = select(
 
 #: A daily game not hidden that is an entry of its date's board (docs/rules.md §4).
 _ON_BOARD = Game.status.in_(("won", "blocked"))
+#: The player's daily games that no moderator hid, oldest date first, each entry of its board
+#: with its rank there (:func:`~server.storage.board_queries.better_on_its_date`): add the
+#: player's id to its WHERE.
 _DAYS = (
     select(
         Game.daily_date,
