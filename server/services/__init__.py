@@ -1,5 +1,5 @@
-"""Services: games, the daily challenge, players and leaderboards. They use the engine and the
-store, take a clock, and know nothing of sockets or HTTP."""
+"""Services: games, the daily challenge, players, profiles and leaderboards. They use the
+engine and the store, take a clock, and know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from server.services.leaderboards import LeaderboardService
 from server.services.moderation import ModerationService
 from server.services.players import PlayerService
 from server.services.presence import PresenceService
+from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
@@ -27,6 +28,7 @@ from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence import PresenceStore
+from server.storage.profiles import PostgresProfileStore
 from server.storage.races import RaceStore
 from server.storage.sessions import Sessions
 
@@ -44,6 +46,7 @@ class Services:
     races: RaceService
     presence: PresenceService
     moderation: ModerationService
+    profiles: ProfileService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -108,6 +111,7 @@ class Services:
             moderation=ModerationService(
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
+            profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
             analyzer=analyzer,
         )
 

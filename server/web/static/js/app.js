@@ -9,7 +9,7 @@ import { initialLocale, onLocaleChange, setLocale } from "./i18n.js";
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
-import { inviteInAddress, onEnter, onHistory, show } from "./router.js";
+import { goTo, inviteInAddress, onEnter, onHistory, profileInAddress, show } from "./router.js";
 import * as session from "./session.js";
 import {
   currentGame,
@@ -27,16 +27,25 @@ import { initGameView, onGame, renderGame } from "./views/game.js";
 import { Leaderboard } from "./views/leaderboard.js";
 import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/menu.js";
 import { errorText, setMessage } from "./views/notices.js";
+import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
 import { initRegister, openSignIn, renderInviteNote, renderWho, showSignedOutNote } from "./views/register.js";
 import { initSettings, renderAccount, showLanguage } from "./views/settings.js";
 
 let leaderboard = null;
+let profile = null;
 
 function openLeaderboard(date) {
   show("leaderboard");
   leaderboard.open(date || null);
+}
+
+/** Show a player's profile, at "/players/<id>". */
+function openProfile(playerId) {
+  goTo(`/players/${encodeURIComponent(playerId)}`);
+  show("profile");
+  profile.open(playerId);
 }
 
 // ------------------------------------------------------------------------------ the store
@@ -69,8 +78,9 @@ function welcome(message, { again, first }) {
     return;
   }
   if (first) {
-    // Opened from a race's link: its invite page is shown, not the last game.
-    if (store.pendingInvite || store.view === "invite" || store.race) return;
+    // Opened from a race's link: its invite page is shown, not the last game; nor over a
+    // profile opened from its address.
+    if (store.pendingInvite || store.view === "invite" || store.view === "profile" || store.race) return;
     const current = currentGame();
     if (current && current.game_id) {
       startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
@@ -127,6 +137,7 @@ onLocaleChange(() => {
   else if (store.race) renderGame(null);
   if (store.race) notify("race");
   if (store.view === "leaderboard") leaderboard.render();
+  if (store.view === "profile") profile.render();
   session.relabel();
 });
 
@@ -149,8 +160,10 @@ function boot() {
     me: () => store.player,
     replay: (code) => startGame({ type: "new_game", code }),
     errorText,
+    openProfile,
   });
-  initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard() });
+  profile = new ProfileView($("#view-profile"), { me: () => store.player, errorText });
+  initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard(), openProfile });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
   initRecovery();
   initRegister(signedIn);
@@ -160,10 +173,22 @@ function boot() {
   $("#nav-home").addEventListener("click", () => (store.token ? goHome() : show("register")));
   $("#nav-leaderboard").addEventListener("click", () => openLeaderboard());
   onHistory((invite) => {
-    if (invite && store.token) openInvite(invite);
+    const player = profileInAddress();
+    if (player) {
+      show("profile");
+      profile.open(player);
+    } else if (invite && store.token) openInvite(invite);
     else if (store.token) goHome();
   });
 
+  // A profile is public: its address shows it, signed in or not.
+  const player = profileInAddress();
+  if (player) {
+    if (store.token) session.connect();
+    show("profile");
+    profile.open(player);
+    return;
+  }
   setPendingInvite(inviteInAddress());
   if (!store.token) {
     show("register");
