@@ -3,9 +3,15 @@ clock that stands in for the database's.
 
 Only what the stores read and write is kept: players (their tokens, their bans), games and their
 action logs (written by the game store and committer, or by tests, as other writers of ``games``
-do in PostgreSQL), the windows of races, the daily deals, and the events committed writes and
-the stores publish (PostgreSQL's NOTIFYs, kept in order). One table serves every store: a game
-the game service stores is on the leaderboard fake's board and in the daily fake's counts.
+do in PostgreSQL), whether a game is hidden and by which row of the moderation audit trail, the
+windows of races, the daily deals, and the events committed writes and the stores publish
+(PostgreSQL's NOTIFYs, kept in order). One table serves every store: a game the game service
+stores is on the leaderboard fake's board and in the daily fake's counts, until moderation hides
+it.
+
+Stores whose callers hold one transaction across several steps (moderation's commands) run them
+in a :class:`MemoryTransaction`: its writes are undone unless it commits, and the rows it locks
+stay locked, to every other transaction, until it ends.
 """
 
 from __future__ import annotations
@@ -13,13 +19,15 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from server.engine.codes import GameCode
 from server.errors import StorageConflict, StorageUnavailable
 from server.services.clock import Clock, SystemClock
-from server.storage.events import Event
-from server.storage.models import GAME_MODES, GAME_STATUSES
+from server.storage.events import Event, encode_event
+from server.storage.models import GAME_MODES, GAME_STATUSES, MODERATION_ACTIONS
 
 #: ``game_actions.kind``'s allowed values.
 ACTION_KINDS = ("remove", "draw", "undo")
@@ -53,8 +61,8 @@ class TokenRecord:
 
 @dataclass(slots=True)
 class GameRecord:
-    """The columns of a row of ``games`` that the in-memory stores read and write (not the
-    moderation's ``hidden_at`` / ``hidden_by``)."""
+    """The columns of a row of ``games`` that the in-memory stores read and write
+    (``hidden_at`` / ``hidden_by``: hidden, by that row of the audit trail, or neither)."""
 
     id: int
     player_id: int
@@ -72,6 +80,13 @@ class GameRecord:
     cards_left: int = 28
     hinted: bool = False
     race_id: int | None = None
+    hidden_at: dt.datetime | None = None
+    hidden_by: int | None = None
+
+    @property
+    def on_board(self) -> bool:
+        """A ranked daily result that is not hidden (``BOARD_WHERE``)."""
+        return self.mode == "daily" and self.status in ("won", "blocked") and self.hidden_at is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +113,21 @@ class RaceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ModerationActionRecord:
+    """A row of ``moderation_actions`` (``at``: the database's clock, UTC)."""
+
+    id: int
+    at: dt.datetime
+    moderator: str
+    action: str
+    player_id: int | None
+    game_id: int | None
+    daily_date: dt.date | None
+    reason: str | None
+    details: Any | None
+
+
+@dataclass(frozen=True, slots=True)
 class DealRecord:
     """A row of ``daily_challenges``."""
 
@@ -120,6 +150,7 @@ class MemoryDatabase:
         actions: the action logs, by ``(game_id, seq)``.
         events: the events published by committed writes, in commit order (what every
             process's listener hears).
+        moderation_actions: the audit trail, by id.
     """
 
     def __init__(self, clock: Clock | None = None) -> None:
@@ -130,8 +161,11 @@ class MemoryDatabase:
         self.actions: dict[tuple[int, int], ActionRecord] = {}
         self.races: dict[int, RaceRecord] = {}
         self.deals: dict[dt.date, DealRecord] = {}
+        self.moderation_actions: dict[int, ModerationActionRecord] = {}
         self.events: list[Event] = []
         self.down = False
+        #: The row locks (by table and id) and the transaction holding each.
+        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._player_ids = itertools.count(1)
         self._token_ids = itertools.count(1)
         self._game_ids = itertools.count(1)
@@ -243,6 +277,10 @@ class MemoryDatabase:
             created_at=created_at,
             race_id=race_id,
         )
+        player = self.players.get(player_id)
+        if mode == "daily" and player is not None and player.ban_action_id is not None:
+            # games_hide_banned: a daily game stored for a banned player is hidden by the ban.
+            game.hidden_at, game.hidden_by = self.now(), player.ban_action_id
         self.check_game(game)
         self.games[game.id] = game
         return game
@@ -279,6 +317,10 @@ class MemoryDatabase:
             raise StorageConflict("ck_games_race_id")
         if min(game.score, game.moves, game.undos, game.seq) < 0:
             raise StorageConflict("ck_games_counters")
+        if (game.hidden_at is None) != (game.hidden_by is None):
+            raise StorageConflict("ck_games_hidden")
+        if game.hidden_by is not None and game.hidden_by not in self.moderation_actions:
+            raise StorageConflict("fk_games_hidden_by_moderation_actions")
         if game.status in ("won", "blocked") and (
             game.finished_at is None or game.elapsed_ms is None or game.elapsed_ms < 0
         ):
@@ -324,28 +366,148 @@ class MemoryDatabase:
         self.races[race.id] = race
         return race
 
-    def ban(self, player_id: int, reason: str) -> dt.datetime:
-        """Ban a player from now by the database's clock (the player's row only: the daily
-        games a ban hides in PostgreSQL are not kept apart here); returns the ban's time.
+    def insert_moderation_action(
+        self,
+        *,
+        moderator: str,
+        action: str,
+        player_id: int,
+        game_id: int | None,
+        daily_date: dt.date | None,
+        reason: str | None,
+        details: Any | None,
+    ) -> ModerationActionRecord:
+        """Add a row to the audit trail with the next id, at the database's clock.
 
         Raises:
-            KeyError: there is no such player.
+            StorageConflict: a check constraint of ``moderation_actions`` refuses it.
         """
-        player = self.players[player_id]
-        player.banned_at = self.now()
-        player.ban_reason = reason
-        player.ban_action_id = next(self._moderation_ids)
-        return player.banned_at
+        if action not in MODERATION_ACTIONS:
+            raise StorageConflict("ck_moderation_actions_action")
+        if not 1 <= len(moderator.strip()) <= 100:
+            raise StorageConflict("ck_moderation_actions_moderator")
+        if action in ("hide", "restore") and game_id is None:
+            raise StorageConflict("ck_moderation_actions_target")
+        if action in ("ban", "hide") and not (reason or "").strip():
+            raise StorageConflict("ck_moderation_actions_reason")
+        row = ModerationActionRecord(
+            next(self._moderation_ids),
+            self.now(),
+            moderator,
+            action,
+            player_id,
+            game_id,
+            daily_date,
+            reason,
+            details,
+        )
+        self.moderation_actions[row.id] = row
+        return row
+
+    def transaction(self) -> MemoryTransaction:
+        """A new transaction over these tables (see :class:`MemoryTransaction`)."""
+        return MemoryTransaction(self)
+
+    def row_lock(self, table: str, row_id: int) -> asyncio.Lock:
+        """The lock of one row (made on first use)."""
+        return self._locks.setdefault((table, row_id), asyncio.Lock())
 
     def restart_player_ids(self, start: int) -> None:
         """Give the next players ids from ``start`` on (``ALTER … RESTART WITH``)."""
         self._player_ids = itertools.count(start)
 
     def clear(self) -> None:
-        """Delete every player, token, game, action and race, and the events (the deals stay)."""
+        """Delete every player, token, game, action, race and audit row, and the events (the
+        deals stay)."""
         self.actions.clear()
+        self.moderation_actions.clear()
         self.games.clear()
         self.races.clear()
         self.tokens.clear()
         self.players.clear()
         self.events.clear()
+
+
+class MemoryTransaction:
+    """One transaction over a :class:`MemoryDatabase`, as a PostgreSQL session's.
+
+    Writes are made in place at once, each with a step that undoes it (:meth:`undo`); they
+    stay when :meth:`commit` is called, and are undone, newest first, when the transaction
+    ends without it (:meth:`end`), by an exception or not. Events (:meth:`publish`) are
+    delivered to the database's ``events`` only by the commit. Rows locked (:meth:`lock`) stay
+    locked until the commit or the end, so another transaction locking one waits for it (as
+    ``SELECT … FOR UPDATE`` does). After :meth:`commit` the transaction goes on as a new one,
+    as a SQLAlchemy session begins again on its next statement.
+
+    A reader that takes no lock sees a write before its commit (PostgreSQL would show it the
+    committed row): the stores' callers read what they change under the lock of its row.
+
+    Args:
+        database: the tables.
+    """
+
+    def __init__(self, database: MemoryDatabase) -> None:
+        self._db = database
+        self._undo: list[Callable[[], object]] = []
+        self._events: list[Event] = []
+        self._held: list[asyncio.Lock] = []
+        self._held_keys: set[tuple[str, int]] = set()
+        #: Longest wait for a row lock, in seconds (None: for ever).
+        self.lock_timeout_s: float | None = None
+
+    async def lock(self, table: str, row_id: int) -> None:
+        """Lock one row until the transaction ends or commits (a row it holds already is
+        granted at once).
+
+        Raises:
+            StorageUnavailable: :attr:`lock_timeout_s` passed before the lock was granted
+                (``lock_timeout``).
+        """
+        key = (table, row_id)
+        if key in self._held_keys:
+            return
+        row_lock = self._db.row_lock(table, row_id)
+        try:
+            await asyncio.wait_for(row_lock.acquire(), self.lock_timeout_s)
+        except TimeoutError:
+            raise StorageUnavailable(
+                f"database failure: a lock on {table} {row_id} was not granted in time"
+            ) from None
+        self._held.append(row_lock)
+        self._held_keys.add(key)
+
+    def undo(self, step: Callable[[], object]) -> None:
+        """Note how to undo a write just made."""
+        self._undo.append(step)
+
+    def publish(self, event: Event) -> None:
+        """Deliver ``event`` when the transaction commits (``pg_notify``)."""
+        encode_event(event)  # too large: refused as by pg_notify
+        self._events.append(event)
+
+    async def commit(self) -> None:
+        """Keep the writes, deliver the events, release the locks.
+
+        Raises:
+            StorageUnavailable: the database is down (then nothing is kept).
+        """
+        await self._db.query()
+        self._db.events.extend(self._events)
+        self._undo.clear()
+        self._events.clear()
+        self._release()
+
+    def end(self) -> None:
+        """Undo what was written since the last commit, drop its events, release the locks."""
+        for step in reversed(self._undo):
+            step()
+        self._undo.clear()
+        self._events.clear()
+        self._release()
+        self.lock_timeout_s = None
+
+    def _release(self) -> None:
+        for row_lock in self._held:
+            row_lock.release()
+        self._held.clear()
+        self._held_keys.clear()

@@ -39,7 +39,7 @@ class MemoryLeaderboardStore:
         return await self.window(date, player_id, 0)
 
     def _board(self, date: dt.date) -> list[BoardRow]:
-        """The date's ranked daily games in board order."""
+        """The date's ranked daily games that are not hidden, in board order."""
         players = self._db.players
         rows = [
             BoardRow(
@@ -53,9 +53,8 @@ class MemoryLeaderboardStore:
                 finished_at=g.finished_at,
             )
             for g in self._db.games.values()
-            if g.mode == "daily"
+            if g.on_board
             and g.daily_date == date
-            and g.status in ("won", "blocked")
             and g.elapsed_ms is not None
             and g.finished_at is not None
         ]
