@@ -5,7 +5,8 @@ them back.
 A test takes the ``backend`` fixture (defined here, parametrized ``memory`` / ``postgres``;
 ``tests/services/conftest.py`` and ``tests/storage/conftest.py`` offer it), builds its service
 over ``backend.players``, ``backend.daily``, ``backend.leaderboards``, ``backend.moderation``,
-``backend.review`` or ``backend.games`` with ``backend.committer``, and seeds games with
+``backend.review``, ``backend.games`` with ``backend.committer``, or ``backend.races`` and
+``backend.presence`` (with a game service over ``backend.games``), and seeds games with
 :meth:`Backend.add_games` (their logs with :meth:`Backend.add_actions`) and bans with
 :meth:`Backend.ban` (through the moderation service, on both), as other writers of those rows
 would have stored them; :meth:`Backend.moderation_state` reads back what moderation writes.
@@ -45,6 +46,8 @@ from server.storage.models import (
 )
 from server.storage.moderation import ModerationStore, PostgresModerationStore
 from server.storage.players import PlayerStore, PostgresPlayerStore
+from server.storage.presence import PostgresPresenceStore, PresenceStore
+from server.storage.races import PostgresRaceStore, RaceStore
 from server.storage.review import PostgresReviewStore, ReviewStore, Step
 from server.storage.sessions import Sessions
 from tests.fakes.daily import MemoryDailyStore
@@ -53,6 +56,7 @@ from tests.fakes.games import MemoryCommitter, MemoryGameStore
 from tests.fakes.leaderboards import MemoryLeaderboardStore
 from tests.fakes.moderation import MemoryModerationStore
 from tests.fakes.players import MemoryPlayerStore
+from tests.fakes.races import MemoryPresenceStore, MemoryRaceStore
 from tests.fakes.review import MemoryReviewStore
 
 KINDS = ("memory", "postgres")
@@ -120,7 +124,8 @@ class Backend:
 
     Attributes:
         kind: ``"memory"`` or ``"postgres"``.
-        players, daily, leaderboards, moderation, review, games: the stores.
+        players, daily, leaderboards, moderation, review, games, races, presence: the
+            stores.
         committer: what stores the game service's actions beside ``games`` (closed with the
             backend).
     """
@@ -132,6 +137,8 @@ class Backend:
     moderation: ModerationStore
     review: ReviewStore
     games: GameStore
+    races: RaceStore
+    presence: PresenceStore
     committer: Committer
 
     async def add_players(
@@ -225,6 +232,8 @@ class MemoryBackend(Backend):
         self.moderation = MemoryModerationStore(database)
         self.review = MemoryReviewStore(database)
         self.games = MemoryGameStore(database)
+        self.races = MemoryRaceStore(database)
+        self.presence = MemoryPresenceStore(database)
         self.committer = MemoryCommitter(database)
 
     async def add_players(
@@ -371,6 +380,8 @@ class PostgresBackend(Backend):
         self.moderation = PostgresModerationStore(sessions)
         self.review = PostgresReviewStore(sessions)
         self.games = PostgresGameStore(sessions)
+        self.races = PostgresRaceStore(sessions)
+        self.presence = PostgresPresenceStore(sessions)
         self.committer = GroupCommitter(engine)
         self._committers.append(self.committer)
 
@@ -594,7 +605,7 @@ async def open_backend(
             await memory.committer.close()
         return
     assert kind == "postgres" and database_url is not None
-    engine = create_engine(database_url, pool_size=3)
+    engine = create_engine(database_url, pool_size=5)
     backend = PostgresBackend(engine)
     try:
         yield backend

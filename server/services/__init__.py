@@ -27,9 +27,9 @@ from server.storage.games import PostgresGameStore
 from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.players import PostgresPlayerStore
-from server.storage.presence import PresenceStore
+from server.storage.presence import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore
-from server.storage.races import RaceStore
+from server.storage.races import PostgresRaceStore
 from server.storage.sessions import Sessions
 
 
@@ -90,7 +90,7 @@ class Services:
             analyzer=analyzer,
         )
         limits = race_limits or RaceLimits()
-        rooms, presence = RaceStore(sessions), PresenceStore(sessions)
+        rooms, presence = PostgresRaceStore(sessions), PostgresPresenceStore(sessions)
         return cls(
             db=db,
             clock=clock,

@@ -4,14 +4,16 @@ clock that stands in for the database's.
 Only what the stores read and write is kept: players (their tokens, their bans), games and their
 action logs (written by the game store and committer, or by tests, as other writers of ``games``
 do in PostgreSQL), whether a game is hidden and by which row of the moderation audit trail, the
-windows of races, the daily deals, and the events committed writes and the stores publish
+races with their seats, presence rows and the connections following them, the server
+processes, the daily deals, and the events committed writes and the stores publish
 (PostgreSQL's NOTIFYs, kept in order). One table serves every store: a game the game service
 stores is on the leaderboard fake's board and in the daily fake's counts, until moderation hides
 it.
 
-Stores whose callers hold one transaction across several steps (moderation's commands) run them
-in a :class:`MemoryTransaction`: its writes are undone unless it commits, and the rows it locks
-stay locked, to every other transaction, until it ends.
+Stores whose callers hold one transaction across several steps (moderation's commands, a race
+room's operations) run them in a :class:`MemoryTransaction`: its writes are undone unless it
+commits, its events are delivered by the commit, and the rows it locks stay locked, to every
+other transaction, until it commits or ends.
 """
 
 from __future__ import annotations
@@ -19,15 +21,19 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from server.engine.codes import GameCode
 from server.errors import StorageConflict, StorageUnavailable
 from server.services.clock import Clock, SystemClock
 from server.storage.events import Event, encode_event
 from server.storage.models import GAME_MODES, GAME_STATUSES, MODERATION_ACTIONS
+from server.storage.transactions import Transaction
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 #: ``game_actions.kind``'s allowed values.
 ACTION_KINDS = ("remove", "draw", "undo")
@@ -104,12 +110,65 @@ class ActionRecord:
 
 @dataclass(slots=True)
 class RaceRecord:
-    """The columns of a row of ``races`` that the game store reads."""
+    """A row of ``races`` (the race fake writes whole rows; a seeded race has only a status, and
+    a start and end when it ran)."""
 
     id: int
     status: str
     starts_at: dt.datetime | None
     ends_at: dt.datetime | None
+    invite: str = ""
+    host_id: int = 0
+    code: str = "TP1-E-AAAAAAA"
+    host_deal: bool = False
+    time_limit_s: int = 600
+    max_players: int = 8
+    version: int = 1
+    created_at: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    finished_at: dt.datetime | None = None
+    results: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SeatRecord:
+    """A row of ``race_players`` (its key: ``race_id`` and ``player_id``)."""
+
+    race_id: int
+    player_id: int
+    seat: int
+    joined_at: dt.datetime
+    game_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceRecord:
+    """A row of ``race_presence`` (its key: ``race_id`` and ``player_id``)."""
+
+    race_id: int
+    player_id: int
+    role: str
+    state: str
+    since: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionRecord:
+    """A row of ``race_connections`` (its key: ``race_id``, ``instance_id``, ``connection``)."""
+
+    race_id: int
+    instance_id: str
+    connection: str
+    player_id: int
+    connected_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRecord:
+    """A row of ``server_instances`` (times by the database's clock)."""
+
+    id: str
+    started_at: dt.datetime
+    seen_at: dt.datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +210,9 @@ class MemoryDatabase:
         events: the events published by committed writes, in commit order (what every
             process's listener hears).
         moderation_actions: the audit trail, by id.
+        seats, presence, connections: ``race_players`` and ``race_presence`` by race and
+            player, ``race_connections`` by race, process and connection key.
+        instances: ``server_instances`` by id.
     """
 
     def __init__(self, clock: Clock | None = None) -> None:
@@ -160,12 +222,16 @@ class MemoryDatabase:
         self.games: dict[int, GameRecord] = {}
         self.actions: dict[tuple[int, int], ActionRecord] = {}
         self.races: dict[int, RaceRecord] = {}
+        self.seats: dict[tuple[int, int], SeatRecord] = {}
+        self.presence: dict[tuple[int, int], PresenceRecord] = {}
+        self.connections: dict[tuple[int, str, str], ConnectionRecord] = {}
+        self.instances: dict[str, InstanceRecord] = {}
         self.deals: dict[dt.date, DealRecord] = {}
         self.moderation_actions: dict[int, ModerationActionRecord] = {}
         self.events: list[Event] = []
         self.down = False
         #: The row locks (by table and id) and the transaction holding each.
-        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._locks: dict[tuple[str, Hashable], asyncio.Lock] = {}
         self._player_ids = itertools.count(1)
         self._token_ids = itertools.count(1)
         self._game_ids = itertools.count(1)
@@ -363,8 +429,13 @@ class MemoryDatabase:
     ) -> RaceRecord:
         """Add a race with the next id (only what the game store reads of it)."""
         race = RaceRecord(next(self._race_ids), status, starts_at, ends_at)
+        race.invite = f"R{race.id:05}"
         self.races[race.id] = race
         return race
+
+    def next_race_id(self) -> int:
+        """The next id of ``races`` (a sequence: never given twice, even when rolled back)."""
+        return next(self._race_ids)
 
     def insert_moderation_action(
         self,
@@ -408,7 +479,7 @@ class MemoryDatabase:
         """A new transaction over these tables (see :class:`MemoryTransaction`)."""
         return MemoryTransaction(self)
 
-    def row_lock(self, table: str, row_id: int) -> asyncio.Lock:
+    def row_lock(self, table: str, row_id: Hashable) -> asyncio.Lock:
         """The lock of one row (made on first use)."""
         return self._locks.setdefault((table, row_id), asyncio.Lock())
 
@@ -417,10 +488,13 @@ class MemoryDatabase:
         self._player_ids = itertools.count(start)
 
     def clear(self) -> None:
-        """Delete every player, token, game, action, race and audit row, and the events (the
-        deals stay)."""
+        """Delete every player, token, game, action, race (its seats, presence and connections)
+        and audit row, and the events (the deals and the server processes stay)."""
         self.actions.clear()
         self.moderation_actions.clear()
+        self.connections.clear()
+        self.presence.clear()
+        self.seats.clear()
         self.games.clear()
         self.races.clear()
         self.tokens.clear()
@@ -451,11 +525,11 @@ class MemoryTransaction:
         self._undo: list[Callable[[], object]] = []
         self._events: list[Event] = []
         self._held: list[asyncio.Lock] = []
-        self._held_keys: set[tuple[str, int]] = set()
+        self._held_keys: set[tuple[str, Hashable]] = set()
         #: Longest wait for a row lock, in seconds (None: for ever).
         self.lock_timeout_s: float | None = None
 
-    async def lock(self, table: str, row_id: int) -> None:
+    async def lock(self, table: str, row_id: Hashable) -> None:
         """Lock one row until the transaction ends or commits (a row it holds already is
         granted at once).
 
@@ -480,6 +554,27 @@ class MemoryTransaction:
         """Note how to undo a write just made."""
         self._undo.append(step)
 
+    def put(self, table: MutableMapping[K, V], key: K, row: V) -> None:
+        """Insert or replace a row (``table[key] = row``), undone on rollback."""
+        had, old = key in table, table.get(key)
+        table[key] = row
+
+        def undo() -> None:
+            if had:
+                table[key] = old  # type: ignore[assignment]  # present before: a V
+            else:
+                del table[key]
+
+        self._undo.append(undo)
+
+    def delete(self, table: MutableMapping[K, V], key: K) -> V | None:
+        """Delete a row (nothing when there is none), undone on rollback; the row deleted."""
+        if key not in table:
+            return None
+        row = table.pop(key)
+        self._undo.append(lambda: table.__setitem__(key, row))
+        return row
+
     def publish(self, event: Event) -> None:
         """Deliver ``event`` when the transaction commits (``pg_notify``)."""
         encode_event(event)  # too large: refused as by pg_notify
@@ -496,6 +591,7 @@ class MemoryTransaction:
         self._undo.clear()
         self._events.clear()
         self._release()
+        self.lock_timeout_s = None  # SET LOCAL lasts until the transaction ends
 
     def end(self) -> None:
         """Undo what was written since the last commit, drop its events, release the locks."""
@@ -511,3 +607,14 @@ class MemoryTransaction:
             row_lock.release()
         self._held.clear()
         self._held_keys.clear()
+
+
+def memory_transaction(tx: Transaction) -> MemoryTransaction:
+    """The :class:`MemoryTransaction` an in-memory store handed out as ``tx``.
+
+    Raises:
+        TypeError: ``tx`` is another store's transaction.
+    """
+    if not isinstance(tx, MemoryTransaction):
+        raise TypeError(f"an in-memory store was given a {type(tx).__name__}")
+    return tx
