@@ -12,6 +12,11 @@ on after a commit, and its events reach the database's ``events`` only when it c
 counted by ``rooms_held`` (the player's row) stays locked until the transaction commits or ends,
 so concurrent joins, starts and finishes take turns as PostgreSQL's row locks make them;
 ``limit_lock_waits`` bounds the wait (then :class:`~server.errors.StorageUnavailable`).
+
+Unlike PostgreSQL, a write is seen by other transactions before it commits (a reader that
+locks nothing sees it; a new room is locked by its creator until the commit, so one that locks
+it waits for the commit rather than not finding it). The services read what they change under
+its room's lock, so their rules see what they would see in PostgreSQL.
 """
 
 from __future__ import annotations
