@@ -29,14 +29,17 @@ from server.storage.commits import GroupCommitter
 from server.storage.daily import DailyStore, PostgresDailyStore
 from server.storage.db import create_engine
 from server.storage.events import Event, Listener
+from server.storage.follows import FollowStore, PostgresFollowStore
 from server.storage.games import GameStore, PostgresGameStore
 from server.storage.leaderboards import LeaderboardStore, PostgresLeaderboardStore
 from server.storage.models import DailyChallenge, Game, Player, PlayerToken, Race
 from server.storage.moderation import PostgresModerationStore
+from server.storage.online import OnlineStore, PostgresOnlineStore
 from server.storage.players import PlayerStore, PostgresPlayerStore
 from server.storage.sessions import Sessions
 from tests.fakes.daily import MemoryDailyStore
 from tests.fakes.database import MemoryDatabase
+from tests.fakes.follows import MemoryFollowStore, MemoryOnlineStore
 from tests.fakes.games import MemoryCommitter, MemoryGameStore
 from tests.fakes.leaderboards import MemoryLeaderboardStore
 from tests.fakes.players import MemoryPlayerStore
@@ -79,7 +82,7 @@ class Backend:
 
     Attributes:
         kind: ``"memory"`` or ``"postgres"``.
-        players, daily, leaderboards, games: the stores.
+        players, daily, leaderboards, games, follows, online: the stores.
         committer: what stores the game service's actions beside ``games`` (closed with the
             backend).
     """
@@ -89,6 +92,8 @@ class Backend:
     daily: DailyStore
     leaderboards: LeaderboardStore
     games: GameStore
+    follows: FollowStore
+    online: OnlineStore
     committer: Committer
 
     async def add_players(
@@ -150,6 +155,8 @@ class MemoryBackend(Backend):
         self.daily = MemoryDailyStore(database)
         self.leaderboards = MemoryLeaderboardStore(database)
         self.games = MemoryGameStore(database)
+        self.follows = MemoryFollowStore(database)
+        self.online = MemoryOnlineStore(database)
         self.committer = MemoryCommitter(database)
 
     async def add_players(
@@ -241,6 +248,8 @@ class PostgresBackend(Backend):
         self.daily = PostgresDailyStore(sessions)
         self.leaderboards = PostgresLeaderboardStore(sessions)
         self.games = PostgresGameStore(sessions)
+        self.follows = PostgresFollowStore(sessions)
+        self.online = PostgresOnlineStore(sessions)
         self.committer = GroupCommitter(engine)
         self._committers.append(self.committer)
 

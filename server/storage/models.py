@@ -375,7 +375,6 @@ class RaceConnection(Base):
     )
 
 
-
 class Follow(Base):
     """One player following another (docs/rules.md §4 "Following"): one-way, asked of nobody.
     A player follows nobody twice (the pair is the key) and never themself."""
@@ -407,6 +406,7 @@ class PlayerConnection(Base):
         BigInteger, ForeignKey("players.id", ondelete="CASCADE"), nullable=False, index=True
     )
     connected_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
 
 class RacePresence(Base):
     """Whether a racer or watcher of a room is there (docs/rules.md §4 "Presence").

@@ -1,7 +1,8 @@
 """The rows the in-memory stores share, the constraints of the schema they rely on, and the
 clock that stands in for the database's.
 
-Only what the stores read and write is kept: players (their tokens, their bans), games and their
+Only what the stores read and write is kept: players (their tokens, their bans, whom they
+follow, their open connections), games and their
 action logs (written by the game store and committer, or by tests, as other writers of ``games``
 do in PostgreSQL), the windows of races, the daily deals, and the events committed writes and
 the stores publish (PostgreSQL's NOTIFYs, kept in order). One table serves every store: a game
@@ -130,6 +131,10 @@ class MemoryDatabase:
         self.actions: dict[tuple[int, int], ActionRecord] = {}
         self.races: dict[int, RaceRecord] = {}
         self.deals: dict[dt.date, DealRecord] = {}
+        #: ``follows``: when each ``(follower_id, followed_id)`` was followed.
+        self.follows: dict[tuple[int, int], dt.datetime] = {}
+        #: ``player_connections``: the player of each ``(instance, connection)``.
+        self.connections: dict[tuple[str, str], int] = {}
         self.events: list[Event] = []
         self.down = False
         self._player_ids = itertools.count(1)
@@ -342,8 +347,11 @@ class MemoryDatabase:
         self._player_ids = itertools.count(start)
 
     def clear(self) -> None:
-        """Delete every player, token, game, action and race, and the events (the deals stay)."""
+        """Delete every player, token, follow, connection, game, action and race, and the
+        events (the deals stay)."""
         self.actions.clear()
+        self.follows.clear()
+        self.connections.clear()
         self.games.clear()
         self.races.clear()
         self.tokens.clear()
