@@ -199,12 +199,24 @@ async def following(request: web.Request) -> web.Response:
     return respond(rest.Following([_followed(p) for p in players], friends.max_following))
 
 
+def _player_id(request: web.Request) -> int:
+    """The ``player_id`` of the path: a row id, 1 and up.
+
+    Raises:
+        InvalidInputError: ``bad_player_id``.
+    """
+    player_id = path_id(request, "player_id")
+    if player_id < 1:
+        raise InvalidInputError("player_id must be 1 or more", code=ErrorCode.BAD_PLAYER_ID)
+    return player_id
+
+
 async def follow(request: web.Request) -> web.Response:
     """Follow a player by id (one-way: they are not asked). Following them again changes
     nothing (``since`` stays the first time)."""
     player = await bearer(request, required=True)
     assert player is not None
-    player_id = path_id(request, "player_id")
+    player_id = _player_id(request)
     followed = await request.app[SERVICES].friends.follow(player.id, player_id)
     return respond(_followed(followed))
 
@@ -223,7 +235,7 @@ async def unfollow(request: web.Request) -> web.Response:
     """Stop following a player (also when one did not follow them: ``was_following`` says)."""
     player = await bearer(request, required=True)
     assert player is not None
-    player_id = path_id(request, "player_id")
+    player_id = _player_id(request)
     was = await request.app[SERVICES].friends.unfollow(player.id, player_id)
     return respond(rest.Unfollowed(player_id, was))
 
