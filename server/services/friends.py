@@ -205,8 +205,7 @@ class FriendService:
         """This process's connection ``key`` said hello for the player: they are online.
 
         Raises:
-            StorageError: the database failed (the next :meth:`sweep` does not record it;
-                the player counts as online through their other connections only).
+            StorageError: the database failed (the next :meth:`sweep` records it).
         """
         await self._online.connected(self.instance, key, player_id, self._clock.now())
 
@@ -228,18 +227,27 @@ class FriendService:
         for player_id, key in connections:
             await self.connected(key, player_id)
 
-    async def sweep(self, open_keys: Callable[[], Collection[str]]) -> None:
-        """Forget this process's records of connections no longer open (a close not recorded
-        at once); ``open_keys()`` gives those that are, asked after the records are read.
+    async def sweep(
+        self,
+        open_keys: Callable[[], Collection[str]],
+        signed_in: Callable[[], Iterable[tuple[int, str]]],
+    ) -> None:
+        """Bring this process's records in line with its connections: forget those of
+        connections no longer open (a close not recorded at once), then record those that
+        said hello and are not on record (a hello not recorded at once). ``open_keys()`` gives
+        the keys of the open connections and ``signed_in()`` ``(player_id, key)`` of those
+        that said hello, each asked after the records are read.
 
         Raises:
             StorageError: the database failed (the next sweep tries again).
         """
-        keys = await self._online.own_keys(self.instance)
+        keys = set(await self._online.own_keys(self.instance))
         still_open = open_keys()
-        for key in keys:
-            if key not in still_open:
-                await self._online.disconnected(self.instance, key)
+        for key in keys - set(still_open):
+            await self._online.disconnected(self.instance, key)
+        for player_id, key in signed_in():
+            if key not in keys:
+                await self.connected(key, player_id)
 
     # --------------------------------------------------------------------------- invitations
 

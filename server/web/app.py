@@ -201,7 +201,7 @@ def _start_loops(
     settings: Settings, stack: contextlib.AsyncExitStack, services: Services, hub: Hub
 ) -> None:
     """Start the background loops, each stopped (bounded) at shutdown: the presence heartbeat,
-    the race sweep, the presence sweep, the online sweep (records of closed connections), and
+    the race sweep, the presence sweep, the online sweep (the records of who is online), and
     the daily deals prepared ahead. Separate loops, so that none holds up another."""
 
     async def heartbeat() -> None:
@@ -228,7 +228,11 @@ def _start_loops(
         settings.race_sweep_s,
         lambda: services.presence.sweep(hub.open_keys),
     )
-    loop("the online sweep", settings.race_sweep_s, lambda: services.friends.sweep(hub.open_keys))
+    loop(
+        "the online sweep",
+        settings.race_sweep_s,
+        lambda: services.friends.sweep(hub.open_keys, hub.signed_in_all),
+    )
     if settings.daily_prepare_every_s > 0:
         lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)
         loop(

@@ -114,9 +114,12 @@ async def _hello(session: WsSession, message: Hello) -> None:
     if session.hub.revocations != revocations:
         # A revocation was handled while the token was looked up: it may have been this one.
         session.hub.check_tokens([session])
-    if before is not None and before != me.id:
-        await services.friends.disconnected(session.key)
-    await services.friends.connected(session.key, me.id)
+    try:
+        if before is not None and before != me.id:
+            await services.friends.disconnected(session.key)
+        await services.friends.connected(session.key, me.id)
+    except StorageError:  # recorded by the next online sweep
+        log.warning("online: the hello of %s was not recorded at once", session.key)
     session.locale = Locale.parse(message.locale)
     session.error_help = message.error_help
     games = await services.games.unfinished(me.id)

@@ -117,7 +117,10 @@ async def test_online_follows_the_connections_and_the_sweep_forgets_closed_ones(
     await friends.connected("ws-2", bob)
     assert {p.id: p.online for p in await friends.following(me)} == {ada: True, bob: True}
     await friends.disconnected("ws-1")
-    await friends.sweep(lambda: {"ws-9"})  # ws-2 closed without its close recorded
+    # ws-2 closed without its close recorded; ws-3 said hello without its hello recorded.
+    await friends.sweep(lambda: {"ws-3"}, lambda: [(ada, "ws-3")])
+    assert {p.id: p.online for p in await friends.following(me)} == {ada: True, bob: False}
+    await friends.sweep(set, list)
     assert {p.id: p.online for p in await friends.following(me)} == {ada: False, bob: False}
 
 
