@@ -121,3 +121,39 @@ async def test_an_invitation_is_a_notice_whose_join_takes_a_seat(
         await hosting.close()
         await context.close()
     assert page_errors == []
+
+
+async def test_the_lobby_lists_followed_players_online_and_invites_one(
+    browser: Browser, make_server: ServerFactory, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    async with TestClient(server) as client:  # (closing it would stop the server)
+        guest = await register_over_rest(client, "Gus")
+        away = await register_over_rest(client, "Ola")
+        context, page = await open_page(browser, base, page_errors)
+        await register(page, "Hana")
+        token: Any = await page.evaluate("() => window.tripeaks.store.token")
+        for player in (guest, away):
+            followed = await client.put(
+                f"/api/v1/players/me/following/{player['id']}",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert followed.status == 200, await followed.text()
+        guest_ws, _ = await WsPlayer.connect(client, guest["token"])  # Gus is online, Ola not
+
+        await page.click(".race-create summary")
+        await page.click("#btn-race-create")
+        invite = await page.locator("#race-invite-code").text_content()
+        friends = page.locator("#race-friends li")
+        await expect(friends).to_have_count(1)
+        await expect(friends.nth(0)).to_contain_text("Gus")
+        await friends.nth(0).get_by_role("button", name="Invite Gus to this race").click()
+        await expect(friends.nth(0).get_by_role("button")).to_have_text("Invited")
+        await expect(friends.nth(0).get_by_role("button")).to_be_disabled()
+        told = await guest_ws.until("race_invite")
+        assert told == {"type": "race_invite", "invite": invite, "from": told["from"]}
+        assert told["from"]["name"] == "Hana"
+        await guest_ws.close()
+        await context.close()
+    assert page_errors == []
