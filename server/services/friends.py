@@ -102,7 +102,7 @@ class FriendService:
         self.instance = instance
         self.instance_timeout_s = instance_timeout_s
         self.max_following = max_following
-        #: Each racer's invitations of the last minute (monotonic by the clock), oldest first.
+        #: When each racer sent their invitations of the last minute (UTC), oldest first.
         self._sent: dict[int, deque[dt.datetime]] = {}
         #: When each (racer, room, player) invitation was last sent.
         self._last: dict[tuple[int, int, int], dt.datetime] = {}
@@ -302,11 +302,11 @@ class FriendService:
             ConflictError: ``too_many_invites``.
         """
         minute_ago = now - dt.timedelta(seconds=60)
-        sent = self._sent.get(sender)
-        while sent and sent[0] <= minute_ago:
-            sent.popleft()
-        if sent is not None and not sent:
-            del self._sent[sender]
+        for racer, sent in list(self._sent.items()):
+            while sent and sent[0] <= minute_ago:
+                sent.popleft()
+            if not sent:
+                del self._sent[racer]
         for pair, at in list(self._last.items()):
             if (now - at).total_seconds() >= INVITE_AGAIN_S:
                 del self._last[pair]
