@@ -70,7 +70,7 @@ async def _follow_and_see_the_friends_view(
     # Follow Ada by name (any case): she joins the view, below Bob, at her own rank.
     await page.fill("#lb-follow-name", "  ADA ")
     await page.click("#lb-follow-submit")
-    await expect(page.locator("#lb-follow-status")).to_have_text("You follow ADA now.")
+    await expect(page.locator("#lb-follow-status")).to_have_text("You follow Ada now.")
     await expect(rows).to_have_count(2)
     await expect(rows.nth(1)).to_contain_text("Ada")
     await expect(rows.nth(1).locator("td").nth(0)).to_have_text("4")

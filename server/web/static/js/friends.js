@@ -51,14 +51,18 @@ export async function follow(playerId) {
   }
 }
 
-/** Follow a player by name (read as registration reads it); resolves like follow(). */
+/**
+ * Follow a player by name (read as registration reads it); resolves with {name} (theirs, as
+ * registered) or {code} (the error that refused it).
+ */
 export async function followName(name) {
   try {
-    keep(await api.followName(store.token, name));
+    const player = await api.followName(store.token, name);
+    keep(player);
     notify("following");
-    return null;
+    return { name: player.name };
   } catch (err) {
-    return err.code;
+    return { code: err.code };
   }
 }
 

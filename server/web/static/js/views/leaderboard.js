@@ -16,8 +16,8 @@ export class Leaderboard {
   /**
    * @param {HTMLElement} root  #view-leaderboard
    * @param {object} ctx  {me() → {id, name}|null, token() → string|null, following() →
-   *   Map|null, follow(id), unfollow(id), followName(name) (each → Promise of null or an error
-   *   code), replay(code), errorText(code)}
+   *   Map|null, follow(id), unfollow(id) (each → Promise of null or an error code),
+   *   followName(name) (→ Promise of {name} or {code}), replay(code), errorText(code)}
    */
   constructor(root, ctx) {
     this.root = root;
@@ -54,9 +54,9 @@ export class Leaderboard {
     const input = $("#lb-follow-name", this.root);
     const name = input.value.trim();
     if (!name) return;
-    const failed = await this.ctx.followName(name);
-    this.followStatus = failed ? { code: failed } : { key: "friends.nowFollowing", name };
-    if (!failed) {
+    const done = await this.ctx.followName(name);
+    this.followStatus = done.code ? { code: done.code } : { key: "friends.nowFollowing", name: done.name };
+    if (!done.code) {
       input.value = "";
       if (this.scope === "friends") this.open(this.date);
     }
