@@ -66,6 +66,7 @@ class ErrorCode(StrEnum):
     BANNED = "banned"
     SIGN_IN_FAILED = "sign_in_failed"
     BAD_KEEP = "bad_keep"
+    UNKNOWN_PLAYER = "unknown_player"
     # games
     UNKNOWN_GAME = "unknown_game"
     NOT_YOUR_GAME = "not_your_game"
@@ -95,7 +96,6 @@ class ErrorCode(StrEnum):
     BAD_GAME_ID = "bad_game_id"
     NOT_RANKED = "not_ranked"
     # following (docs/rules.md §4 "Following") and race invitations
-    UNKNOWN_PLAYER = "unknown_player"
     CANNOT_FOLLOW_SELF = "cannot_follow_self"
     FOLLOWING_LIMIT = "following_limit"
     NOT_FOLLOWING = "not_following"

@@ -31,6 +31,7 @@ WITHOUT_SQL = [
     "services/review.py",
     "services/addresses.py",
     "services/friends.py",
+    "services/profiles.py",
 ]
 
 

@@ -1,5 +1,5 @@
-"""Services: games, the daily challenge, players, leaderboards, races and following. They use
-the engine and the store, take a clock, and know nothing of sockets or HTTP."""
+"""Services: games, the daily challenge, players, profiles, leaderboards, races and following.
+They use the engine and the store, take a clock, and know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from server.services.leaderboards import LeaderboardService
 from server.services.moderation import ModerationService
 from server.services.players import PlayerService
 from server.services.presence import PresenceService
+from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
@@ -30,6 +31,7 @@ from server.storage.moderation import PostgresModerationStore
 from server.storage.online import PostgresOnlineStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence import PresenceStore
+from server.storage.profiles import PostgresProfileStore
 from server.storage.races import RaceStore
 from server.storage.sessions import Sessions
 
@@ -47,6 +49,7 @@ class Services:
     races: RaceService
     presence: PresenceService
     moderation: ModerationService
+    profiles: ProfileService
     friends: FriendService
     analyzer: Analyzer | None = None
 
@@ -114,6 +117,7 @@ class Services:
             moderation=ModerationService(
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
+            profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
             friends=FriendService(
                 PostgresFollowStore(sessions),
                 PostgresOnlineStore(sessions),

@@ -76,7 +76,7 @@ async def _follow_and_see_the_friends_view(
     await expect(rows.nth(1).locator("td").nth(0)).to_have_text("4")
     await page.fill("#lb-follow-name", "Nobody")
     await page.click("#lb-follow-submit")
-    await expect(page.locator("#lb-follow-status")).to_have_text("No player has that name.")
+    await expect(page.locator("#lb-follow-status")).to_have_text("There is no such player.")
 
     # Unfollow Bob from his row here; back to everyone, the whole board again.
     await rows.nth(0).get_by_role("button", name="Unfollow Bob").click()

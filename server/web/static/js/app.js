@@ -20,7 +20,7 @@ import {
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
-import { inviteInAddress, onEnter, onHistory, show } from "./router.js";
+import { goTo, inviteInAddress, onEnter, onHistory, profileInAddress, show } from "./router.js";
 import * as session from "./session.js";
 import {
   currentGame,
@@ -38,12 +38,14 @@ import { initGameView, onGame, renderGame } from "./views/game.js";
 import { Leaderboard } from "./views/leaderboard.js";
 import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/menu.js";
 import { errorText, renderInvitations, setMessage } from "./views/notices.js";
+import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
 import { initRegister, openSignIn, renderInviteNote, renderWho, showSignedOutNote } from "./views/register.js";
 import { initSettings, renderAccount, showLanguage } from "./views/settings.js";
 
 let leaderboard = null;
+let profile = null;
 
 function openLeaderboard(date) {
   show("leaderboard");
@@ -52,6 +54,13 @@ function openLeaderboard(date) {
 }
 
 const invitationChoices = { join: acceptInvitation, dismiss: dismissInvitation };
+
+/** Show a player's profile, at "/players/<id>". */
+function openProfile(playerId) {
+  goTo(`/players/${encodeURIComponent(playerId)}`);
+  show("profile");
+  profile.open(playerId);
+}
 
 // ------------------------------------------------------------------------------ the store
 
@@ -93,8 +102,9 @@ function welcome(message, { again, first }) {
     return;
   }
   if (first) {
-    // Opened from a race's link: its invite page is shown, not the last game.
-    if (store.pendingInvite || store.view === "invite" || store.race) return;
+    // Opened from a race's link: its invite page is shown, not the last game; nor over a
+    // profile opened from its address.
+    if (store.pendingInvite || store.view === "invite" || store.view === "profile" || store.race) return;
     const current = currentGame();
     if (current && current.game_id) {
       startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
@@ -153,6 +163,7 @@ onLocaleChange(() => {
   if (store.race) notify("race");
   if (store.view === "leaderboard") leaderboard.render();
   renderInvitations(invitationChoices);
+  if (store.view === "profile") profile.render();
   session.relabel();
 });
 
@@ -181,8 +192,10 @@ function boot() {
     followName,
     replay: (code) => startGame({ type: "new_game", code }),
     errorText,
+    openProfile,
   });
-  initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard() });
+  profile = new ProfileView($("#view-profile"), { me: () => store.player, errorText });
+  initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard(), openProfile });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
   initRecovery();
   initRegister(signedIn);
@@ -192,10 +205,22 @@ function boot() {
   $("#nav-home").addEventListener("click", () => (store.token ? goHome() : show("register")));
   $("#nav-leaderboard").addEventListener("click", () => openLeaderboard());
   onHistory((invite) => {
-    if (invite && store.token) openInvite(invite);
+    const player = profileInAddress();
+    if (player) {
+      show("profile");
+      profile.open(player);
+    } else if (invite && store.token) openInvite(invite);
     else if (store.token) goHome();
   });
 
+  // A profile is public: its address shows it, signed in or not.
+  const player = profileInAddress();
+  if (player) {
+    if (store.token) session.connect();
+    show("profile");
+    profile.open(player);
+    return;
+  }
   setPendingInvite(inviteInAddress());
   if (!store.token) {
     show("register");

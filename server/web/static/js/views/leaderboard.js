@@ -1,6 +1,7 @@
 // The daily leaderboard (REST): a date's ranking page by page, my row highlighted, the window
 // "around me", and the friends' view (me and the players I follow, with their ranks on the
-// whole board); a follow / unfollow button on each row and a form to follow by name.
+// whole board); each name links to the player's profile, and each row has a follow /
+// unfollow button; a form follows a player by name.
 import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
@@ -17,7 +18,8 @@ export class Leaderboard {
    * @param {HTMLElement} root  #view-leaderboard
    * @param {object} ctx  {me() → {id, name}|null, token() → string|null, following() →
    *   Map|null, follow(id), unfollow(id) (each → Promise of null or an error code),
-   *   followName(name) (→ Promise of {name} or {code}), replay(code), errorText(code)}
+   *   followName(name) (→ Promise of {name} or {code}), replay(code), errorText(code),
+   *   openProfile(playerId)}
    */
   constructor(root, ctx) {
     this.root = root;
@@ -205,6 +207,22 @@ export class Leaderboard {
     );
   }
 
+  /** The entry's name, a link to the player's profile ("/players/<id>"). */
+  _nameLink(entry, mine) {
+    return h(
+      "a",
+      {
+        href: `/players/${entry.player_id}`,
+        class: "player-link",
+        onclick: (ev) => {
+          ev.preventDefault();
+          this.ctx.openProfile(entry.player_id);
+        },
+      },
+      mine ? `${entry.name} ${t("lb.you")}` : entry.name,
+    );
+  }
+
   _table(entries, id) {
     const me = this.ctx.me();
     return h(
@@ -235,7 +253,7 @@ export class Leaderboard {
             "tr",
             { class: mine ? "me" : null, "aria-current": mine ? "true" : null, dataset: { player: String(e.player_id) } },
             h("td", {}, String(e.rank)),
-            h("td", {}, mine ? `${e.name} ${t("lb.you")}` : e.name),
+            h("td", {}, this._nameLink(e, mine)),
             h("td", {}, String(e.score)),
             h("td", {}, String(e.moves)),
             h("td", { class: "opt" }, String(e.undos)),
