@@ -33,6 +33,7 @@ from server.storage.commits import GroupCommitter
 from server.storage.daily import DailyStore, PostgresDailyStore
 from server.storage.db import create_engine
 from server.storage.events import Event, Listener
+from server.storage.follows import FollowStore, PostgresFollowStore
 from server.storage.games import GameStore, PostgresGameStore
 from server.storage.leaderboards import LeaderboardStore, PostgresLeaderboardStore
 from server.storage.models import (
@@ -45,6 +46,7 @@ from server.storage.models import (
     Race,
 )
 from server.storage.moderation import ModerationStore, PostgresModerationStore
+from server.storage.online import OnlineStore, PostgresOnlineStore
 from server.storage.players import PlayerStore, PostgresPlayerStore
 from server.storage.presence import PostgresPresenceStore, PresenceStore
 from server.storage.races import PostgresRaceStore, RaceStore
@@ -52,6 +54,7 @@ from server.storage.review import PostgresReviewStore, ReviewStore, Step
 from server.storage.sessions import Sessions
 from tests.fakes.daily import MemoryDailyStore
 from tests.fakes.database import ActionRecord, MemoryDatabase
+from tests.fakes.follows import MemoryFollowStore, MemoryOnlineStore
 from tests.fakes.games import MemoryCommitter, MemoryGameStore
 from tests.fakes.leaderboards import MemoryLeaderboardStore
 from tests.fakes.moderation import MemoryModerationStore
@@ -124,8 +127,8 @@ class Backend:
 
     Attributes:
         kind: ``"memory"`` or ``"postgres"``.
-        players, daily, leaderboards, moderation, review, games, races, presence: the
-            stores.
+        players, daily, leaderboards, moderation, review, games, races, presence, follows,
+            online: the stores.
         committer: what stores the game service's actions beside ``games`` (closed with the
             backend).
     """
@@ -139,6 +142,8 @@ class Backend:
     games: GameStore
     races: RaceStore
     presence: PresenceStore
+    follows: FollowStore
+    online: OnlineStore
     committer: Committer
 
     async def add_players(
@@ -234,6 +239,8 @@ class MemoryBackend(Backend):
         self.games = MemoryGameStore(database)
         self.races = MemoryRaceStore(database)
         self.presence = MemoryPresenceStore(database)
+        self.follows = MemoryFollowStore(database)
+        self.online = MemoryOnlineStore(database)
         self.committer = MemoryCommitter(database)
 
     async def add_players(
@@ -382,6 +389,8 @@ class PostgresBackend(Backend):
         self.games = PostgresGameStore(sessions)
         self.races = PostgresRaceStore(sessions)
         self.presence = PostgresPresenceStore(sessions)
+        self.follows = PostgresFollowStore(sessions)
+        self.online = PostgresOnlineStore(sessions)
         self.committer = GroupCommitter(engine)
         self._committers.append(self.committer)
 

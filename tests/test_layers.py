@@ -30,6 +30,7 @@ WITHOUT_SQL = [
     "services/bans.py",
     "services/review.py",
     "services/addresses.py",
+    "services/friends.py",
     "services/profiles.py",
     "services/games.py",
     "services/races.py",

@@ -1,5 +1,5 @@
-"""Services: games, the daily challenge, players, profiles and leaderboards. They use the
-engine and the store, take a clock, and know nothing of sockets or HTTP."""
+"""Services: games, the daily challenge, players, profiles, leaderboards, races and following.
+They use the engine and the store, take a clock, and know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from server.services.addresses import address_key
 from server.services.analysis import Analyzer
 from server.services.clock import Clock
 from server.services.daily import DailyService
+from server.services.friends import FriendService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
 from server.services.moderation import ModerationService
@@ -23,9 +24,11 @@ from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
+from server.storage.follows import PostgresFollowStore
 from server.storage.games import PostgresGameStore
 from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
+from server.storage.online import PostgresOnlineStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore
@@ -47,6 +50,7 @@ class Services:
     presence: PresenceService
     moderation: ModerationService
     profiles: ProfileService
+    friends: FriendService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -91,20 +95,22 @@ class Services:
         )
         limits = race_limits or RaceLimits()
         rooms, presence = PostgresRaceStore(sessions), PostgresPresenceStore(sessions)
+        leaderboards = LeaderboardService(PostgresLeaderboardStore(sessions))
+        instance = instance or uuid.uuid4().hex
         return cls(
             db=db,
             clock=clock,
             players=PlayerService(PostgresPlayerStore(sessions), clock),
             daily=daily,
             games=games,
-            leaderboards=LeaderboardService(PostgresLeaderboardStore(sessions)),
+            leaderboards=leaderboards,
             races=RaceService(rooms, presence, clock, games, limits),
             presence=PresenceService(
                 presence,
                 rooms,
                 clock,
                 games,
-                instance or uuid.uuid4().hex,
+                instance,
                 limits.grace_s,
                 limits.instance_timeout_s,
             ),
@@ -112,6 +118,14 @@ class Services:
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
             profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
+            friends=FriendService(
+                PostgresFollowStore(sessions),
+                PostgresOnlineStore(sessions),
+                leaderboards,
+                clock,
+                instance=instance,
+                instance_timeout_s=limits.instance_timeout_s,
+            ),
             analyzer=analyzer,
         )
 

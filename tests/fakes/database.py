@@ -1,7 +1,8 @@
 """The rows the in-memory stores share, the constraints of the schema they rely on, and the
 clock that stands in for the database's.
 
-Only what the stores read and write is kept: players (their tokens, their bans), games and their
+Only what the stores read and write is kept: players (their tokens, their bans, whom they
+follow, their open connections), games and their
 action logs (written by the game store and committer, or by tests, as other writers of ``games``
 do in PostgreSQL), whether a game is hidden and by which row of the moderation audit trail, the
 races with their seats, presence rows and the connections following them, the server
@@ -228,6 +229,10 @@ class MemoryDatabase:
         self.instances: dict[str, InstanceRecord] = {}
         self.deals: dict[dt.date, DealRecord] = {}
         self.moderation_actions: dict[int, ModerationActionRecord] = {}
+        #: ``follows``: when each ``(follower_id, followed_id)`` was followed.
+        self.follows: dict[tuple[int, int], dt.datetime] = {}
+        #: ``player_connections``: the player of each ``(instance, connection)``.
+        self.player_connections: dict[tuple[str, str], int] = {}
         self.events: list[Event] = []
         self.down = False
         #: The row locks (by table and id) and the transaction holding each.
@@ -488,10 +493,13 @@ class MemoryDatabase:
         self._player_ids = itertools.count(start)
 
     def clear(self) -> None:
-        """Delete every player, token, game, action, race (its seats, presence and connections)
-        and audit row, and the events (the deals and the server processes stay)."""
+        """Delete every player, token, follow, player connection, game, action, race (its seats,
+        presence and connections) and audit row, and the events (the deals and the server
+        processes stay)."""
         self.actions.clear()
         self.moderation_actions.clear()
+        self.follows.clear()
+        self.player_connections.clear()
         self.connections.clear()
         self.presence.clear()
         self.seats.clear()
