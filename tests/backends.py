@@ -5,9 +5,10 @@ them back.
 A test takes the ``backend`` fixture (defined here, parametrized ``memory`` / ``postgres``;
 ``tests/services/conftest.py`` and ``tests/storage/conftest.py`` offer it), builds its service
 over ``backend.players``, ``backend.daily``, ``backend.leaderboards``, ``backend.moderation``,
-``backend.review``, ``backend.games`` with ``backend.committer``, or ``backend.races`` and
-``backend.presence`` (with a game service over ``backend.games``), and seeds games with
-:meth:`Backend.add_games` (their logs with :meth:`Backend.add_actions`) and bans with
+``backend.review``, ``backend.games`` with ``backend.committer``, ``backend.races`` and
+``backend.presence`` (with a game service over ``backend.games``), or ``backend.profiles``,
+and seeds games with :meth:`Backend.add_games` (their logs with :meth:`Backend.add_actions`,
+their race's status and results with :meth:`Backend.set_race`) and bans with
 :meth:`Backend.ban` (through the moderation service, on both), as other writers of those rows
 would have stored them; :meth:`Backend.moderation_state` reads back what moderation writes.
 """
@@ -20,9 +21,10 @@ import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import delete, insert, null, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.names import name_key
@@ -32,6 +34,7 @@ from server.services.moderation import ModerationService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import DailyStore, PostgresDailyStore
 from server.storage.db import create_engine
+from server.storage.enums import RaceStatus
 from server.storage.events import Event, Listener
 from server.storage.follows import FollowStore, PostgresFollowStore
 from server.storage.games import GameStore, PostgresGameStore
@@ -49,6 +52,7 @@ from server.storage.moderation import ModerationStore, PostgresModerationStore
 from server.storage.online import OnlineStore, PostgresOnlineStore
 from server.storage.players import PlayerStore, PostgresPlayerStore
 from server.storage.presence import PostgresPresenceStore, PresenceStore
+from server.storage.profiles import PostgresProfileStore, ProfileStore
 from server.storage.races import PostgresRaceStore, RaceStore
 from server.storage.review import PostgresReviewStore, ReviewStore, Step
 from server.storage.sessions import Sessions
@@ -59,6 +63,7 @@ from tests.fakes.games import MemoryCommitter, MemoryGameStore
 from tests.fakes.leaderboards import MemoryLeaderboardStore
 from tests.fakes.moderation import MemoryModerationStore
 from tests.fakes.players import MemoryPlayerStore
+from tests.fakes.profiles import MemoryProfileStore
 from tests.fakes.races import MemoryPresenceStore, MemoryRaceStore
 from tests.fakes.review import MemoryReviewStore
 
@@ -128,7 +133,7 @@ class Backend:
     Attributes:
         kind: ``"memory"`` or ``"postgres"``.
         players, daily, leaderboards, moderation, review, games, races, presence, follows,
-            online: the stores.
+            online, profiles: the stores.
         committer: what stores the game service's actions beside ``games`` (closed with the
             backend).
     """
@@ -144,6 +149,7 @@ class Backend:
     presence: PresenceStore
     follows: FollowStore
     online: OnlineStore
+    profiles: ProfileStore
     committer: Committer
 
     async def add_players(
@@ -164,6 +170,14 @@ class Backend:
         over :attr:`moderation`); returns since when (UTC, by the database's clock)."""
         banned = await ModerationService(self.moderation).ban(f"id:{player_id}", reason, "tests")
         return banned.action.at
+
+    async def set_race(
+        self, game_id: int, *, status: str, results: list[dict[str, Any]] | None
+    ) -> None:
+        """Give the race a stored race game is in this status and these results (each racer's
+        object with ``player_id`` and ``rank``, as :func:`server.services.rooms.rank_results`
+        makes them)."""
+        raise NotImplementedError
 
     async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
         """Store a game's action log straight: ``steps`` (kind, position) as seqs 1, 2, …"""
@@ -241,6 +255,7 @@ class MemoryBackend(Backend):
         self.presence = MemoryPresenceStore(database)
         self.follows = MemoryFollowStore(database)
         self.online = MemoryOnlineStore(database)
+        self.profiles = MemoryProfileStore(database)
         self.committer = MemoryCommitter(database)
 
     async def add_players(
@@ -275,6 +290,14 @@ class MemoryBackend(Backend):
             ).id
             for s in seeds
         ]
+
+    async def set_race(
+        self, game_id: int, *, status: str, results: list[dict[str, Any]] | None
+    ) -> None:
+        race_id = self.database.games[game_id].race_id
+        assert race_id is not None
+        race = self.database.races[race_id]
+        race.status, race.results = status, results
 
     async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
         for seq, (kind, pos) in enumerate(steps, start=1):
@@ -391,6 +414,7 @@ class PostgresBackend(Backend):
         self.presence = PostgresPresenceStore(sessions)
         self.follows = PostgresFollowStore(sessions)
         self.online = PostgresOnlineStore(sessions)
+        self.profiles = PostgresProfileStore(sessions)
         self.committer = GroupCommitter(engine)
         self._committers.append(self.committer)
 
@@ -457,6 +481,17 @@ class PostgresBackend(Backend):
                 ],
             )
             return list(result.scalars())
+
+    async def set_race(
+        self, game_id: int, *, status: str, results: list[dict[str, Any]] | None
+    ) -> None:
+        async with self.engine.begin() as conn:
+            race_id = select(Game.race_id).where(Game.id == game_id).scalar_subquery()
+            await conn.execute(
+                update(Race)
+                .where(Race.id == race_id)
+                .values(status=RaceStatus(status), results=null() if results is None else results)
+            )
 
     async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
         async with self.engine.begin() as conn:

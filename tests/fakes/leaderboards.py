@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection
 
-from server.storage.leaderboards import BoardPosition, BoardRow, BoardSlice, order_key
+from server.storage.leaderboards import BoardPosition, BoardRow, BoardSlice, Placed, order_key
 from tests.fakes.database import MemoryDatabase
 
 
@@ -24,13 +24,13 @@ class MemoryLeaderboardStore:
 
     async def page(self, date: dt.date, limit: int, after: BoardPosition | None) -> BoardSlice:
         await self._db.query()
-        board = self._board(date)
+        board = daily_board(self._db, date)
         start = 0 if after is None else sum(order_key(e) <= order_key(after) for e in board)
         return _slice(board, start, start + limit)
 
     async def window(self, date: dt.date, player_id: int, radius: int) -> BoardSlice | None:
         await self._db.query()
-        board = self._board(date)
+        board = daily_board(self._db, date)
         at = next((i for i, e in enumerate(board) if e.player_id == player_id), None)
         if at is None:
             return None
@@ -41,31 +41,41 @@ class MemoryLeaderboardStore:
 
     async def entries(self, date: dt.date, player_ids: Collection[int]) -> list[BoardSlice]:
         await self._db.query()
-        board = self._board(date)
+        board = daily_board(self._db, date)
         wanted = set(player_ids)
         return [_slice(board, i, i + 1) for i, e in enumerate(board) if e.player_id in wanted]
 
-    def _board(self, date: dt.date) -> list[BoardRow]:
-        """The date's ranked daily games that are not hidden, in board order."""
-        players = self._db.players
-        rows = [
-            BoardRow(
-                player_id=g.player_id,
-                name=players[g.player_id].name,
-                score=g.score,
-                moves=g.moves,
-                undos=g.undos,
-                elapsed_ms=g.elapsed_ms,
-                status=g.status,
-                finished_at=g.finished_at,
-            )
-            for g in self._db.games.values()
-            if g.on_board
-            and g.daily_date == date
-            and g.elapsed_ms is not None
-            and g.finished_at is not None
-        ]
-        return sorted(rows, key=order_key)
+
+def daily_board(database: MemoryDatabase, date: dt.date) -> list[BoardRow]:
+    """The date's ranked daily games that are not hidden, in board order (the in-memory
+    tables' board: the leaderboard fake's and the profile fake's)."""
+    players = database.players
+    rows = [
+        BoardRow(
+            player_id=g.player_id,
+            name=players[g.player_id].name,
+            score=g.score,
+            moves=g.moves,
+            undos=g.undos,
+            elapsed_ms=g.elapsed_ms,
+            status=g.status,
+            finished_at=g.finished_at,
+        )
+        for g in database.games.values()
+        if g.on_board
+        and g.daily_date == date
+        and g.elapsed_ms is not None
+        and g.finished_at is not None
+    ]
+    return sorted(rows, key=order_key)
+
+
+def ranked_better(board: list[BoardRow], entry: Placed) -> int:
+    """How many entries of ``board`` rank strictly better than ``entry`` (counted: a higher
+    score, or the same and fewer moves, or the same score and moves and less time): its rank
+    there, minus one."""
+    key = (-entry.score, entry.moves, entry.elapsed_ms)
+    return sum((-e.score, e.moves, e.elapsed_ms) < key for e in board)
 
 
 def _slice(board: list[BoardRow], start: int, stop: int) -> BoardSlice:
@@ -75,6 +85,4 @@ def _slice(board: list[BoardRow], start: int, stop: int) -> BoardSlice:
     rows = tuple(board[start:stop])
     if not rows:
         return BoardSlice((), 0, 0)
-    first = (-rows[0].score, rows[0].moves, rows[0].elapsed_ms)
-    better = sum((-e.score, e.moves, e.elapsed_ms) < first for e in board)
-    return BoardSlice(rows, start, better)
+    return BoardSlice(rows, start, ranked_better(board, rows[0]))
