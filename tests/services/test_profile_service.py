@@ -1,10 +1,9 @@
-"""ProfileService over PostgreSQL's store: figures read from the stored games at read time,
-and exact when two daily games end at the same moment (one snapshot per profile, never a mix
-of before and after a finish).
-
-PostgreSQL alone: ``tests/fakes`` has no in-memory profile store yet, and concurrent
-transactions are what is tested here. (The streak rule itself:
-``test_streaks.py``; the REST answer over real play: ``tests/web/test_profiles.py``.)"""
+"""ProfileService over each store (in memory and PostgreSQL): figures read from the stored
+games at read time (results a moderator hid left out, ranks as the board ranks them, finished
+races and the results that rank the player first), and exact when two daily games end at the
+same moment (one snapshot per profile, never a mix of before and after a finish). (The streak
+rule itself: ``test_streaks.py``; the REST answer over real play:
+``tests/web/test_profiles.py``.)"""
 
 from __future__ import annotations
 
@@ -21,10 +20,9 @@ from server.services.daily import DailyService
 from server.services.game_views import GameSnapshot, Outcome
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
+from server.services.moderation import ModerationService
 from server.services.profiles import Profile, ProfileService, Streaks
-from server.storage.profiles import PostgresProfileStore
-from server.storage.sessions import Sessions
-from tests.backends import PostgresBackend, Seed, open_backend
+from tests.backends import Backend, Seed
 from tests.helpers import blocking_line, find_winning_line
 
 SECRET = b"test-daily-key-0123456789abcdefghij"
@@ -32,25 +30,18 @@ TODAY = dt.date(2026, 3, 14)
 
 
 @pytest.fixture
-async def backend(database_url: str) -> AsyncIterator[PostgresBackend]:
-    async with open_backend("postgres", database_url) as opened:
-        assert isinstance(opened, PostgresBackend)
-        yield opened
-
-
-@pytest.fixture
-def daily(backend: PostgresBackend, clock: FakeClock) -> DailyService:
+def daily(backend: Backend, clock: FakeClock) -> DailyService:
     return DailyService(backend.daily, clock, SECRET)
 
 
 @pytest.fixture
-def profiles(backend: PostgresBackend, daily: DailyService) -> ProfileService:
-    return ProfileService(PostgresProfileStore(Sessions(backend.engine)), daily)
+def profiles(backend: Backend, daily: DailyService) -> ProfileService:
+    return ProfileService(backend.profiles, daily)
 
 
 @pytest.fixture
 async def games(
-    backend: PostgresBackend, clock: FakeClock, daily: DailyService
+    backend: Backend, clock: FakeClock, daily: DailyService
 ) -> AsyncIterator[GameService]:
     service = GameService(backend.games, backend.committer, clock, daily)
     yield service
@@ -74,7 +65,7 @@ async def test_an_unknown_player_is_not_found(profiles: ProfileService) -> None:
 
 
 async def test_figures_come_from_the_stored_games(
-    backend: PostgresBackend, profiles: ProfileService
+    backend: Backend, profiles: ProfileService
 ) -> None:
     ada, bob = await backend.add_players(["Ada", "Bob"])
     await backend.add_games(
@@ -107,6 +98,75 @@ async def test_figures_come_from_the_stored_games(
     assert (profile.races_played, profile.races_won) == (0, 0)
 
 
+async def test_a_hidden_result_is_left_out_and_ranks_nobody_lower(
+    backend: Backend, profiles: ProfileService
+) -> None:
+    """A result a moderator hid is in no figure of its player's profile, and off the board the
+    others' ranks come from; a ban hides the banned player's daily results the same way."""
+    ada, bob, cyd = await backend.add_players(["Ada", "Bob", "Cyd"])
+    ada_old, *_ = await backend.add_games(
+        [
+            _ranked(ada, _day(3), 900),
+            _ranked(ada, _day(2), 600),
+            _ranked(ada, _day(1), 610),
+            _ranked(bob, _day(2), 800),
+            _ranked(cyd, _day(2), 700),
+        ]
+    )
+    before = await profiles.profile(cyd)
+    assert [(d.date, d.rank) for d in before.days] == [(_day(2), 2)]  # after bob's 800
+
+    await ModerationService(backend.moderation).hide(ada_old, "impossible score", "tests")
+    ada_profile = await profiles.profile(ada)
+    assert [(d.date, d.score, d.rank) for d in ada_profile.days] == [
+        (_day(2), 600, 3),
+        (_day(1), 610, 1),
+    ]
+    assert ada_profile.streaks == Streaks(current=2, best=2)  # the hidden date breaks the run
+    assert (ada_profile.best_score, ada_profile.ranked_days) == (610, 2)  # not the hidden 900
+
+    await backend.ban(bob, "cheating")
+    assert (await profiles.profile(bob)).days == ()
+    cyd_profile = await profiles.profile(cyd)
+    assert [(d.date, d.rank) for d in cyd_profile.days] == [(_day(2), 1)]  # bob's 800 gone
+    ada_days = (await profiles.profile(ada)).days
+    assert [(d.date, d.rank) for d in ada_days] == [(_day(2), 2), (_day(1), 1)]
+
+
+async def test_races_count_once_finished_and_are_won_by_the_results_first(
+    backend: Backend, profiles: ProfileService
+) -> None:
+    """A race counts once it is finished, and is won by the racer its results rank first; a
+    race still running, or closed before its start, is in no figure; a free game never."""
+
+    def race(*players: int) -> list[Seed]:
+        at = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+        return [Seed(p, 300, 40, 90_000, at, status="won", mode="race") for p in players]
+
+    ada, bob = await backend.add_players(["Ada", "Bob"])
+    won, _ = await backend.add_games(race(ada, bob))
+    lost, _ = await backend.add_games(race(ada, bob))
+    unranked, _ = await backend.add_games(race(ada, bob))
+    running, _ = await backend.add_games(race(ada, bob))
+    closed, _ = await backend.add_games(race(ada, bob))
+    await backend.add_games(
+        [Seed(ada, 900, 10, 1_000, dt.datetime(2026, 3, 1, tzinfo=dt.UTC), mode="free")]
+    )
+
+    def results(first: int, second: int) -> list[dict[str, object]]:
+        return [{"player_id": first, "rank": 1}, {"player_id": second, "rank": 2}]
+
+    await backend.set_race(won, status="finished", results=results(ada, bob))
+    await backend.set_race(lost, status="finished", results=results(bob, ada))
+    await backend.set_race(unranked, status="finished", results=None)
+    await backend.set_race(running, status="running", results=results(ada, bob))
+    await backend.set_race(closed, status="closed", results=None)
+    ada_profile, bob_profile = await profiles.profile(ada), await profiles.profile(bob)
+    assert (ada_profile.races_played, ada_profile.races_won) == (3, 1)
+    assert (bob_profile.races_played, bob_profile.races_won) == (3, 1)
+    assert ada_profile.days == () and ada_profile.best_score is None
+
+
 async def _ready_to_finish(games: GameService, player_id: int) -> tuple[GameSnapshot, Action]:
     """Join today's daily and play all but the last action of a line that ends it."""
     game = await games.join_daily(player_id)
@@ -136,12 +196,14 @@ def _consistent(profile: Profile) -> bool:
 
 
 async def test_two_finishes_at_the_same_moment_are_counted_exactly(
-    backend: PostgresBackend, games: GameService, profiles: ProfileService
+    backend: Backend, games: GameService, profiles: ProfileService
 ) -> None:
     """Ada and Bob, each on a streak of 2, end today's daily at the same moment (their last
     actions stored together) while their profiles are being read: every read is wholly before
     or wholly after each finish, and afterwards both have a streak of 3 and the ranks the
-    board gives them."""
+    board gives them. Several readers per profile keep a read in progress at every moment of
+    the finishes, so a store that looked at the rows more than once in a read (on memory too,
+    where only the read's single step makes it one snapshot) would show a mix."""
     ada, bob = await backend.add_players(["Ada", "Bob"])
     await backend.add_games([_ranked(p, _day(n), 600 + n) for p in (ada, bob) for n in (1, 2)])
     ready = {p: await _ready_to_finish(games, p) for p in (ada, bob)}
@@ -150,11 +212,11 @@ async def test_two_finishes_at_the_same_moment_are_counted_exactly(
     finished, reading = asyncio.Event(), asyncio.Event()
     reads: list[Profile] = []
 
-    async def read_meanwhile() -> None:
-        """Read both profiles again and again: before, while and after the finishes land."""
+    async def read_meanwhile(player_id: int) -> None:
+        """Read a profile again and again: before, while and after the finishes land."""
         while True:
             done = finished.is_set()
-            reads.extend(await asyncio.gather(profiles.profile(ada), profiles.profile(bob)))
+            reads.append(await profiles.profile(player_id))
             reading.set()
             if done:
                 return
@@ -165,11 +227,13 @@ async def test_two_finishes_at_the_same_moment_are_counted_exactly(
         assert result.outcome is Outcome.ACCEPTED
         assert result.snapshot.view.status in (Status.WON, Status.BLOCKED)
 
-    reader = asyncio.create_task(read_meanwhile())
+    # Several readers per profile, so that reads are in progress at every moment of the
+    # finishes, whichever moment the two results land at.
+    readers = [asyncio.create_task(read_meanwhile(p)) for p in (ada, bob) for _ in range(3)]
     await reading.wait()
     await asyncio.gather(finish(ada), finish(bob))
     finished.set()
-    await reader
+    await asyncio.gather(*readers)
     assert all(_consistent(p) for p in reads)
     seen = {p.days[-1].status == "playing" for p in reads}
     assert seen == {True, False}  # reads from before the finishes and from after them
