@@ -228,6 +228,19 @@ def _unseen(database: MemoryDatabase, instance: str, timeout_s: float) -> list[s
     return [i.id for i in database.instances.values() if i.seen_at < cutoff and i.id != instance]
 
 
+def _check_refs(database: MemoryDatabase, table: str, race_id: int, player_id: int) -> None:
+    """Refuse a row of ``table`` (``race_connections`` or ``race_presence``) for a room or a
+    player that has no row, as its foreign keys do.
+
+    Raises:
+        StorageConflict: ``fk_<table>_race_id_races`` or ``fk_<table>_player_id_players``.
+    """
+    if race_id not in database.races:
+        raise StorageConflict(f"fk_{table}_race_id_races")
+    if player_id not in database.players:
+        raise StorageConflict(f"fk_{table}_player_id_players")
+
+
 def _seat_no(seat: SeatRecord) -> int:
     return seat.seat
 
@@ -514,6 +527,7 @@ class MemoryPresenceStore:
     ) -> None:
         memory = memory_transaction(tx)
         await self._db.query()
+        _check_refs(self._db, "race_connections", race_id, player_id)
         if connection.instance not in self._db.instances:
             at = self._db.now()
             memory.put(
@@ -586,6 +600,7 @@ class MemoryPresenceStore:
     ) -> bool:
         memory = memory_transaction(tx)
         await self._db.query()
+        _check_refs(self._db, "race_presence", race_id, player_id)
         await memory.lock("race_presence", (race_id, player_id))
         key = (race_id, player_id)
         row = self._db.presence.get(key)
