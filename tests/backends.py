@@ -9,8 +9,10 @@ over ``backend.players``, ``backend.daily``, ``backend.leaderboards``, ``backend
 ``backend.presence`` (with a game service over ``backend.games``), or ``backend.profiles``,
 and seeds games with :meth:`Backend.add_games` (their logs with :meth:`Backend.add_actions`,
 their race's status and results with :meth:`Backend.set_race`) and bans with
-:meth:`Backend.ban` (through the moderation service, on both), as other writers of those rows
-would have stored them; :meth:`Backend.moderation_state` reads back what moderation writes.
+:meth:`Backend.ban` (through the moderation service, on both), and ages server processes
+with :meth:`Backend.set_seen`, as other writers of those rows would have stored them;
+:meth:`Backend.moderation_state` reads back what moderation writes, and
+:meth:`Backend.stored_presence` a presence row.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, insert, null, select, text, update
+from sqlalchemy import delete, func, insert, null, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.names import name_key
@@ -47,6 +49,8 @@ from server.storage.models import (
     Player,
     PlayerToken,
     Race,
+    RacePresence,
+    ServerInstance,
 )
 from server.storage.moderation import ModerationStore, PostgresModerationStore
 from server.storage.online import OnlineStore, PostgresOnlineStore
@@ -179,6 +183,17 @@ class Backend:
         makes them)."""
         raise NotImplementedError
 
+    async def stored_presence(
+        self, race_id: int, player_id: int
+    ) -> tuple[str, str, dt.datetime] | None:
+        """A player's presence row in a room as stored: role, state, since (None without one)."""
+        raise NotImplementedError
+
+    async def set_seen(self, instances: Sequence[str], ago_s: float) -> None:
+        """Make these server processes last seen ``ago_s`` seconds before the database's clock,
+        as a process that stalled would be."""
+        raise NotImplementedError
+
     async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
         """Store a game's action log straight: ``steps`` (kind, position) as seqs 1, 2, …"""
         raise NotImplementedError
@@ -298,6 +313,18 @@ class MemoryBackend(Backend):
         assert race_id is not None
         race = self.database.races[race_id]
         race.status, race.results = status, results
+
+    async def stored_presence(
+        self, race_id: int, player_id: int
+    ) -> tuple[str, str, dt.datetime] | None:
+        row = self.database.presence.get((race_id, player_id))
+        return None if row is None else (row.role, row.state, row.since)
+
+    async def set_seen(self, instances: Sequence[str], ago_s: float) -> None:
+        seen = self.database.now() - dt.timedelta(seconds=ago_s)
+        for instance in instances:
+            row = self.database.instances[instance]
+            self.database.instances[instance] = dataclasses.replace(row, seen_at=seen)
 
     async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
         for seq, (kind, pos) in enumerate(steps, start=1):
@@ -491,6 +518,27 @@ class PostgresBackend(Backend):
                 update(Race)
                 .where(Race.id == race_id)
                 .values(status=RaceStatus(status), results=null() if results is None else results)
+            )
+
+    async def stored_presence(
+        self, race_id: int, player_id: int
+    ) -> tuple[str, str, dt.datetime] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(RacePresence.role, RacePresence.state, RacePresence.since).where(
+                        RacePresence.race_id == race_id, RacePresence.player_id == player_id
+                    )
+                )
+            ).first()
+        return None if row is None else (row.role, row.state, row.since)
+
+    async def set_seen(self, instances: Sequence[str], ago_s: float) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(ServerInstance)
+                .where(ServerInstance.id.in_(instances))
+                .values(seen_at=func.statement_timestamp() - dt.timedelta(seconds=ago_s))
             )
 
     async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
