@@ -1,5 +1,5 @@
-"""Services: games, the daily challenge, players and leaderboards. They use the engine and the
-store, take a clock, and know nothing of sockets or HTTP."""
+"""Services: games, the daily challenge, players, leaderboards, races and replays. They use the
+engine and the store, take a clock, and know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from server.services.moderation import ModerationService
 from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.races import RaceLimits, RaceService
+from server.services.replays import ReplayService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
 from server.storage.games import PostgresGameStore
@@ -44,6 +45,7 @@ class Services:
     races: RaceService
     presence: PresenceService
     moderation: ModerationService
+    replays: ReplayService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -79,8 +81,9 @@ class Services:
         daily = DailyService(
             PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
         )
+        game_store = PostgresGameStore(sessions)
         games = GameService(
-            PostgresGameStore(sessions),
+            game_store,
             GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
             clock,
             daily,
@@ -108,6 +111,7 @@ class Services:
             moderation=ModerationService(
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
+            replays=ReplayService(game_store, daily, analyzer),
             analyzer=analyzer,
         )
 

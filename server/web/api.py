@@ -28,6 +28,7 @@ from server.protocol.server import room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.game_views import GameSummary
 from server.services.leaderboards import Entry
+from server.services.replays import Replay
 from server.web import metrics
 from server.web.http import (
     bearer,
@@ -296,6 +297,62 @@ async def game_summary(request: web.Request) -> web.Response:
         game_id, None if viewer is None else viewer.id
     )
     return respond(_game_record(summary))
+
+
+def _replay(replay: Replay) -> rest.Replay:
+    game, deal = replay.game, replay.deal
+    return rest.Replay(
+        game=rest.ReplayGame(
+            id=game.id,
+            player=rest.Player(game.player_id, game.player_name),
+            mode=game.mode.value,
+            daily_date=game.daily_date,
+            race_invite=game.race_invite,
+            code=str(game.code),
+            rules=game.code.rules,
+            status=game.status,
+            score=game.score,
+            moves=game.moves,
+            undos=game.undos,
+            elapsed_ms=game.elapsed_ms,
+            created_at=_utc(game.created_at),
+            finished_at=None if game.finished_at is None else _utc(game.finished_at),
+            hinted=game.hinted,
+        ),
+        layout=rest.DealLayout(
+            tableau=[str(card) for card in deal.tableau],
+            waste=str(deal.waste),
+            stock=[str(card) for card in deal.stock],
+        ),
+        actions=[
+            rest.ReplayAction(
+                seq=s.seq,
+                action=s.kind,
+                pos=s.pos,
+                card=s.card,
+                score_after=s.score_after,
+                at=_utc(s.at),
+                undoes=s.undoes,
+                undone=s.undone,
+            )
+            for s in replay.steps
+        ],
+        par=replay.par,
+        line=None
+        if replay.line is None
+        else [rest.LineStep(s.action, s.pos, s.card) for s in replay.line],
+        diverged_at=replay.diverged_at,
+    )
+
+
+async def game_replay(request: web.Request) -> web.Response:
+    """A finished game whose deal is public, to replay move by move: the game, every card of
+    its deal, every stored action (undos tied to what they took back), the solver's optimal
+    line, and the first action that left every optimal path. A daily game is replayable once
+    its UTC date is over, a race game once its race has finished, a free game once it has
+    ended; before that 409 ``replay_not_public``, which names nothing of the deal."""
+    game_id = path_id(request, "game_id")
+    return respond(_replay(await request.app[SERVICES].replays.replay(game_id)))
 
 
 async def race_room(request: web.Request) -> web.Response:
