@@ -162,7 +162,8 @@ class DailyChallenge(msgspec.Struct, frozen=True):
 
 class LeaderboardEntry(msgspec.Struct, frozen=True):
     """One row of a daily leaderboard; entries equal on score, moves and elapsed time share a
-    rank."""
+    rank. ``game_id`` is the daily game's id; ``replayable`` says whether its replay is served
+    (``GET /api/v1/games/{game_id}/replay``: once the date is over)."""
 
     rank: RowId
     player_id: RowId
@@ -173,6 +174,8 @@ class LeaderboardEntry(msgspec.Struct, frozen=True):
     elapsed_ms: Count
     status: RankedStatus
     finished_at: Timestamp
+    game_id: RowId
+    replayable: bool
 
 
 class LeaderboardPage(msgspec.Struct, frozen=True):

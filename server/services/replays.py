@@ -161,6 +161,17 @@ class ReplayService:
         par, line, diverged = await self._analysis(record, steps)
         return Replay(record, record.code.deal(), steps, par, line, diverged)
 
+    async def daily_replayable(self, date: dt.date) -> bool:
+        """Whether the daily games of ``date`` (UTC) can be replayed: once the date is over by
+        the database's clock (docs/rules.md §4 "Replays").
+
+        Raises:
+            StorageError: the database failed.
+        """
+        if self._daily.known_closed(date):  # no query once this process has seen it close
+            return True
+        return not await self._daily.is_open(date)
+
     async def _check_public(self, record: GameRecord) -> None:
         """Refuse a game whose deal is not public yet (docs/rules.md §4 "Replays").
 

@@ -217,7 +217,7 @@ async def daily_of_date(request: web.Request) -> web.Response:
     return respond(_daily(await request.app[SERVICES].daily.info(date)))
 
 
-def _entry(entry: Entry) -> rest.LeaderboardEntry:
+def _entry(entry: Entry, replayable: bool) -> rest.LeaderboardEntry:
     return rest.LeaderboardEntry(
         rank=entry.rank,
         player_id=entry.player_id,
@@ -228,6 +228,8 @@ def _entry(entry: Entry) -> rest.LeaderboardEntry:
         elapsed_ms=entry.elapsed_ms,
         status=entry.status,
         finished_at=_utc(entry.finished_at),
+        game_id=entry.game_id,
+        replayable=replayable,
     )
 
 
@@ -236,10 +238,12 @@ async def leaderboard(request: web.Request) -> web.Response:
     ``next_cursor`` leads to the next page."""
     date = parse_date(request.match_info["date"])
     limit = int_param(request.query.get("limit"), "limit", 50)
-    page = await request.app[SERVICES].leaderboards.page(
-        date, limit, request.query.get("cursor") or None
+    services = request.app[SERVICES]
+    page = await services.leaderboards.page(date, limit, request.query.get("cursor") or None)
+    replayable = await services.replays.daily_replayable(date)
+    return respond(
+        rest.LeaderboardPage(date, [_entry(e, replayable) for e in page.entries], page.next_cursor)
     )
-    return respond(rest.LeaderboardPage(date, [_entry(e) for e in page.entries], page.next_cursor))
 
 
 async def around(request: web.Request) -> web.Response:
@@ -247,8 +251,12 @@ async def around(request: web.Request) -> web.Response:
     date = parse_date(request.match_info["date"])
     player_id = path_id(request, "player_id")
     radius = int_param(request.query.get("radius"), "radius", 5)
-    entries = await request.app[SERVICES].leaderboards.around(date, player_id, radius)
-    return respond(rest.LeaderboardWindow(date, player_id, [_entry(e) for e in entries]))
+    services = request.app[SERVICES]
+    entries = await services.leaderboards.around(date, player_id, radius)
+    replayable = await services.replays.daily_replayable(date)
+    return respond(
+        rest.LeaderboardWindow(date, player_id, [_entry(e, replayable) for e in entries])
+    )
 
 
 def _game_record(summary: GameSummary) -> rest.GameRecord:

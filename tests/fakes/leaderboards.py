@@ -51,6 +51,7 @@ class MemoryLeaderboardStore:
                 elapsed_ms=g.elapsed_ms,
                 status=g.status,
                 finished_at=g.finished_at,
+                game_id=g.id,
             )
             for g in self._db.games.values()
             if g.mode == "daily"
