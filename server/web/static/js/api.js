@@ -49,6 +49,7 @@ export const api = {
   },
   around: (date, playerId, radius = 3) =>
     call("GET", `/daily/${encodeURIComponent(date)}/leaderboard/around/${playerId}?radius=${radius}`),
+  replay: (id) => call("GET", `/games/${encodeURIComponent(id)}/replay`),
   game: (id, token) => call("GET", `/games/${encodeURIComponent(id)}`, { token }),
   race: (invite) => call("GET", `/races/${encodeURIComponent(invite)}`),
 };

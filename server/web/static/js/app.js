@@ -9,7 +9,7 @@ import { initialLocale, onLocaleChange, setLocale } from "./i18n.js";
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
-import { inviteInAddress, onEnter, onHistory, show } from "./router.js";
+import { goTo, inviteInAddress, onEnter, onHistory, replayInAddress, replayPath, show } from "./router.js";
 import * as session from "./session.js";
 import {
   currentGame,
@@ -29,10 +29,23 @@ import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/me
 import { errorText, setMessage } from "./views/notices.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
+import { ReplayView } from "./views/replay.js";
 import { initRegister, openSignIn, renderInviteNote, renderWho, showSignedOutNote } from "./views/register.js";
 import { initSettings, renderAccount, showLanguage } from "./views/settings.js";
 
 let leaderboard = null;
+let replayView = null;
+
+/** Show a game's replay at its address ("/replay/<game id>"). */
+function openReplay(gameId) {
+  goTo(replayPath(gameId));
+  showReplay(gameId);
+}
+
+function showReplay(gameId) {
+  show("replay");
+  replayView.open(gameId);
+}
 
 function openLeaderboard(date) {
   show("leaderboard");
@@ -70,7 +83,7 @@ function welcome(message, { again, first }) {
   }
   if (first) {
     // Opened from a race's link: its invite page is shown, not the last game.
-    if (store.pendingInvite || store.view === "invite" || store.race) return;
+    if (store.pendingInvite || store.view === "invite" || store.view === "replay" || store.race) return;
     const current = currentGame();
     if (current && current.game_id) {
       startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
@@ -127,6 +140,7 @@ onLocaleChange(() => {
   else if (store.race) renderGame(null);
   if (store.race) notify("race");
   if (store.view === "leaderboard") leaderboard.render();
+  if (store.view === "replay") replayView.render();
   session.relabel();
 });
 
@@ -140,6 +154,7 @@ function boot() {
     leave: leaveRace,
     home: goHome,
     replay: (code) => startGame({ type: "new_game", code }),
+    watchReplay: openReplay,
     newRace: () => {
       goHome();
       openRaceForm();
@@ -148,8 +163,10 @@ function boot() {
   leaderboard = new Leaderboard($("#view-leaderboard"), {
     me: () => store.player,
     replay: (code) => startGame({ type: "new_game", code }),
+    watchReplay: openReplay,
     errorText,
   });
+  replayView = new ReplayView($("#view-replay"), { errorText });
   initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard() });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
   initRecovery();
@@ -160,11 +177,20 @@ function boot() {
   $("#nav-home").addEventListener("click", () => (store.token ? goHome() : show("register")));
   $("#nav-leaderboard").addEventListener("click", () => openLeaderboard());
   onHistory((invite) => {
-    if (invite && store.token) openInvite(invite);
+    if (store.view === "replay" && !replayInAddress()) replayView.pause();
+    if (replayInAddress()) showReplay(replayInAddress());
+    else if (invite && store.token) openInvite(invite);
     else if (store.token) goHome();
   });
 
   setPendingInvite(inviteInAddress());
+  const replayed = replayInAddress();
+  if (replayed) {
+    // A replay is public: shown signed in or not.
+    if (store.token) session.connect();
+    showReplay(replayed);
+    return;
+  }
   if (!store.token) {
     show("register");
     $("#register-name").focus();

@@ -1,12 +1,13 @@
 // Which view the page shows, and the address it shows it at. The views are index.html's
 // <section id="view-…">: register, home (the menu), play (the table and the race room),
-// invite (a race before joining or watching) and leaderboard. Every view lives at "/" except a
-// race's: "/race/<invite>" stays while its room, its invite page, or the sign-up before it is
-// shown. What a view draws when it opens is registered with onEnter().
+// invite (a race before joining or watching), leaderboard and replay. Every view lives at "/"
+// except a race's and a replay's: "/race/<invite>" stays while its room, its invite page, or
+// the sign-up before it is shown, "/replay/<game id>" while the replay is. What a view draws
+// when it opens is registered with onEnter().
 import { $ } from "./dom.js";
 import { setView, store } from "./store.js";
 
-const VIEWS = ["register", "home", "play", "invite", "leaderboard"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard", "replay"];
 const entering = {};
 
 /** Run `fn` each time `view` is shown. */
@@ -20,7 +21,8 @@ export function show(view) {
   $("#nav-leaderboard").hidden = !store.token;
   if (entering[view]) entering[view]();
   // The race's address stays while its room, its invite page or the sign-up before it is shown.
-  const keepPath = view === "play" || view === "invite" || (view === "register" && store.pendingInvite);
+  const keepPath =
+    view === "play" || view === "invite" || view === "replay" || (view === "register" && store.pendingInvite);
   if (!keepPath && location.pathname !== "/") history.pushState(null, "", "/");
   window.scrollTo(0, 0);
 }
@@ -29,6 +31,17 @@ export function show(view) {
 export function inviteInAddress() {
   const m = location.pathname.match(/^\/race\/([^/]+)\/?$/);
   return m ? decodeURIComponent(m[1]) : null;
+}
+
+/** The game whose replay the address names ("/replay/<game id>"), or null. */
+export function replayInAddress() {
+  const m = location.pathname.match(/^\/replay\/([^/]+)\/?$/);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+/** The address of a game's replay. */
+export function replayPath(gameId) {
+  return `/replay/${encodeURIComponent(gameId)}`;
 }
 
 /** Go to `path` (a new history entry), unless the page is there already. */

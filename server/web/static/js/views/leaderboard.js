@@ -1,5 +1,5 @@
-// The daily leaderboard (REST): a date's ranking page by page, my row highlighted, and the
-// window "around me".
+// The daily leaderboard (REST): a date's ranking page by page, my row highlighted, the
+// window "around me", and each row's replay once the date is over.
 import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
@@ -14,7 +14,7 @@ export function shiftDate(iso, days) {
 export class Leaderboard {
   /**
    * @param {HTMLElement} root  #view-leaderboard
-   * @param {object} ctx  {me() → {id, name}|null, replay(code), errorText(code)}
+   * @param {object} ctx  {me() → {id, name}|null, replay(code), watchReplay(gameId), errorText(code)}
    */
   constructor(root, ctx) {
     this.root = root;
@@ -120,6 +120,19 @@ export class Leaderboard {
     $("#lb-more", root).hidden = !this.cursor;
   }
 
+  /** A link to an entry's replay ("/replay/<game id>"), opened in the page. */
+  _replayLink(entry) {
+    const open = (ev) => {
+      ev.preventDefault();
+      this.ctx.watchReplay(entry.game_id);
+    };
+    return h(
+      "a",
+      { href: `/replay/${entry.game_id}`, class: "replay-link", onclick: open, "aria-label": t("replay.watchOf", { name: entry.name }) },
+      t("replay.watch"),
+    );
+  }
+
   _table(entries, id) {
     const me = this.ctx.me();
     return h(
@@ -138,6 +151,7 @@ export class Leaderboard {
           h("th", { scope: "col", class: "opt" }, t("lb.undos")),
           h("th", { scope: "col" }, t("lb.time")),
           h("th", { scope: "col", class: "opt" }, t("lb.status")),
+          h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("replay.column"))),
         ),
       ),
       h(
@@ -155,6 +169,7 @@ export class Leaderboard {
             h("td", { class: "opt" }, String(e.undos)),
             h("td", {}, formatTime(e.elapsed_ms)),
             h("td", { class: "opt" }, t(`lb.status.${e.status}`)),
+            h("td", {}, e.replayable ? this._replayLink(e) : null),
           );
         }),
       ),

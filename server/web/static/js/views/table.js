@@ -24,16 +24,19 @@ export class Table {
   /**
    * @param {HTMLElement} root  the #board element (holds #peaks, #stock, #waste-card, …)
    * @param {object} on  {remove(pos), draw(), undo()}
+   * @param {object} ids  other ids for the parts, e.g. {peaks: "replay-peaks"} (a second table
+   *   on the page, such as a replay's); a part not found (no undo button) is left out
    */
-  constructor(root, on) {
+  constructor(root, on, ids = {}) {
     this.root = root;
     this.on = on;
-    this.peaks = root.querySelector("#peaks");
-    this.stock = root.querySelector("#stock");
-    this.stockCount = root.querySelector("#stock-count");
-    this.stockCard = root.querySelector("#stock-card");
-    this.waste = root.querySelector("#waste-card");
-    this.undoButton = root.querySelector("#btn-undo");
+    const part = (name) => root.querySelector(`#${ids[name] || name}`);
+    this.peaks = part("peaks");
+    this.stock = part("stock");
+    this.stockCount = part("stock-count");
+    this.stockCard = part("stock-card");
+    this.waste = part("waste-card");
+    this.undoButton = part("btn-undo");
     this.game = null;
     this.buttons = [];
     for (let pos = 0; pos < POSITIONS; pos++) {
@@ -50,7 +53,7 @@ export class Table {
       this.buttons.push(b);
     }
     this.stock.addEventListener("click", () => this.on.draw());
-    this.undoButton.addEventListener("click", () => this.on.undo());
+    if (this.undoButton) this.undoButton.addEventListener("click", () => this.on.undo());
     this.peaks.addEventListener("keydown", (ev) => this._arrows(ev));
   }
 
@@ -99,7 +102,7 @@ export class Table {
       game.stock_count ? t("table.stockLabel", { cards: tn("count.cards", game.stock_count) }) : t("table.stockEmpty"),
     );
     this.stock.dataset.count = String(game.stock_count);
-    this.undoButton.disabled = !game.can_undo;
+    if (this.undoButton) this.undoButton.disabled = !game.can_undo;
     // Keep the keyboard where it was: a removed card hands focus to the nearest card.
     if (focusedPos !== null && this.buttons[focusedPos].hidden) this._focusNear(focusedPos);
   }
