@@ -215,11 +215,17 @@ export class ReplayView {
     $("#replay-last", root).disabled = this.step === total;
     const action = this.step > 0 ? this.replay.actions[this.step - 1] : null;
     $("#replay-now", root).textContent = action ? this._describe(action) : t("replay.deal");
-    for (const li of root.querySelectorAll("#replay-moves li")) {
+    const list = $("#replay-moves", root);
+    for (const li of list.querySelectorAll("li")) {
       const current = Number(li.dataset.step) === this.step;
       li.classList.toggle("current", current);
-      if (current) li.setAttribute("aria-current", "step");
-      else li.removeAttribute("aria-current");
+      if (current) {
+        li.setAttribute("aria-current", "step");
+        // Keep the current move in the list's view (the list scrolls, not the page).
+        const box = list.getBoundingClientRect();
+        const row = li.getBoundingClientRect();
+        if (row.top < box.top || row.bottom > box.bottom) list.scrollTop += row.top - box.top - box.height / 2;
+      } else li.removeAttribute("aria-current");
     }
   }
 }
