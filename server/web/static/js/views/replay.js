@@ -204,6 +204,8 @@ export class ReplayView {
     const state = this.states[this.step];
     if (!state) return;
     this.table.render(state);
+    // The cards only show the table: the arrow keys step through the moves, not between them.
+    for (const button of this.table.buttons) button.tabIndex = -1;
     const total = this.states.length - 1;
     $("#replay-slider", root).value = String(this.step);
     $("#replay-step", root).textContent = t("replay.step", { n: this.step, total });
