@@ -157,6 +157,8 @@ class Analyzer:
             initializer=_ignore_sigint,
         )
         self._cache: OrderedDict[str, DealAnalysis] = OrderedDict()
+        #: Divergences found, by deal, par and line: a replay asked again costs no solve.
+        self._divergences: OrderedDict[tuple[str, int, str], int | None] = OrderedDict()
         self._pending: dict[str, asyncio.Future[DealAnalysis]] = {}
         self._cache_size = cache_size
         self._on_lookup = on_lookup
@@ -218,14 +220,24 @@ class Analyzer:
 
         Returns:
             The index in ``line`` of the first action after which ``par`` is out of reach, or
-            None.
+            None (kept, as the deals' analyses are: a line asked again is not solved again).
         """
+        encoded = _encode(line)
+        key = (
+            str(code),
+            par,
+            " ".join(f"{kind}{'' if pos is None else pos}" for kind, pos in encoded),
+        )
+        if key in self._divergences:
+            self._divergences.move_to_end(key)
+            return self._divergences[key]
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        answer = await loop.run_in_executor(
-            self._pool, _first_divergence, str(code), par, _encode(line)
-        )
+        answer = await loop.run_in_executor(self._pool, _first_divergence, str(code), par, encoded)
         self._solved("divergence", started)
+        self._divergences[key] = answer
+        while len(self._divergences) > self._cache_size:
+            self._divergences.popitem(last=False)
         return answer
 
     def _looked_up(self, how: Lookup) -> None:

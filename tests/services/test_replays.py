@@ -158,3 +158,18 @@ async def test_a_daily_is_replayable_once_its_date_is_over_with_its_divergence(
             expected = index
             break
     assert expected is not None and replay.diverged_at == expected
+
+
+async def test_a_divergence_asked_again_is_not_solved_again() -> None:
+    solved: list[str] = []
+    analyzer = Analyzer(1, on_solve=lambda task, _seconds: solved.append(task))
+    try:
+        par = (await analyzer.analyse(CODE)).par
+        line = [Action.draw()] * len(CODE.deal().stock)
+        first = await analyzer.divergence(CODE, par, line)
+        again = await analyzer.divergence(CODE, par, line)
+        other = await analyzer.divergence(CODE, par, line[:1])
+    finally:
+        analyzer.close()
+    assert first == again and first is not None and other is None
+    assert solved == ["analyse", "divergence", "divergence"]
