@@ -66,6 +66,7 @@ class ErrorCode(StrEnum):
     BANNED = "banned"
     SIGN_IN_FAILED = "sign_in_failed"
     BAD_KEEP = "bad_keep"
+    UNKNOWN_PLAYER = "unknown_player"
     # games
     UNKNOWN_GAME = "unknown_game"
     NOT_YOUR_GAME = "not_your_game"

@@ -298,6 +298,8 @@ def test_the_values_the_page_builds_keys_from_all_have_a_text() -> None:
         assert f"race.status.{status.value}" in EN, status
     for status in (Status.WON, Status.BLOCKED):
         assert f"lb.status.{status.value}" in EN, status
+    for status in Status:
+        assert f"profile.status.{status.value}" in EN, status
     for room in ("lobby", "running", "finished", "closed"):
         assert f"invite.status.{room}" in EN, room
     for card in map(str, FULL_DECK):

@@ -30,6 +30,7 @@ WITHOUT_SQL = [
     "services/bans.py",
     "services/review.py",
     "services/addresses.py",
+    "services/profiles.py",
 ]
 
 

@@ -194,6 +194,52 @@ class LeaderboardWindow(msgspec.Struct, frozen=True):
     entries: list[LeaderboardEntry]
 
 
+DailyOutcome = Annotated[
+    str,
+    Meta(
+        extra_json_schema={"enum": ["playing", "won", "blocked", "resigned"]},
+        description="how the date's daily game went: won or blocked (ranked), resigned, or "
+        "playing (not ended: the date still open, or left unfinished when it closed)",
+    ),
+]
+ParShare = Annotated[float, Meta(ge=0, description="score / par, rounded to 4 decimals")]
+
+
+class ProfileDay(msgspec.Struct, frozen=True):
+    """One UTC date on which the player played the daily: the result, never the deal."""
+
+    date: Date
+    status: DailyOutcome
+    score: Count
+    rank: RowId | None
+    par: int | None
+    par_share: ParShare | None
+
+
+class Streak(msgspec.Struct, frozen=True):
+    """Runs of consecutive UTC dates with a ranked daily result (docs/rules.md §4)."""
+
+    current: Count
+    best: Count
+
+
+class PlayerProfile(msgspec.Struct, frozen=True):
+    """A player's public profile (docs/protocol.md §12.15): the daily history by date,
+    streaks and figures, and their races. No deal's code and no card."""
+
+    id: RowId
+    name: str
+    member_since: Date
+    today: Date
+    streak: Streak
+    best_score: Count | None
+    average_par_share: ParShare | None
+    ranked_days: Count
+    races_played: Count
+    races_won: Count
+    days: list[ProfileDay]
+
+
 class GameRecordAction(msgspec.Struct, frozen=True):
     """One row of a game's action log: the card removed, drawn or put back, and the score
     after."""
@@ -277,7 +323,7 @@ class ReplayAction(msgspec.Struct, frozen=True):
 
 
 class Replay(msgspec.Struct, frozen=True):
-    """A finished game whose deal is public, to replay move by move (docs/protocol.md §12.14):
+    """A finished game whose deal is public, to replay move by move (docs/protocol.md §12.15):
     the deal, every stored action, and the solver's optimal line (``par`` and ``line`` null
     without the solver or when it is too slow); ``diverged_at`` is the index in ``actions`` of
     the first action of the game's effective line after which par was out of reach (null when
@@ -331,6 +377,7 @@ Body = (
     | LeaderboardWindow
     | GameRecord
     | Replay
+    | PlayerProfile
     | RoomState
     | Health
     | ErrorBody

@@ -1,5 +1,5 @@
-"""Services: games, the daily challenge, players, leaderboards, races and replays. They use the
-engine and the store, take a clock, and know nothing of sockets or HTTP."""
+"""Services: games, the daily challenge, players, profiles, leaderboards, races and replays.
+They use the engine and the store, take a clock, and know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from server.services.leaderboards import LeaderboardService
 from server.services.moderation import ModerationService
 from server.services.players import PlayerService
 from server.services.presence import PresenceService
+from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
 from server.services.replays import ReplayService
 from server.storage.commits import GroupCommitter
@@ -28,6 +29,7 @@ from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence import PresenceStore
+from server.storage.profiles import PostgresProfileStore
 from server.storage.races import RaceStore
 from server.storage.sessions import Sessions
 
@@ -46,6 +48,7 @@ class Services:
     presence: PresenceService
     moderation: ModerationService
     replays: ReplayService
+    profiles: ProfileService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -112,6 +115,7 @@ class Services:
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
             replays=ReplayService(game_store, daily, analyzer),
+            profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
             analyzer=analyzer,
         )
 

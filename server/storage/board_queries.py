@@ -7,7 +7,8 @@ OFFSET, and a rank sums a few ranges of ``leaderboard_counts``, which triggers o
 up to date (see :func:`_rank_counts`). Each answer is one statement, hence one snapshot: rows
 and ranks always agree.
 
-Parameters: ``date`` always; ``limit`` for :data:`FIRST_PAGE`, :data:`NEXT_PAGE` and
+Parameters: ``date`` always (but :func:`better_on_its_date`, which counts on each row's own
+date); ``limit`` for :data:`FIRST_PAGE`, :data:`NEXT_PAGE` and
 :data:`AROUND`; ``player_id`` for :data:`OWN` and :data:`AROUND`; a cursor's values
 (:func:`key_values`) for :data:`NEXT_PAGE` and :data:`COUNTS`. The rows have the columns of
 :data:`COLUMNS`, and the counts ``better`` and ``ties`` where a statement counts.
@@ -95,8 +96,9 @@ def key_values(key: BoardPosition) -> dict[str, Any]:
     }
 
 
-def _on_board(game: Any) -> ColumnElement[bool]:
-    """``game``'s row is a ranked entry of the date being read.
+def _on_board(game: Any, date: ColumnElement[Any] = _DATE) -> ColumnElement[bool]:
+    """``game``'s row is a ranked entry of the date being read (``date``: the ``date``
+    parameter, or a column naming it).
 
     The mode and statuses are literals, not parameters: a plan made for any parameter values
     could not use the partial board index, whose WHERE is this very condition.
@@ -105,21 +107,25 @@ def _on_board(game: Any) -> ColumnElement[bool]:
         game.mode == literal_column("'daily'"),
         game.status.in_([literal_column("'won'"), literal_column("'blocked'")]),
         game.hidden_at.is_(None),  # a hidden result is on no board (docs/rules.md §4)
-        game.daily_date == _DATE,
+        game.daily_date == date,
     )
 
 
-def _counted(level: int, *where: ColumnElement[bool]) -> ScalarSelect[Any]:
+def _counted(
+    level: int, *where: ColumnElement[bool], date: ColumnElement[Any] = _DATE
+) -> ScalarSelect[Any]:
     """The sum of the ``leaderboard_counts`` entries of the date at ``level`` matching
     ``where``."""
     return (
         select(func.coalesce(func.sum(LeaderboardCount.entries), 0))
-        .where(LeaderboardCount.daily_date == _DATE, LeaderboardCount.level == level, *where)
+        .where(LeaderboardCount.daily_date == date, LeaderboardCount.level == level, *where)
         .scalar_subquery()
     )
 
 
-def _rank_counts(key: _Key, *, up_to: bool) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+def _rank_counts(
+    key: _Key, *, up_to: bool, date: ColumnElement[Any] = _DATE
+) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
     """Two counts for the position ``key``: the entries ranked strictly better (the rank of an
     entry there, minus one), and its ties (same score, moves and elapsed ms) placed before it
     in the order — or, when ``up_to``, not after it.
@@ -132,7 +138,7 @@ def _rank_counts(key: _Key, *, up_to: bool) -> tuple[ColumnElement[Any], ColumnE
     """
     counts = LeaderboardCount
     other = aliased(Game)
-    same_moves = and_(_on_board(other), -other.score == -key.score, other.moves == key.moves)
+    same_moves = and_(_on_board(other, date), -other.score == -key.score, other.moves == key.moves)
     same_second_faster = (
         select(func.count())
         .where(
@@ -143,10 +149,14 @@ def _rank_counts(key: _Key, *, up_to: bool) -> tuple[ColumnElement[Any], ColumnE
         .scalar_subquery()
     )
     better = (
-        _counted(0, counts.score > key.score)
-        + _counted(1, counts.score == key.score, counts.moves < key.moves)
+        _counted(0, counts.score > key.score, date=date)
+        + _counted(1, counts.score == key.score, counts.moves < key.moves, date=date)
         + _counted(
-            2, counts.score == key.score, counts.moves == key.moves, counts.elapsed_s < key.second
+            2,
+            counts.score == key.score,
+            counts.moves == key.moves,
+            counts.elapsed_s < key.second,
+            date=date,
         )
         + same_second_faster
     )
@@ -235,4 +245,21 @@ AROUND = _around()
 COUNTS = select(*_rank_counts(_CURSOR, up_to=False))
 
 
-__all__ = ["AROUND", "COLUMNS", "COUNTS", "FIRST_PAGE", "NEXT_PAGE", "OWN", "key_values"]
+def better_on_its_date() -> ColumnElement[Any]:
+    """For a statement selecting from ``games`` (no parameter): how many entries of the row's
+    own date's board rank strictly better than the row (its rank there, minus one, when it is
+    an entry), summed as :data:`OWN` sums them (``leaderboard_counts`` ranges and the board
+    index), correlated with the row's ``daily_date``. Labelled ``better``."""
+    return _rank_counts(_SELF, up_to=False, date=Game.daily_date.expression)[0]
+
+
+__all__ = [
+    "AROUND",
+    "COLUMNS",
+    "COUNTS",
+    "FIRST_PAGE",
+    "NEXT_PAGE",
+    "OWN",
+    "better_on_its_date",
+    "key_values",
+]

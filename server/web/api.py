@@ -1,5 +1,6 @@
-"""The REST handlers under ``/api/v1`` (JSON): players and their devices, the daily challenge,
-leaderboards, games, race rooms; ``/healthz``, ``/readyz`` and ``/metrics``. No rules here.
+"""The REST handlers under ``/api/v1`` (JSON): players, their devices and profiles, the daily
+challenge, leaderboards, games, race rooms; ``/healthz``, ``/readyz`` and ``/metrics``. No rules
+here.
 
 :mod:`server.web.routes` registers and describes them (the route table); what they share
 (answers, middlewares, parameters and bodies) is :mod:`server.web.http`'s. Every body is a
@@ -28,6 +29,7 @@ from server.protocol.server import room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.game_views import GameSummary
 from server.services.leaderboards import Entry
+from server.services.profiles import Profile
 from server.services.replays import Replay
 from server.web import metrics
 from server.web.http import (
@@ -182,6 +184,34 @@ async def me(request: web.Request) -> web.Response:
     player = await bearer(request, required=True)
     assert player is not None
     return respond(rest.Player(player.id, player.name))
+
+
+def _profile(profile: Profile) -> rest.PlayerProfile:
+    return rest.PlayerProfile(
+        id=profile.player_id,
+        name=profile.name,
+        member_since=profile.member_since,
+        today=profile.today,
+        streak=rest.Streak(profile.streaks.current, profile.streaks.best),
+        best_score=profile.best_score,
+        average_par_share=profile.average_par_share,
+        ranked_days=profile.ranked_days,
+        races_played=profile.races_played,
+        races_won=profile.races_won,
+        days=[
+            rest.ProfileDay(d.date, d.status, d.score, d.rank, d.par, d.par_share)
+            for d in profile.days
+        ],
+    )
+
+
+async def player_profile(request: web.Request) -> web.Response:
+    """A player's public profile: name, member since, the daily history by UTC date (result,
+    rank on that date's leaderboard, score, share of par), the current and best daily streak,
+    best score, average share of par, races played and won. Never a deal's code nor a card:
+    today's daily shows its result alone, a race still running shows nowhere."""
+    player_id = path_id(request, "player_id")
+    return respond(_profile(await request.app[SERVICES].profiles.profile(player_id)))
 
 
 def _utc(when: dt.datetime) -> dt.datetime:

@@ -1,11 +1,11 @@
 """The rules the browser page needs, taken from the engine: ``GET /static/js/engine-rules.js``.
 
 The page's ``static/js/rules.js`` imports this module instead of writing the rules again: the
-layout's rows and cover map (docs/rules.md §1, from :mod:`server.engine.layout`) and, for each
-rule set, which ranks neighbour which (§2, worked out with :func:`server.engine.is_neighbour`
-over every pair of ranks). It is an ES module (``export default {...}``), so the page imports
-it like its other modules, before any of them runs; it is built once, when this module is
-imported.
+layout's rows, cover map and peaks (docs/rules.md §1, from :mod:`server.engine.layout`) and,
+for each rule set, which ranks neighbour which (§2, worked out with
+:func:`server.engine.is_neighbour` over every pair of ranks). It is an ES module (``export
+default {...}``), so the page imports it like its other modules, before any of them runs; it is
+built once, when this module is imported.
 """
 
 from __future__ import annotations
@@ -16,7 +16,17 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from server.engine import COVERED_BY, POSITION_COUNT, ROWS, Card, Rank, RuleSet, Suit, is_neighbour
+from server.engine import (
+    COVERED_BY,
+    PEAKS,
+    POSITION_COUNT,
+    ROWS,
+    Card,
+    Rank,
+    RuleSet,
+    Suit,
+    is_neighbour,
+)
 
 __all__ = ["PATH", "add_routes", "page_rules"]
 
@@ -25,8 +35,9 @@ PATH: Final = "/static/js/engine-rules.js"
 
 def page_rules() -> dict[str, Any]:
     """The rules as data: ``positions`` (28), ``rows`` (the positions of each row, top first),
-    ``covered_by`` (for each position, the positions covering it) and ``neighbours`` (for each
-    rule-set letter, each rank symbol's neighbouring rank symbols)."""
+    ``covered_by`` (for each position, the positions covering it), ``peaks`` (the positions of
+    the left, middle and right peak, ascending) and ``neighbours`` (for each rule-set letter,
+    each rank symbol's neighbouring rank symbols)."""
 
     def card(rank: Rank) -> Card:
         return Card(rank, Suit.CLUBS)  # suits never matter to the neighbour rule
@@ -35,6 +46,7 @@ def page_rules() -> dict[str, Any]:
         "positions": POSITION_COUNT,
         "rows": [list(row) for row in ROWS],
         "covered_by": [list(above) for above in COVERED_BY],
+        "peaks": [sorted(peak) for peak in PEAKS],
         "neighbours": {
             rules.value: {
                 rank.symbol: [

@@ -24,9 +24,13 @@ async def open_page(
     *,
     viewport: ViewportSize | None = None,
     locale: str = "en-US",
+    **context_options: Any,
 ) -> tuple[BrowserContext, Page]:
-    """A fresh browser profile (its own local storage) on the app."""
-    context = await browser.new_context(viewport=viewport or DESKTOP, locale=locale)
+    """A fresh browser profile (its own local storage) on the app; ``context_options`` go to
+    Playwright's ``new_context`` (``reduced_motion="reduce"``, ``has_touch=True``, …)."""
+    context = await browser.new_context(
+        viewport=viewport or DESKTOP, locale=locale, **context_options
+    )
     context.set_default_timeout(WAIT_MS)
     page = await context.new_page()
     watch(page, errors, base_url)

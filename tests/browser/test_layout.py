@@ -1,6 +1,7 @@
 """The table's layout on a phone and a desktop: real overlapping peaks, legible cards, no
 horizontal scrolling, readable contrast. Saves screenshots (set TRIPEAKS_SCREENSHOT_DIR to also
-write the README's docs/table.png: the desktop and phone views side by side)."""
+write the README's pictures there: table.png, the desktop and phone views side by side, and
+table-phone.png, the phone view alone, as a touch phone shows it)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,10 @@ async def test_the_table_fits_a_phone_and_a_desktop(
     assert line is not None
     shots: dict[str, bytes] = {}
     for name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
-        context, page = await open_page(browser, base, page_errors, viewport=viewport)
+        phone = name == "phone"  # a touch phone
+        context, page = await open_page(
+            browser, base, page_errors, viewport=viewport, has_touch=phone, is_mobile=phone
+        )
         await register(page, f"Player {name}")
         await page.fill("#free-code", str(CODE))
         await page.click("#btn-play-code")
@@ -103,7 +107,8 @@ async def test_the_table_fits_a_phone_and_a_desktop(
         await play_line(page, line[:MIDGAME])
         await page.evaluate("() => document.activeElement.blur()")
         await page.mouse.move(0, 0)
-        shot = await page.screenshot(full_page=False)
+        # A move still running is shown finished.
+        shot = await page.screenshot(full_page=False, animations="disabled")
         (tmp_path / f"table-{name}.png").write_bytes(shot)
         shots[name] = shot
         await context.close()
@@ -111,6 +116,7 @@ async def test_the_table_fits_a_phone_and_a_desktop(
     target = os.environ.get("TRIPEAKS_SCREENSHOT_DIR")
     if target:
         await _side_by_side(browser, shots, Path(target) / "table.png")
+        (Path(target) / "table-phone.png").write_bytes(shots["phone"])
     assert page_errors == []
 
 

@@ -17,6 +17,7 @@ from server.engine import (
     COVERED_BY,
     FACE_DOWN,
     FULL_DECK,
+    PEAKS,
     POSITION_COUNT,
     ROWS,
     Action,
@@ -50,9 +51,13 @@ def _state(game: Game) -> dict[str, Any]:
 
 def _expected(game: Game) -> dict[str, list[int]]:
     removable = [a.pos for a in game.legal_actions() if a.kind is ActionKind.REMOVE]
+    tableau = game.view().tableau
+    cleared = [i for i, peak in enumerate(PEAKS) if all(tableau[p] is None for p in peak)]
+    assert len(cleared) == game.cleared_peaks
     return {
         "removable": [p for p in removable if p is not None],
         "playable": list(game.playable_positions()),
+        "cleared": cleared,
     }
 
 
@@ -95,10 +100,12 @@ _READ_RULES = """async ([cards, states]) => {
         rows: rules.ROWS.map(row => [...row]),
         rowOf: positions.map(rules.rowOf),
         coveredBy: positions.map(p => [...rules.coveredBy(p)]),
+        peaks: rules.peaks().map(peak => [...peak]),
         neighbours,
         states: states.map(game => ({
             removable: positions.filter(p => rules.canRemove(game, p)),
             playable: positions.filter(p => rules.isPlayable(game, p)),
+            cleared: rules.clearedPeaks(game),
         })),
     };
 }"""
@@ -117,6 +124,7 @@ async def test_the_pages_rules_are_the_engines(
     assert seen["rows"] == [list(row) for row in ROWS]
     assert seen["rowOf"] == [next(i for i, row in enumerate(ROWS) if p in row) for p in range(28)]
     assert seen["coveredBy"] == [list(above) for above in COVERED_BY]
+    assert seen["peaks"] == [sorted(peak) for peak in PEAKS]
     for rules in RuleSet:
         expected = [[is_neighbour(a, b, rules) for b in FULL_DECK] for a in FULL_DECK]
         assert seen["neighbours"][rules.value] == expected, rules

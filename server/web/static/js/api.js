@@ -38,6 +38,7 @@ async function call(method, path, { body, token } = {}) {
 export const api = {
   register: (name) => call("POST", "/players", { body: { name } }),
   me: (token) => call("GET", "/players/me", { token }),
+  player: (id) => call("GET", `/players/${encodeURIComponent(id)}`),
   signIn: (name, recoveryCode) => call("POST", "/sessions", { body: { name, recovery_code: recoveryCode } }),
   newRecoveryCode: (token) => call("POST", "/players/me/recovery-code", { token }),
   signOutOthers: (token) => call("DELETE", "/players/me/sessions?keep=current", { token }),

@@ -9,7 +9,7 @@ import { initialLocale, onLocaleChange, setLocale } from "./i18n.js";
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
-import { goTo, inviteInAddress, onEnter, onHistory, replayInAddress, replayPath, show } from "./router.js";
+import { goTo, inviteInAddress, onEnter, onHistory, profileInAddress, replayInAddress, replayPath, show } from "./router.js";
 import * as session from "./session.js";
 import {
   currentGame,
@@ -27,6 +27,7 @@ import { initGameView, onGame, renderGame } from "./views/game.js";
 import { Leaderboard } from "./views/leaderboard.js";
 import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/menu.js";
 import { errorText, setMessage } from "./views/notices.js";
+import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
 import { ReplayView } from "./views/replay.js";
@@ -47,9 +48,18 @@ function showReplay(gameId) {
   replayView.open(gameId);
 }
 
+let profile = null;
+
 function openLeaderboard(date) {
   show("leaderboard");
   leaderboard.open(date || null);
+}
+
+/** Show a player's profile, at "/players/<id>". */
+function openProfile(playerId) {
+  goTo(`/players/${encodeURIComponent(playerId)}`);
+  show("profile");
+  profile.open(playerId);
 }
 
 // ------------------------------------------------------------------------------ the store
@@ -82,8 +92,10 @@ function welcome(message, { again, first }) {
     return;
   }
   if (first) {
-    // Opened from a race's link: its invite page is shown, not the last game.
-    if (store.pendingInvite || store.view === "invite" || store.view === "replay" || store.race) return;
+    // Opened from a race's link: its invite page is shown, not the last game; nor over a
+    // profile or a replay opened from its address.
+    const shown = ["invite", "profile", "replay"].includes(store.view);
+    if (store.pendingInvite || shown || store.race) return;
     const current = currentGame();
     if (current && current.game_id) {
       startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
@@ -141,6 +153,7 @@ onLocaleChange(() => {
   if (store.race) notify("race");
   if (store.view === "leaderboard") leaderboard.render();
   if (store.view === "replay") replayView.render();
+  if (store.view === "profile") profile.render();
   session.relabel();
 });
 
@@ -165,9 +178,11 @@ function boot() {
     replay: (code) => startGame({ type: "new_game", code }),
     watchReplay: openReplay,
     errorText,
+    openProfile,
   });
   replayView = new ReplayView($("#view-replay"), { errorText });
-  initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard() });
+  profile = new ProfileView($("#view-profile"), { me: () => store.player, errorText });
+  initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard(), openProfile });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
   initRecovery();
   initRegister(signedIn);
@@ -178,11 +193,23 @@ function boot() {
   $("#nav-leaderboard").addEventListener("click", () => openLeaderboard());
   onHistory((invite) => {
     if (store.view === "replay" && !replayInAddress()) replayView.pause();
+    const player = profileInAddress();
     if (replayInAddress()) showReplay(replayInAddress());
-    else if (invite && store.token) openInvite(invite);
+    else if (player) {
+      show("profile");
+      profile.open(player);
+    } else if (invite && store.token) openInvite(invite);
     else if (store.token) goHome();
   });
 
+  // A profile is public: its address shows it, signed in or not.
+  const player = profileInAddress();
+  if (player) {
+    if (store.token) session.connect();
+    show("profile");
+    profile.open(player);
+    return;
+  }
   setPendingInvite(inviteInAddress());
   const replayed = replayInAddress();
   if (replayed) {

@@ -76,9 +76,12 @@ async function pump() {
       if (reply.type === "accepted") {
         setMessage("");
         setGame(reply.game);
-        announce(
-          `${t("table.wasteLabel", { card: cardName(reply.game.waste) })}. ${t("stat.score")} ${reply.game.score}`,
-        );
+        // An ended game's panel has said how it ended (views/end.js): that is not talked over.
+        if (reply.game.status === "playing") {
+          announce(
+            `${t("table.wasteLabel", { card: cardName(reply.game.waste) })}. ${t("stat.score")} ${reply.game.score}`,
+          );
+        }
       } else if (reply.type === "rejected") {
         clearQueue();
         setGame(reply.game);

@@ -1,13 +1,14 @@
 // A replay's stepping: the table at every step of a finished game, worked out from its deal's
-// layout and its stored actions (GET /api/v1/games/{id}/replay, docs/protocol.md §12.14), in
+// layout and its stored actions (GET /api/v1/games/{id}/replay, docs/protocol.md §12.15), in
 // the STATE's shape the table draws. Which card is face up is the cover map's (rules.js); the
 // score is the server's (each action's score_after). Nothing here asks the server anything.
 import { coveredBy, POSITIONS } from "./rules.js";
 
 /**
  * The tables of a replay: element 0 is the deal, element i the table after actions[i − 1].
- * Each is {game_id, rules, status, tableau (card | "down" | null), waste, stock_count, score
- * (null before the first action), moves, undos, can_undo: false}.
+ * Each is {game_id, seq (the step), rules, status, tableau (card | "down" | null), waste,
+ * stock_count, score (null before the first action), moves, undos, can_undo: false}: the table
+ * animates one step to the next as it does a game's moves.
  */
 export function replayStates(replay) {
   const { layout, actions, game } = replay;
@@ -20,6 +21,7 @@ export function replayStates(replay) {
   const states = [];
   const snapshot = (status) => ({
     game_id: game.id,
+    seq: states.length,
     rules: game.rules,
     status,
     tableau: layout.tableau.map((card, pos) => {

@@ -1,13 +1,14 @@
 // Which view the page shows, and the address it shows it at. The views are index.html's
 // <section id="view-…">: register, home (the menu), play (the table and the race room),
-// invite (a race before joining or watching), leaderboard and replay. Every view lives at "/"
-// except a race's and a replay's: "/race/<invite>" stays while its room, its invite page, or
-// the sign-up before it is shown, "/replay/<game id>" while the replay is. What a view draws
-// when it opens is registered with onEnter().
+// invite (a race before joining or watching), leaderboard, profile and replay. Every view lives
+// at "/" except a race's, a profile's and a replay's: "/race/<invite>" stays while its room, its
+// invite page, or the sign-up before it is shown; "/players/<id>" while that player's profile
+// is; "/replay/<game id>" while that game's replay is. What a view draws when it opens is
+// registered with onEnter().
 import { $ } from "./dom.js";
 import { setView, store } from "./store.js";
 
-const VIEWS = ["register", "home", "play", "invite", "leaderboard", "replay"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay"];
 const entering = {};
 
 /** Run `fn` each time `view` is shown. */
@@ -22,7 +23,11 @@ export function show(view) {
   if (entering[view]) entering[view]();
   // The race's address stays while its room, its invite page or the sign-up before it is shown.
   const keepPath =
-    view === "play" || view === "invite" || view === "replay" || (view === "register" && store.pendingInvite);
+    view === "play" ||
+    view === "invite" ||
+    view === "profile" ||
+    view === "replay" ||
+    (view === "register" && store.pendingInvite);
   if (!keepPath && location.pathname !== "/") history.pushState(null, "", "/");
   window.scrollTo(0, 0);
 }
@@ -42,6 +47,12 @@ export function replayInAddress() {
 /** The address of a game's replay. */
 export function replayPath(gameId) {
   return `/replay/${encodeURIComponent(gameId)}`;
+}
+
+/** The player whose profile the address names ("/players/<id>"), or null. */
+export function profileInAddress() {
+  const m = location.pathname.match(/^\/players\/([^/]+)\/?$/);
+  return m ? decodeURIComponent(m[1]) : null;
 }
 
 /** Go to `path` (a new history entry), unless the page is there already. */

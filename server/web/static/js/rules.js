@@ -1,9 +1,10 @@
 // The rules of TriPeaks the page needs, and the only place it reads them (docs/rules.md §1–§2):
-// the layout's positions and rows, which positions cover which, the neighbour rule of each rule
-// set, and which cards are playable and removable. None of it is written here: engine-rules.js
-// is made by the server from its engine (server/web/page_rules.py, from server/engine/layout.py
-// and is_neighbour), so the page and the server cannot disagree. Where a card is drawn is not
-// a rule: that is the table's geometry (views/table.js), worked out from the cover map below.
+// the layout's positions and rows, which positions cover which, the peaks, the neighbour rule
+// of each rule set, and which cards are playable and removable. None of it is written here:
+// engine-rules.js is made by the server from its engine (server/web/page_rules.py, from
+// server/engine/layout.py and is_neighbour), so the page and the server cannot disagree. Where
+// a card is drawn is not a rule: that is the table's geometry (views/table.js), worked out from
+// the cover map below.
 import ENGINE from "./engine-rules.js";
 
 /** How many layout positions there are (0 … POSITIONS − 1); also the cards dealt to the layout. */
@@ -25,6 +26,18 @@ const COVERED_BY = ENGINE.covered_by.map((above) => Object.freeze([...above]));
 /** The positions covering `pos`, ascending (none for the bottom row): the cover map of §1. */
 export function coveredBy(pos) {
   return COVERED_BY[pos];
+}
+
+const PEAKS = ENGINE.peaks.map((peak) => Object.freeze([...peak]));
+
+/** The peaks' positions (left, middle, right): a peak is cleared when all of them are empty (§1). */
+export function peaks() {
+  return PEAKS;
+}
+
+/** The peaks (by index: 0 left, 1 middle, 2 right) cleared in a STATE: every position empty. */
+export function clearedPeaks(game) {
+  return PEAKS.flatMap((peak, i) => (peak.every((pos) => game.tableau[pos] === null) ? [i] : []));
 }
 
 /** Whether `card` may go onto `waste` under `rules` ("E" or "C"): their ranks are neighbours. */

@@ -1,7 +1,9 @@
 // The panel under an ended game: how it ended, its summary and par (asked of the server once
 // per game), its code with a copy button (free play), and what next: undo a blocked free game,
 // replay its code, a new deal, the day's leaderboard, the menu. A race game's panel only says
-// whether the race runs on: its results are the race panel's (views/race-panel.js).
+// whether the race runs on: its results are the race panel's (views/race-panel.js). The panel
+// can be put aside to look at the final table (its × button or Escape) and brought back ("Show
+// the result" beside the table's buttons).
 import { api } from "../api.js";
 import { codeText, copyControl } from "../code.js";
 import { $, h } from "../dom.js";
@@ -10,15 +12,44 @@ import { store } from "../store.js";
 import { announce } from "./notices.js";
 
 let on = null;
+let dismissed = null; // the game id whose panel the player put aside
 
 /** @param {object} handlers  {act(kind), startGame(message), goHome(), openLeaderboard(date)} */
 export function initEndPanel(handlers) {
   on = handlers;
+  $("#end-close").addEventListener("click", () => dismiss());
+  $("#btn-show-end").addEventListener("click", () => bringBack());
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key !== "Escape" || ev.defaultPrevented || store.view !== "play" || $("#end-panel").hidden) return;
+    if (!$("#settings").hidden) return; // Escape closes the settings first
+    ev.preventDefault();
+    dismiss();
+  });
+}
+
+/** Put the panel aside: the final table shows, and "Show the result" brings the panel back. */
+function dismiss() {
+  if (!store.game) return;
+  dismissed = store.game.game_id;
+  $("#end-panel").hidden = true;
+  const again = $("#btn-show-end");
+  again.hidden = false;
+  again.focus();
+}
+
+function bringBack() {
+  dismissed = null;
+  $("#btn-show-end").hidden = true;
+  refreshEnd();
+  const first = $("#end-actions button") || $("#end-close");
+  first.focus();
 }
 
 /** Show the panel for `game` (hidden while it is played); `before`: the STATE shown before. */
 export function renderEnd(game, before) {
   const panel = $("#end-panel");
+  if (game.status === "playing" || dismissed !== game.game_id) dismissed = null;
+  $("#btn-show-end").hidden = dismissed === null;
   if (game.status === "playing") {
     panel.hidden = true;
     return;
@@ -66,7 +97,8 @@ export function renderEnd(game, before) {
     actions.append(button(t("end.menu"), on.goHome));
   }
   const wasPlaying = !before || before.game_id !== game.game_id || before.status === "playing";
-  panel.hidden = false;
+  panel.hidden = dismissed !== null;
+  if (dismissed !== null) return;
   if (wasPlaying && before && before.game_id === game.game_id) {
     const first = actions.querySelector("button");
     if (first) first.focus();
@@ -79,13 +111,19 @@ export function refreshEnd() {
   if (store.game && store.view === "play") renderEnd(store.game, store.game);
 }
 
-/** "Par 752 · your score 650 (86%)" under the summary of an ended free or daily game. */
+/**
+ * "Par 752 · your score 650 (86%)" under the summary of an ended free or daily game, and a
+ * sentence saying what par is and how the score compares with it.
+ */
 function renderPar(game) {
   const el = $("#end-par");
+  const explain = $("#end-par-explain");
   const known = store.par[game.game_id];
   if (game.mode === "race" || game.status === "playing" || !known) {
     el.hidden = true;
     el.textContent = "";
+    explain.hidden = true;
+    explain.textContent = "";
     if (game.mode !== "race" && game.status !== "playing" && known === undefined) loadPar(game);
     return;
   }
@@ -95,6 +133,10 @@ function renderPar(game) {
     ? t("end.par", { par: known.par, score: game.score, share: Math.round(share * 100) })
     : t("end.parOnly", { par: known.par });
   el.hidden = false;
+  const diff = known.par - game.score;
+  explain.textContent =
+    diff <= 0 ? t("table.parAtBest") : t("table.parBelow", { score: game.score, diff });
+  explain.hidden = false;
 }
 
 const parLoading = new Set();

@@ -122,7 +122,12 @@ export async function checkHinted(game) {
   }
 }
 
-/** The game's clock: server time in a race, the STATE's time run on since it came otherwise. */
+/**
+ * The game's clock, as the server counts it (docs/rules.md §2 "Elapsed time"): in a race, server
+ * time since the race's start; otherwise the STATE's elapsed_ms, run on since the STATE came
+ * while the game is on (the server counts time away from the table too, and a resumed game's
+ * STATE brings its count), and stopped at the server's count once the game has ended.
+ */
 function tick() {
   const game = store.game;
   if (!game || store.view !== "play") return;

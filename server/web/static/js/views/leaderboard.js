@@ -1,5 +1,6 @@
-// The daily leaderboard (REST): a date's ranking page by page, my row highlighted, the
-// window "around me", and each row's replay once the date is over.
+// The daily leaderboard (REST): a date's ranking page by page, my row highlighted, and the
+// window "around me"; each name links to the player's profile, and each row to its replay once
+// the date is over.
 import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
@@ -14,7 +15,8 @@ export function shiftDate(iso, days) {
 export class Leaderboard {
   /**
    * @param {HTMLElement} root  #view-leaderboard
-   * @param {object} ctx  {me() → {id, name}|null, replay(code), watchReplay(gameId), errorText(code)}
+   * @param {object} ctx  {me() → {id, name}|null, replay(code), watchReplay(gameId), errorText(code),
+   *   openProfile(playerId)}
    */
   constructor(root, ctx) {
     this.root = root;
@@ -133,6 +135,22 @@ export class Leaderboard {
     );
   }
 
+  /** The entry's name, a link to the player's profile ("/players/<id>"). */
+  _nameLink(entry, mine) {
+    return h(
+      "a",
+      {
+        href: `/players/${entry.player_id}`,
+        class: "player-link",
+        onclick: (ev) => {
+          ev.preventDefault();
+          this.ctx.openProfile(entry.player_id);
+        },
+      },
+      mine ? `${entry.name} ${t("lb.you")}` : entry.name,
+    );
+  }
+
   _table(entries, id) {
     const me = this.ctx.me();
     return h(
@@ -163,7 +181,7 @@ export class Leaderboard {
             "tr",
             { class: mine ? "me" : null, "aria-current": mine ? "true" : null, dataset: { player: String(e.player_id) } },
             h("td", {}, String(e.rank)),
-            h("td", {}, mine ? `${e.name} ${t("lb.you")}` : e.name),
+            h("td", {}, this._nameLink(e, mine)),
             h("td", {}, String(e.score)),
             h("td", {}, String(e.moves)),
             h("td", { class: "opt" }, String(e.undos)),

@@ -1,6 +1,7 @@
 // The menu (the home view): games to continue, today's daily, free play by code or at random,
-// a race to see by its invite or to create, and the leaderboard. It draws what the store and
-// the server's daily say and hands the player's choice to the handlers of initMenu.
+// a race to see by its invite or to create, the leaderboard, and the player's own profile. It
+// draws what the store and the server's daily say and hands the player's choice to the
+// handlers of initMenu.
 import { api } from "../api.js";
 import { codeText } from "../code.js";
 import { $, h } from "../dom.js";
@@ -12,12 +13,16 @@ let on = null;
 
 /**
  * @param {object} handlers  {startGame(message, options), joinRace(invite), openInvite(invite),
- *   createRace({code, rules, timeLimit}), openLeaderboard()}
+ *   createRace({code, rules, timeLimit}), openLeaderboard(), openProfile(playerId)}
  */
 export function initMenu(handlers) {
   on = handlers;
   timeLimitOptions();
   $("#btn-leaderboard").addEventListener("click", () => on.openLeaderboard());
+  $("#menu-profile").addEventListener("click", (ev) => {
+    ev.preventDefault();
+    if (store.player) on.openProfile(store.player.id);
+  });
   $("#btn-daily").addEventListener("click", () => on.startGame({ type: "join_daily" }));
   $("#free-code-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -83,6 +88,7 @@ export async function renderHome() {
     );
   }
   $("#tile-continue").hidden = games.length === 0;
+  if (store.player) $("#menu-profile").href = `/players/${store.player.id}`;
   const info = $("#daily-info");
   try {
     const daily = await api.daily();

@@ -26,6 +26,7 @@ export class ReplayView {
       "stock-count": "replay-stock-count",
       "stock-card": "replay-stock-card",
       "waste-card": "replay-waste",
+      "table-moment": "replay-moment",
     });
     this.replay = null;
     this.states = [];

@@ -1,6 +1,7 @@
 // The settings panel (error help, show playable cards, and the account: a new recovery code,
-// signing the other devices out, signing this device in with a recovery code) and the language
-// menu in the top bar. A change is kept in the store, which tells whoever follows it (app.js:
+// signing the other devices out, signing this device in with a recovery code), opened over the
+// page below the top bar so the table stays where it is (Escape or Close shuts it), and the
+// language menu in the top bar. A change is kept in the store, which tells whoever follows it (app.js:
 // say hello again, draw the table again); a new language is set through i18n.js.
 import { api } from "../api.js";
 import { $ } from "../dom.js";
@@ -28,6 +29,12 @@ export function initSettings(on) {
   };
   toggle.addEventListener("click", () => setOpen(panel.hidden));
   $("#settings-close").addEventListener("click", () => {
+    setOpen(false);
+    toggle.focus();
+  });
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key !== "Escape" || panel.hidden || ev.defaultPrevented) return;
+    ev.preventDefault();
     setOpen(false);
     toggle.focus();
   });

@@ -1,9 +1,12 @@
 // The table: the three peaks (a card button per layout position, overlapping as the cover map
 // lays them out), the stock, the waste card and undo; arrow keys move between the cards. It
-// only shows a STATE and reports clicks; the server decides everything.
+// only shows a STATE and reports clicks; the server decides everything. Between two STATEs
+// of a game the cards move (views/motion.js): the table is drawn as the new STATE at once, and
+// the move only eases the way there.
 import { paintBack, paintFace } from "../cards.js";
 import { cardName, t, tn } from "../i18n.js";
-import { canRemove, coveredBy, POSITIONS, rowOf, ROWS } from "../rules.js";
+import { canRemove, coveredBy, peaks, POSITIONS, rowOf, ROWS } from "../rules.js";
+import { changeBetween, glide, moment } from "./motion.js";
 
 /**
  * Horizontal centre of a position, in card slots: the bottom row's cards sit side by side
@@ -52,6 +55,21 @@ export class Table {
       this.peaks.append(b);
       this.buttons.push(b);
     }
+    // A glow over each peak, shown for a moment when the peak is cleared.
+    this.glows = peaks().map((positions) => {
+      const xs = positions.map(centreOf);
+      const glow = document.createElement("div");
+      glow.className = "peak-glow";
+      glow.setAttribute("aria-hidden", "true");
+      glow.style.setProperty("--x", String(Math.min(...xs) - 0.5));
+      glow.style.setProperty("--span", String(Math.max(...xs) - Math.min(...xs) + 1));
+      const label = document.createElement("span");
+      label.className = "peak-glow-label";
+      glow.append(label);
+      this.peaks.append(glow);
+      return glow;
+    });
+    this.moments = part("table-moment");
     this.stock.addEventListener("click", () => this.on.draw());
     if (this.undoButton) this.undoButton.addEventListener("click", () => this.on.undo());
     this.peaks.addEventListener("keydown", (ev) => this._arrows(ev));
@@ -61,6 +79,15 @@ export class Table {
   render(game, { highlight = false } = {}) {
     const previous = this.game;
     this.game = game;
+    // Where the moving card starts, taken before the new STATE is drawn.
+    const change = changeBetween(previous, game);
+    const start = {
+      remove: () => this.buttons[change.pos],
+      draw: () => this.stockCard,
+      undoRemove: () => this.waste,
+      undoDraw: () => this.waste,
+    }[change ? change.kind : null];
+    const from = start ? start().getBoundingClientRect() : null;
     const active = document.activeElement;
     const focusedPos = active && active.dataset && active.parentElement === this.peaks ? Number(active.dataset.pos) : null;
     for (let pos = 0; pos < POSITIONS; pos++) {
@@ -105,6 +132,26 @@ export class Table {
     if (this.undoButton) this.undoButton.disabled = !game.can_undo;
     // Keep the keyboard where it was: a removed card hands focus to the nearest card.
     if (focusedPos !== null && this.buttons[focusedPos].hidden) this._focusNear(focusedPos);
+    if (change) this._move(change, from);
+  }
+
+  /** Ease the way from the STATE before to the one drawn: the card's move and any moment. */
+  _move(change, from) {
+    if (change.kind === "remove") glide(this.waste, from);
+    else if (change.kind === "draw") glide(this.waste, from, { turn: true });
+    else if (change.kind === "undoRemove") glide(this.buttons[change.pos], from);
+    else if (change.kind === "undoDraw") glide(this.stockCard, from);
+    const said = [];
+    for (const i of change.peaks) {
+      this.glows[i].firstChild.textContent = t("table.peakBonus");
+      moment(this.glows[i], "shown");
+      said.push(t("table.peakCleared"));
+    }
+    if (change.won) {
+      moment(this.root, "won-moment");
+      said.push(t("table.wonMoment"));
+    }
+    if (said.length && this.moments) this.moments.textContent = said.join(" ");
   }
 
   /** Point at a suggested move for a moment: the card at `pos`, or the stock for a draw. */
