@@ -1,6 +1,7 @@
 """A finished daily replayed in the browser once its date is over: opened from its leaderboard
 row, stepped with the keyboard and the buttons, jumped with the list of moves and the slider, to
-the end, with the move that left every optimal line marked (docs/rules.md §4 "Replays")."""
+the end, with the move that left every optimal line marked (docs/rules.md §4 "Replays"); today's
+daily offers no replay; a finished race's results link to each racer's replay."""
 
 from __future__ import annotations
 
@@ -189,3 +190,41 @@ async def test_todays_daily_has_no_replay_link_and_its_address_says_why(
     await context.close()
     await client.close()
     assert not [e for e in page_errors if "409" not in e], page_errors
+
+
+async def test_a_finished_races_results_link_to_each_racers_replay(
+    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
+    client = TestClient(server)  # closed at the end: it would close the server
+    await client.start_server()
+    host_info = await register_over_rest(client, "Host")
+    host, _ = await WsPlayer.connect(client, host_info["token"])
+    created = await host.request({"type": "race_create", "rules": "E", "time_limit_s": 60})
+    invite = created["race"]["invite"]
+    await host.request({"type": "race_start", "invite": invite})
+    game = (await host.until("race_go", invite=invite))["game"]
+    clock.advance(seconds=1)
+    game = (await host.act(game, "draw"))["game"]
+    await host.request({"type": "resign", "game_id": game["game_id"]})
+    code = GameCode.parse((await host.until("race_results"))["race"]["code"])
+    await host.close()
+
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors, f"/race/{invite}")
+    await register(page, "Bea")
+    await page.click("#invite-watch")
+    results = page.locator("#race-results tbody tr")
+    await expect(results).to_have_count(1)
+    await results.first.locator("a.replay-link").click()
+    await expect(page.locator("#view-replay")).to_be_visible()
+    assert page.url == f"{base}/replay/{game['game_id']}"
+    await expect(page.locator("#replay-title")).to_contain_text(invite)
+    await expect(page.locator("#replay-moves li")).to_have_count(1)
+    await page.keyboard.press("ArrowRight")
+    drawn = Game.new(code, ranked=True)
+    drawn.apply(Action.draw())
+    await _at_step(page, drawn, 1, 1)
+    await context.close()
+    await client.close()
+    assert not page_errors, page_errors
