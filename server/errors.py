@@ -96,6 +96,13 @@ class ErrorCode(StrEnum):
     BAD_PLAYER_ID = "bad_player_id"
     BAD_GAME_ID = "bad_game_id"
     NOT_RANKED = "not_ranked"
+    # following (docs/rules.md §4 "Following") and race invitations
+    CANNOT_FOLLOW_SELF = "cannot_follow_self"
+    FOLLOWING_LIMIT = "following_limit"
+    NOT_FOLLOWING = "not_following"
+    PLAYER_OFFLINE = "player_offline"
+    ALREADY_IN_RACE = "already_in_race"
+    TOO_MANY_INVITES = "too_many_invites"
     # HTTP itself (REST)
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"

@@ -4,13 +4,17 @@ them back.
 
 A test takes the ``backend`` fixture (defined here, parametrized ``memory`` / ``postgres``;
 ``tests/services/conftest.py`` and ``tests/storage/conftest.py`` offer it), builds its service
-over ``backend.players``, ``backend.daily``, ``backend.leaderboards`` or ``backend.games`` with
-``backend.committer``, and seeds games with :meth:`Backend.add_games` and bans with
-:meth:`Backend.ban`, as other writers of those rows would have stored them.
+over ``backend.players``, ``backend.daily``, ``backend.leaderboards``, ``backend.moderation``,
+``backend.review``, ``backend.games`` with ``backend.committer``, or ``backend.races`` and
+``backend.presence`` (with a game service over ``backend.games``), and seeds games with
+:meth:`Backend.add_games` (their logs with :meth:`Backend.add_actions`) and bans with
+:meth:`Backend.ban` (through the moderation service, on both), as other writers of those rows
+would have stored them; :meth:`Backend.moderation_state` reads back what moderation writes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import secrets
 from collections.abc import AsyncIterator, Sequence
@@ -18,7 +22,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
-from sqlalchemy import delete, insert, select, text
+from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.names import name_key
@@ -29,17 +33,34 @@ from server.storage.commits import GroupCommitter
 from server.storage.daily import DailyStore, PostgresDailyStore
 from server.storage.db import create_engine
 from server.storage.events import Event, Listener
+from server.storage.follows import FollowStore, PostgresFollowStore
 from server.storage.games import GameStore, PostgresGameStore
 from server.storage.leaderboards import LeaderboardStore, PostgresLeaderboardStore
-from server.storage.models import DailyChallenge, Game, Player, PlayerToken, Race
-from server.storage.moderation import PostgresModerationStore
+from server.storage.models import (
+    DailyChallenge,
+    Game,
+    GameAction,
+    ModerationAction,
+    Player,
+    PlayerToken,
+    Race,
+)
+from server.storage.moderation import ModerationStore, PostgresModerationStore
+from server.storage.online import OnlineStore, PostgresOnlineStore
 from server.storage.players import PlayerStore, PostgresPlayerStore
+from server.storage.presence import PostgresPresenceStore, PresenceStore
+from server.storage.races import PostgresRaceStore, RaceStore
+from server.storage.review import PostgresReviewStore, ReviewStore, Step
 from server.storage.sessions import Sessions
 from tests.fakes.daily import MemoryDailyStore
-from tests.fakes.database import MemoryDatabase
+from tests.fakes.database import ActionRecord, MemoryDatabase
+from tests.fakes.follows import MemoryFollowStore, MemoryOnlineStore
 from tests.fakes.games import MemoryCommitter, MemoryGameStore
 from tests.fakes.leaderboards import MemoryLeaderboardStore
+from tests.fakes.moderation import MemoryModerationStore
 from tests.fakes.players import MemoryPlayerStore
+from tests.fakes.races import MemoryPresenceStore, MemoryRaceStore
+from tests.fakes.review import MemoryReviewStore
 
 KINDS = ("memory", "postgres")
 #: The deal and deal time of a seeded game.
@@ -65,6 +86,33 @@ class Seed:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredGame:
+    """What moderation reads and writes of a stored game."""
+
+    id: int
+    player_id: int
+    mode: str
+    daily_date: dt.date | None
+    status: str
+    hidden_at: dt.datetime | None
+    hidden_by: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModerationState:
+    """Everything a moderator's command may change (a refused one must leave it as it was):
+    the audit trail (each row's columns, in id order),
+    the players' bans (id, since, why, by which row), the games' hidden marks (id, since, by
+    which row) and, in PostgreSQL, the counters its triggers keep (on memory the counts are
+    counted from the games, so they follow them)."""
+
+    actions: list[tuple[object, ...]]
+    bans: list[tuple[object, ...]]
+    hidden: list[tuple[object, ...]]
+    counters: list[tuple[object, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class StoredPlayer:
     """A player's row as stored, with the hashes of their tokens (by token id)."""
 
@@ -79,7 +127,8 @@ class Backend:
 
     Attributes:
         kind: ``"memory"`` or ``"postgres"``.
-        players, daily, leaderboards, games: the stores.
+        players, daily, leaderboards, moderation, review, games, races, presence, follows,
+            online: the stores.
         committer: what stores the game service's actions beside ``games`` (closed with the
             backend).
     """
@@ -88,7 +137,13 @@ class Backend:
     players: PlayerStore
     daily: DailyStore
     leaderboards: LeaderboardStore
+    moderation: ModerationStore
+    review: ReviewStore
     games: GameStore
+    races: RaceStore
+    presence: PresenceStore
+    follows: FollowStore
+    online: OnlineStore
     committer: Committer
 
     async def add_players(
@@ -105,8 +160,38 @@ class Backend:
         raise NotImplementedError
 
     async def ban(self, player_id: int, reason: str) -> dt.datetime:
-        """Ban a player from ranked play, as a moderator would; returns since when (UTC, by
-        the database's clock)."""
+        """Ban a player from ranked play, as a moderator does (:class:`ModerationService`
+        over :attr:`moderation`); returns since when (UTC, by the database's clock)."""
+        banned = await ModerationService(self.moderation).ban(f"id:{player_id}", reason, "tests")
+        return banned.action.at
+
+    async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
+        """Store a game's action log straight: ``steps`` (kind, position) as seqs 1, 2, …"""
+        raise NotImplementedError
+
+    async def set_address(self, player_id: int, address_hash: bytes) -> None:
+        """Give a player the hash of the address they registered from."""
+        raise NotImplementedError
+
+    async def set_result(
+        self,
+        game_id: int,
+        *,
+        status: str,
+        score: int,
+        moves: int,
+        finished_at: dt.datetime,
+        elapsed_ms: int,
+    ) -> None:
+        """End a stored game with this result straight, as its last action would."""
+        raise NotImplementedError
+
+    async def stored_games(self, player_id: int | None = None) -> list[StoredGame]:
+        """The stored games (of one player), in id order."""
+        raise NotImplementedError
+
+    async def moderation_state(self) -> ModerationState:
+        """Everything moderation may change, as stored."""
         raise NotImplementedError
 
     async def clear(self) -> None:
@@ -149,7 +234,13 @@ class MemoryBackend(Backend):
         self.players = MemoryPlayerStore(database)
         self.daily = MemoryDailyStore(database)
         self.leaderboards = MemoryLeaderboardStore(database)
+        self.moderation = MemoryModerationStore(database)
+        self.review = MemoryReviewStore(database)
         self.games = MemoryGameStore(database)
+        self.races = MemoryRaceStore(database)
+        self.presence = MemoryPresenceStore(database)
+        self.follows = MemoryFollowStore(database)
+        self.online = MemoryOnlineStore(database)
         self.committer = MemoryCommitter(database)
 
     async def add_players(
@@ -185,8 +276,61 @@ class MemoryBackend(Backend):
             for s in seeds
         ]
 
-    async def ban(self, player_id: int, reason: str) -> dt.datetime:
-        return self.database.ban(player_id, reason)
+    async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
+        for seq, (kind, pos) in enumerate(steps, start=1):
+            action = ActionRecord(game_id, seq, kind, pos, "AS", 0, SEED_AT)
+            self.database.check_action(action)
+            self.database.actions[(game_id, seq)] = action
+
+    async def set_address(self, player_id: int, address_hash: bytes) -> None:
+        self.database.players[player_id].address_hash = address_hash
+
+    async def set_result(
+        self,
+        game_id: int,
+        *,
+        status: str,
+        score: int,
+        moves: int,
+        finished_at: dt.datetime,
+        elapsed_ms: int,
+    ) -> None:
+        game = self.database.games[game_id]
+        self.database.update_game(
+            dataclasses.replace(
+                game,
+                status=status,
+                score=score,
+                moves=moves,
+                finished_at=finished_at,
+                elapsed_ms=elapsed_ms,
+            )
+        )
+
+    async def stored_games(self, player_id: int | None = None) -> list[StoredGame]:
+        return [
+            StoredGame(g.id, g.player_id, g.mode, g.daily_date, g.status, g.hidden_at, g.hidden_by)
+            for g in sorted(self.database.games.values(), key=lambda g: g.id)
+            if player_id is None or g.player_id == player_id
+        ]
+
+    async def moderation_state(self) -> ModerationState:
+        db = self.database
+        return ModerationState(
+            actions=[
+                dataclasses.astuple(a)
+                for a in sorted(db.moderation_actions.values(), key=lambda a: a.id)
+            ],
+            bans=[
+                (p.id, p.banned_at, p.ban_reason, p.ban_action_id)
+                for p in sorted(db.players.values(), key=lambda p: p.id)
+            ],
+            hidden=[
+                (g.id, g.hidden_at, g.hidden_by)
+                for g in sorted(db.games.values(), key=lambda g: g.id)
+            ],
+            counters=[],
+        )
 
     async def clear(self) -> None:
         self.database.clear()
@@ -240,7 +384,13 @@ class PostgresBackend(Backend):
         self.players = PostgresPlayerStore(sessions)
         self.daily = PostgresDailyStore(sessions)
         self.leaderboards = PostgresLeaderboardStore(sessions)
+        self.moderation = PostgresModerationStore(sessions)
+        self.review = PostgresReviewStore(sessions)
         self.games = PostgresGameStore(sessions)
+        self.races = PostgresRaceStore(sessions)
+        self.presence = PostgresPresenceStore(sessions)
+        self.follows = PostgresFollowStore(sessions)
+        self.online = PostgresOnlineStore(sessions)
         self.committer = GroupCommitter(engine)
         self._committers.append(self.committer)
 
@@ -308,15 +458,84 @@ class PostgresBackend(Backend):
             )
             return list(result.scalars())
 
-    async def ban(self, player_id: int, reason: str) -> dt.datetime:
-        moderation = ModerationService(PostgresModerationStore(Sessions(self.engine)))
-        banned = await moderation.ban(f"id:{player_id}", reason, "tests")
-        return banned.action.at
+    async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(GameAction),
+                [
+                    {"game_id": game_id, "seq": seq, "kind": kind, "pos": pos}
+                    | {"card": "AS", "score_after": 0, "created_at": SEED_AT}
+                    for seq, (kind, pos) in enumerate(steps, start=1)
+                ],
+            )
+
+    async def set_address(self, player_id: int, address_hash: bytes) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(Player).where(Player.id == player_id).values(address_hash=address_hash)
+            )
+
+    async def set_result(
+        self,
+        game_id: int,
+        *,
+        status: str,
+        score: int,
+        moves: int,
+        finished_at: dt.datetime,
+        elapsed_ms: int,
+    ) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(Game)
+                .where(Game.id == game_id)
+                .values(
+                    status=status,
+                    score=score,
+                    moves=moves,
+                    finished_at=finished_at,
+                    elapsed_ms=elapsed_ms,
+                )
+            )
+
+    async def stored_games(self, player_id: int | None = None) -> list[StoredGame]:
+        query = select(
+            Game.id,
+            Game.player_id,
+            Game.mode,
+            Game.daily_date,
+            Game.status,
+            Game.hidden_at,
+            Game.hidden_by,
+        ).order_by(Game.id)
+        if player_id is not None:
+            query = query.where(Game.player_id == player_id)
+        async with self.engine.connect() as conn:
+            return [StoredGame(*row) for row in await conn.execute(query)]
+
+    async def moderation_state(self) -> ModerationState:
+        async with self.engine.connect() as conn:
+            tables = []
+            for query in (
+                "SELECT id, at, moderator, action, player_id, game_id, daily_date, reason, "
+                "details FROM moderation_actions ORDER BY id",
+                "SELECT id, banned_at, ban_reason, ban_action_id FROM players ORDER BY id",
+                "SELECT id, hidden_at, hidden_by FROM games ORDER BY id",
+                "SELECT 'board', * FROM leaderboard_counts ORDER BY 2, 3, 4, 5, 6",
+                "SELECT 'players', * FROM daily_players ORDER BY 2",
+            ):
+                tables.append([tuple(row) for row in await conn.execute(text(query))])
+        actions, bans, hidden, board, players = tables
+        return ModerationState(actions, bans, hidden, board + players)
 
     async def clear(self) -> None:
         async with self.engine.begin() as conn:
+            await conn.execute(
+                update(Player).values(ban_action_id=None, banned_at=None, ban_reason=None)
+            )
             await conn.execute(delete(Game))
             await conn.execute(delete(Race))
+            await conn.execute(delete(ModerationAction))
             await conn.execute(delete(PlayerToken))
             await conn.execute(delete(Player))
 
@@ -395,7 +614,7 @@ async def open_backend(
             await memory.committer.close()
         return
     assert kind == "postgres" and database_url is not None
-    engine = create_engine(database_url, pool_size=3)
+    engine = create_engine(database_url, pool_size=5)
     backend = PostgresBackend(engine)
     try:
         yield backend

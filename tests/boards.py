@@ -1,8 +1,9 @@
 """A day's board to build in the leaderboard and moderation tests: rows (each a game with its own
 player), rows that must never show on the board, and the ranks the board must give, counted
 naively (docs/rules.md §4 order: score, then fewer moves, then less time; ties share a rank);
-the rows inserted straight into PostgreSQL (the ``db`` fixture, :func:`insert_rows`), and the
-board read over REST (:func:`get_json`, :func:`walk`, :func:`error`)."""
+the rows inserted straight into PostgreSQL (the ``db`` fixture, :func:`insert_rows`) or into
+either store of a test's ``backend`` (:func:`store_rows`), and the board read over REST
+(:func:`get_json`, :func:`walk`, :func:`error`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.storage.models import Game, Player, Race
+from tests.backends import Backend, Seed
 
 #: The board's date, and when its games ended by default (UTC).
 DATE = dt.date(2026, 3, 14)
@@ -137,6 +139,31 @@ async def insert_rows(engine: AsyncEngine, rows: Sequence[Row]) -> None:
                 for row in rows
             ],
         )
+
+
+async def store_rows(backend: Backend, rows: Sequence[Row]) -> dict[str, int]:
+    """Store the rows' players and games; fill in and return the players' ids by name."""
+    names = list(dict.fromkeys(r.name for r in rows))
+    ids = dict(zip(names, await backend.add_players(names), strict=True))
+    for row in rows:
+        row.player_id = ids[row.name]
+    await backend.add_games(
+        [
+            Seed(
+                r.player_id,
+                r.score,
+                r.moves,
+                None if r.status == "playing" else r.elapsed_ms,
+                None if r.status == "playing" else r.finished_at,
+                status=r.status,
+                undos=r.undos,
+                mode=r.mode,
+                daily_date=r.date if r.mode == "daily" else None,
+            )
+            for r in rows
+        ]
+    )
+    return ids
 
 
 async def get_json(client: Client, path: str, **params: Any) -> dict[str, Any]:

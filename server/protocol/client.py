@@ -44,6 +44,7 @@ __all__ = [
     "ClientMessage",
     "Hello",
     "Hint",
+    "InviteToRace",
     "JoinDaily",
     "NewGame",
     "Ping",
@@ -233,6 +234,14 @@ class RaceStart(_Message, tag="race_start", frozen=True):
     invite: InviteCode
 
 
+class InviteToRace(_Message, tag="invite_to_race", frozen=True):
+    """A racer seated in a lobby invites a player they follow who is online (docs/rules.md §4
+    "Following"); the player is told (``race_invite``) on every socket of theirs."""
+
+    invite: InviteCode
+    player_id: RowId
+
+
 class Hint(_Message, tag="hint", frozen=True):
     """Ask for the best next action (free play only; the game is marked as hinted)."""
 
@@ -254,6 +263,7 @@ ClientMessage = (
     | RaceJoin
     | RaceLeave
     | RaceStart
+    | InviteToRace
     | Hint
     | Ping
 )
@@ -268,6 +278,7 @@ MESSAGE_TYPES = (
     "race_join",
     "race_leave",
     "race_start",
+    "invite_to_race",
     "hint",
     "ping",
 )
@@ -286,7 +297,7 @@ def client_message_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of a client message, generated from the message classes.
 
     Returns:
-        A schema whose top level is an ``anyOf`` of the twelve message types, with a
+        A schema whose top level is an ``anyOf`` of the thirteen message types, with a
         ``discriminator`` on ``type`` mapping each ``type`` value to its definition under
         ``$defs`` (keyed by class name: ``Hello``, ``NewGame``, ...). Each definition lists its
         members with their JSON types and bounds, the required ones, and
@@ -314,7 +325,8 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
     Returns:
         One of :class:`Hello`, :class:`NewGame`, :class:`JoinDaily`, :class:`Resume`,
         :class:`ActionRequest`, :class:`Resign`, :class:`RaceCreate`, :class:`RaceJoin`,
-        :class:`RaceLeave`, :class:`RaceStart`, :class:`Hint`, :class:`Ping`.
+        :class:`RaceLeave`, :class:`RaceStart`, :class:`InviteToRace`, :class:`Hint`,
+        :class:`Ping`.
 
     Raises:
         ProtocolError: with code ``bad_json`` (not JSON), ``not_an_object``, ``unknown_type``

@@ -245,6 +245,39 @@ class RaceLeft(Message, frozen=True, tag="race_left"):
     id: int | str | None = None
 
 
+class Inviter(msgspec.Struct, frozen=True):
+    """Who sent an invitation: a racer seated in the room."""
+
+    id: int
+    name: str
+
+
+class RaceInvite(Message, frozen=True, tag="race_invite"):
+    """Pushed to every socket of a player a racer they are followed by invited to a lobby:
+    the room's invite code and who invited them (``from``)."""
+
+    invite: str
+    from_: Inviter = msgspec.field(name="from")
+
+
+class Invited(Message, frozen=True, tag="invited"):
+    """Reply to ``invite_to_race``: the player was told (on every socket of theirs)."""
+
+    invite: str
+    player_id: int
+    id: int | str | None = None
+
+
+def race_invite(invite: str, from_id: int, from_name: str) -> RaceInvite:
+    """Pushed to an invited player."""
+    return RaceInvite(invite, Inviter(from_id, from_name))
+
+
+def invited(invite: str, player_id: int, request_id: int | str | None) -> Invited:
+    """Reply to ``invite_to_race``."""
+    return Invited(invite, player_id, request_id)
+
+
 class RaceRoom(Message, frozen=True, tag="race_room"):
     """Pushed when a room changes (a player joins or leaves, the host starts, it closes)."""
 
@@ -343,12 +376,15 @@ def race_results(room: RoomView, now: dt.datetime) -> RaceResults:
 
 
 __all__ = [
+    "Invited",
+    "Inviter",
     "Presence",
     "PresenceView",
     "Progress",
     "ProgressView",
     "Race",
     "RaceGo",
+    "RaceInvite",
     "RaceLeft",
     "RaceProgress",
     "RaceResults",
@@ -359,9 +395,11 @@ __all__ = [
     "RoomWatcher",
     "SeatView",
     "WatcherView",
+    "invited",
     "presence",
     "race",
     "race_go",
+    "race_invite",
     "race_left",
     "race_progress",
     "race_results",

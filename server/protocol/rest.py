@@ -137,6 +137,37 @@ class Player(msgspec.Struct, frozen=True):
     name: str
 
 
+class FollowName(msgspec.Struct, frozen=True):
+    """``POST /api/v1/players/me/following``: the name of the player to follow, read as
+    registration reads it (any case, look-alike letters) (docs/protocol.md §12.15)."""
+
+    name: Annotated[str, Meta(max_length=200, examples=["Alice"])]
+
+
+class FollowedPlayer(msgspec.Struct, frozen=True):
+    """A player the caller follows: since when, and whether they have a websocket open now."""
+
+    id: RowId
+    name: str
+    since: Timestamp
+    online: bool
+
+
+class Following(msgspec.Struct, frozen=True):
+    """The players the caller follows, the earliest followed first, and how many one may
+    follow."""
+
+    players: list[FollowedPlayer]
+    limit: RowId
+
+
+class Unfollowed(msgspec.Struct, frozen=True):
+    """The player is no longer followed; ``was_following``: whether they were."""
+
+    player_id: RowId
+    was_following: bool
+
+
 class LineStep(msgspec.Struct, frozen=True):
     """One action of an optimal line: the card removed or drawn (``pos`` for a removal)."""
 
@@ -191,6 +222,14 @@ class LeaderboardWindow(msgspec.Struct, frozen=True):
 
     date: Date
     player_id: RowId
+    entries: list[LeaderboardEntry]
+
+
+class FriendsBoard(msgspec.Struct, frozen=True):
+    """The friends' view of a date's leaderboard: the caller's entry and those of the players
+    they follow, each with its rank on the whole board, in board order."""
+
+    date: Date
     entries: list[LeaderboardEntry]
 
 
@@ -323,7 +362,7 @@ class ReplayAction(msgspec.Struct, frozen=True):
 
 
 class Replay(msgspec.Struct, frozen=True):
-    """A finished game whose deal is public, to replay move by move (docs/protocol.md §12.15):
+    """A finished game whose deal is public, to replay move by move (docs/protocol.md §12.16):
     the deal, every stored action, and the solver's optimal line (``par`` and ``line`` null
     without the solver or when it is too slow); ``diverged_at`` is the index in ``actions`` of
     the first action of the game's effective line after which par was out of reach (null when
@@ -372,6 +411,10 @@ Body = (
     | NewRecoveryCode
     | SignedOut
     | Player
+    | FollowedPlayer
+    | Following
+    | Unfollowed
+    | FriendsBoard
     | DailyChallenge
     | LeaderboardPage
     | LeaderboardWindow

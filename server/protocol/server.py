@@ -51,12 +51,15 @@ from server.protocol.messages import (
     pong,
 )
 from server.protocol.race_messages import (
+    Invited,
+    Inviter,
     Presence,
     PresenceView,
     Progress,
     ProgressView,
     Race,
     RaceGo,
+    RaceInvite,
     RaceLeft,
     RaceProgress,
     RaceResults,
@@ -67,9 +70,11 @@ from server.protocol.race_messages import (
     RoomWatcher,
     SeatView,
     WatcherView,
+    invited,
     presence,
     race,
     race_go,
+    race_invite,
     race_left,
     race_progress,
     race_results,
@@ -139,6 +144,8 @@ TypedReply = (
     | RaceGo
     | RaceProgress
     | RaceResults
+    | RaceInvite
+    | Invited
 )
 
 
@@ -156,6 +163,8 @@ __all__ = [
     "GameReply",
     "GameState",
     "Hint",
+    "Invited",
+    "Inviter",
     "Message",
     "PlayerText",
     "PlayerView",
@@ -166,6 +175,7 @@ __all__ = [
     "ProgressView",
     "Race",
     "RaceGo",
+    "RaceInvite",
     "RaceLeft",
     "RaceProgress",
     "RaceResults",
@@ -189,11 +199,13 @@ __all__ = [
     "game",
     "game_state",
     "hint",
+    "invited",
     "iso_time",
     "pong",
     "presence",
     "race",
     "race_go",
+    "race_invite",
     "race_left",
     "race_progress",
     "race_results",

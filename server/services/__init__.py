@@ -1,5 +1,5 @@
-"""Services: games, the daily challenge, players, profiles, leaderboards, races and replays.
-They use the engine and the store, take a clock, and know nothing of sockets or HTTP."""
+"""Services: games, the daily challenge, players, profiles, leaderboards, races, following and
+replays. They use the engine and the store, take a clock, and know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from server.services.addresses import address_key
 from server.services.analysis import Analyzer
 from server.services.clock import Clock
 from server.services.daily import DailyService
+from server.services.friends import FriendService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
 from server.services.moderation import ModerationService
@@ -24,13 +25,15 @@ from server.services.races import RaceLimits, RaceService
 from server.services.replays import ReplayService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
+from server.storage.follows import PostgresFollowStore
 from server.storage.games import PostgresGameStore
 from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
+from server.storage.online import PostgresOnlineStore
 from server.storage.players import PostgresPlayerStore
-from server.storage.presence import PresenceStore
+from server.storage.presence import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore
-from server.storage.races import RaceStore
+from server.storage.races import PostgresRaceStore
 from server.storage.sessions import Sessions
 
 
@@ -49,6 +52,7 @@ class Services:
     moderation: ModerationService
     replays: ReplayService
     profiles: ProfileService
+    friends: FriendService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -93,21 +97,23 @@ class Services:
             analyzer=analyzer,
         )
         limits = race_limits or RaceLimits()
-        rooms, presence = RaceStore(sessions), PresenceStore(sessions)
+        rooms, presence = PostgresRaceStore(sessions), PostgresPresenceStore(sessions)
+        leaderboards = LeaderboardService(PostgresLeaderboardStore(sessions))
+        instance = instance or uuid.uuid4().hex
         return cls(
             db=db,
             clock=clock,
             players=PlayerService(PostgresPlayerStore(sessions), clock),
             daily=daily,
             games=games,
-            leaderboards=LeaderboardService(PostgresLeaderboardStore(sessions)),
+            leaderboards=leaderboards,
             races=RaceService(rooms, presence, clock, games, limits),
             presence=PresenceService(
                 presence,
                 rooms,
                 clock,
                 games,
-                instance or uuid.uuid4().hex,
+                instance,
                 limits.grace_s,
                 limits.instance_timeout_s,
             ),
@@ -116,6 +122,14 @@ class Services:
             ),
             replays=ReplayService(game_store, daily, analyzer),
             profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
+            friends=FriendService(
+                PostgresFollowStore(sessions),
+                PostgresOnlineStore(sessions),
+                leaderboards,
+                clock,
+                instance=instance,
+                instance_timeout_s=limits.instance_timeout_s,
+            ),
             analyzer=analyzer,
         )
 

@@ -1,7 +1,8 @@
 """What a ban does to play (docs/rules.md §4 "Moderation"): a banned player starts no ranked play
 (the daily, opening a race, a racer's seat) and is told since when and why; free play and
-watching races stay open. The races service asks :func:`refuse_banned` inside its transaction;
-the games service reads the ban through its store and raises :func:`ban_refusal`. The bans
+watching races stay open. The races service reads the ban in its transaction
+(:meth:`~server.storage.races.RaceStore.ban_of`) and hands it to :func:`refuse_banned`; the
+games service reads it through its store and raises :func:`ban_refusal`. The bans
 themselves are made and lifted by :mod:`server.services.moderation`.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 
 from server.errors import BannedError
-from server.storage.moderation import PlayerRecord, SessionOrFactory, ban_of
+from server.storage.moderation import PlayerRecord
 
 
 def banned_message(player: PlayerRecord) -> str:
@@ -23,19 +24,17 @@ def banned_message(player: PlayerRecord) -> str:
     )
 
 
-async def refuse_banned(db: SessionOrFactory, player_id: int) -> None:
+def refuse_banned(banned: PlayerRecord | None) -> None:
     """Refuse ranked play to a banned player: the daily, opening a race, a racer's seat.
 
     Args:
-        db: the session factory, or a session already open (its transaction is used).
-        player_id: the player.
+        banned: the player's record when they are banned (as their store's ``ban_of`` reads
+            it), else None (nothing is refused).
 
     Raises:
         BannedError: ``banned`` (a :class:`~server.errors.ForbiddenError`), saying since when
             and why in its message, with the ban's date and reason as attributes.
-        StorageError: the database failed.
     """
-    banned = await ban_of(db, player_id)
     if banned is not None:
         raise ban_refusal(banned)
 

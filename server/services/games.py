@@ -24,8 +24,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from server.engine.codes import GameCode, RuleSet
 from server.engine.errors import IllegalActionError
 from server.engine.game import Action, AppliedAction, Game, Status
@@ -57,8 +55,8 @@ from server.storage.events import RaceProgress
 from server.storage.games import (
     GameMode,
     GameStore,
-    insert_race_games,
 )
+from server.storage.transactions import Transaction
 
 #: Tries of a daily join whose date closes between reading "today" and storing the game.
 JOIN_ATTEMPTS = 3
@@ -200,13 +198,14 @@ class GameService:
 
     async def create_race_games(
         self,
-        session: AsyncSession,
+        tx: Transaction,
         race_id: int,
         code: GameCode,
         player_ids: Sequence[int],
         starts_at: dt.datetime,
     ) -> dict[int, int]:
-        """Insert one race game per player in the caller's transaction (not committed here).
+        """Insert one race game per player in the race's transaction ``tx`` (not committed
+        here).
 
         Each game starts at ``starts_at`` (its elapsed time counts from there).
 
@@ -214,8 +213,8 @@ class GameService:
             ``{player_id: game_id}``.
         """
         fresh = Game.new(code, ranked=True)
-        return await insert_race_games(
-            session, race_id, code, fresh.status, fresh.score, player_ids, starts_at
+        return await self._store.insert_race_games(
+            tx, race_id, code, fresh.status, fresh.score, player_ids, starts_at
         )
 
     # ----------------------------------------------------------------------------- reading

@@ -15,7 +15,7 @@ import base64
 import binascii
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from server.errors import ErrorCode, InvalidInputError, NotFoundError
@@ -173,6 +173,20 @@ class LeaderboardService:
         """
         own = await self._store.entry(date, player_id)
         return None if own is None else _entries(own)[0]
+
+    async def ranks_of(self, date: dt.date, player_ids: Collection[int]) -> list[Entry]:
+        """Some players' entries, each with its rank on the whole board (the same as on its
+        pages), in board order.
+
+        Args:
+            date: the UTC date.
+            player_ids: the players; those with no ranked game that date are left out.
+
+        Raises:
+            StorageError: the database failed.
+        """
+        slices = await self._store.entries(date, player_ids)
+        return [_entries(one)[0] for one in slices]
 
 
 def _entries(board: BoardSlice) -> list[Entry]:

@@ -27,8 +27,6 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from server.errors import ServiceError, StorageError
 from server.services.clock import Clock
 from server.services.games import GameService
@@ -36,6 +34,7 @@ from server.services.room_presence import RoomPresence
 from server.services.rooms import Presence, Watcher, presence_of
 from server.storage.presence import Connection, PresenceRole, PresenceState, PresenceStore
 from server.storage.races import RaceStatus, RaceStore
+from server.storage.transactions import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +94,9 @@ class PresenceService:
 
     async def register(self) -> None:
         """Record this process as running (at start, before it serves anyone)."""
-        async with self._store.transaction() as session:
-            self._registered_at = await self._store.instances.register(session, self.instance)
-            await session.commit()
+        async with self._store.transaction() as tx:
+            self._registered_at = await self._store.instances.register(tx, self.instance)
+            await tx.commit()
         self._healthy_since = self._last_beat = time.monotonic()
 
     async def unregister(self) -> None:
@@ -117,11 +116,11 @@ class PresenceService:
             StorageError: the database did not answer.
         """
         try:
-            async with self._store.transaction() as session:
-                started = await self._store.instances.beat(session, self.instance)
+            async with self._store.transaction() as tx:
+                started = await self._store.instances.beat(tx, self.instance)
                 if started is None:
-                    started = await self._store.instances.register(session, self.instance)
-                await session.commit()
+                    started = await self._store.instances.register(tx, self.instance)
+                await tx.commit()
         except BaseException:
             self._healthy_since = None
             raise
@@ -145,17 +144,17 @@ class PresenceService:
         Raises:
             StorageError: the database failed, or a room stayed locked (nothing recorded).
         """
-        async with self._races.transaction() as session:
-            await self._races.limit_lock_waits(session, LOCK_WAIT_S)
-            seated = await self._races.open_rooms_of(session, player_id)
+        async with self._races.transaction() as tx:
+            await self._races.limit_lock_waits(tx, LOCK_WAIT_S)
+            seated = await self._races.open_rooms_of(tx, player_id)
             now = self._clock.now()
-            for race in await self._races.lock_all(session, [r.id for r in seated]):
+            for race in await self._races.lock_all(tx, [r.id for r in seated]):
                 race, changed = await self._rooms.follow(
-                    session, race, player_id, PresenceRole.RACER, connection, now
+                    tx, race, player_id, PresenceRole.RACER, connection, now
                 )
                 if changed:
-                    await self._races.announce(session, race)
-            await session.commit()
+                    await self._races.announce(tx, race)
+            await tx.commit()
             return bool(seated)
 
     async def unfollow(self, connection: Connection) -> None:
@@ -166,9 +165,9 @@ class PresenceService:
             StorageError: the database failed or a room stayed locked (the sweep drops
                 the closed connection's records later).
         """
-        async with self._store.transaction() as session:
-            await self._drop_connections(session, [connection.instance], connection.key)
-            await session.commit()
+        async with self._store.transaction() as tx:
+            await self._drop_connections(tx, [connection.instance], connection.key)
+            await tx.commit()
 
     async def refollow(self, follows: Iterable[tuple[int, int, str]]) -> bool:
         """Record again connections this process holds, after its records were dropped (it was
@@ -188,22 +187,22 @@ class PresenceService:
         done = True
         for race_id, members in sorted(by_room.items()):
             try:
-                async with self._races.transaction() as session:
-                    await self._races.limit_lock_waits(session, LOCK_WAIT_S)
-                    race = await self._races.lock(session, race_id)
+                async with self._races.transaction() as tx:
+                    await self._races.limit_lock_waits(tx, LOCK_WAIT_S)
+                    race = await self._races.lock(tx, race_id)
                     if race is None:
                         continue
                     changed, now = False, self._clock.now()
                     for player_id, key in members:
-                        seated = await self._races.seats.find(session, race_id, player_id)
+                        seated = await self._races.seats.find(tx, race_id, player_id)
                         role = PresenceRole.RACER if seated else PresenceRole.WATCHER
                         race, moved = await self._rooms.follow(
-                            session, race, player_id, role, self.connection(key), now
+                            tx, race, player_id, role, self.connection(key), now
                         )
                         changed |= moved
                     if changed:
-                        await self._races.announce(session, race)
-                    await session.commit()
+                        await self._races.announce(tx, race)
+                    await tx.commit()
             except StorageError as exc:
                 log.info(
                     "presence: room %s not recorded again yet (%s)", race_id, type(exc).__name__
@@ -290,18 +289,18 @@ class PresenceService:
         cutoff = self._grace_cutoff(now)
         for race_id in await self._store.rooms_past_grace(cutoff):
             try:
-                async with self._races.transaction() as session:
-                    await self._races.limit_lock_waits(session, LOCK_WAIT_S)
-                    race = await self._races.lock(session, race_id)
+                async with self._races.transaction() as tx:
+                    await self._races.limit_lock_waits(tx, LOCK_WAIT_S)
+                    race = await self._races.lock(tx, race_id)
                     if race is None or not race.status.is_open:
                         continue
-                    gone = await self._store.end_grace(session, race.id, cutoff, now)
+                    gone = await self._store.end_grace(tx, race.id, cutoff, now)
                     if not gone:
                         continue
                     if race.status == RaceStatus.LOBBY and race.host_id in gone:
-                        race = await self._rooms.pass_host(session, race, connected_only=True)
-                    await self._races.announce(session, race)
-                    await session.commit()
+                        race = await self._rooms.pass_host(tx, race, connected_only=True)
+                    await self._races.announce(tx, race)
+                    await tx.commit()
             except StorageError as exc:
                 log.info(
                     "presence: room %s left for the next sweep (%s)",
@@ -330,32 +329,32 @@ class PresenceService:
     # ------------------------------------------------------------------------------ helpers
 
     async def _drop_instances(self, instances: Sequence[str]) -> None:
-        async with self._store.transaction() as session:
-            await self._drop_connections(session, instances)
-            await self._store.instances.forget(session, instances)
-            await session.commit()
+        async with self._store.transaction() as tx:
+            await self._drop_connections(tx, instances)
+            await self._store.instances.forget(tx, instances)
+            await tx.commit()
 
     async def _drop_connections(
-        self, session: AsyncSession, instances: Sequence[str], key: str | None = None
+        self, tx: Transaction, instances: Sequence[str], key: str | None = None
     ) -> None:
         """Drop the connection records of these processes (only connection ``key``'s when
         given), their rooms locked first, in id order, waiting at most :data:`LOCK_WAIT_S`;
         players left with no connection to an open room start reconnecting there, and each
         room so changed is announced."""
-        await self._races.limit_lock_waits(session, LOCK_WAIT_S)
-        followed = await self._store.rooms_followed(session, instances, key)
-        rooms = {race.id: race for race in await self._races.lock_all(session, followed)}
-        pairs = await self._store.drop_connections(session, instances, key)
+        await self._races.limit_lock_waits(tx, LOCK_WAIT_S)
+        followed = await self._store.rooms_followed(tx, instances, key)
+        rooms = {race.id: race for race in await self._races.lock_all(tx, followed)}
+        pairs = await self._store.drop_connections(tx, instances, key)
         changed: set[int] = set()
         now = self._clock.now()
         for race_id, player_id in sorted(set(pairs)):
             race = rooms.get(race_id)
             if race is None or not race.status.is_open:
                 continue  # a finished or closed room's presence stays as it ended
-            if await self._store.connections(session, race_id, player_id):
+            if await self._store.connections(tx, race_id, player_id):
                 continue
             if await self._store.set_state(
-                session,
+                tx,
                 race_id,
                 player_id,
                 PresenceState.RECONNECTING,
@@ -364,7 +363,7 @@ class PresenceService:
             ):
                 changed.add(race_id)
         for race_id in sorted(changed):
-            await self._races.announce(session, rooms[race_id])
+            await self._races.announce(tx, rooms[race_id])
 
 
 __all__ = [

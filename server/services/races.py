@@ -1,7 +1,7 @@
 """Races: friends play the same deal at the same server time (docs/rules.md §4 "Races").
 
-A room lives in PostgreSQL (``races``, ``race_players``), so any server process can serve any of
-its players. Every change is published as an event (``LISTEN/NOTIFY``) inside the transaction
+A room lives in the database (``races``, ``race_players``), so any server process can serve any
+of its players. Every change is published as an event (``LISTEN/NOTIFY``) inside the transaction
 that makes it; the web layer passes events on to the sockets it holds.
 
 Life of a room (:class:`~server.storage.races.RaceStatus`): ``lobby`` (players join and leave;
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.actions import Status
 from server.engine.codes import DealVersion, GameCode, RuleSet
@@ -54,6 +52,7 @@ from server.services.rooms import (
 )
 from server.storage.presence import Connection, PresenceRole, PresenceStore
 from server.storage.races import INVITE_KEY, RaceRow, RaceStatus, RaceStore
+from server.storage.transactions import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -110,17 +109,17 @@ class RaceService:
             ForbiddenError: ``banned``: a banned player opens no race.
             ConflictError: ``too_many_rooms``.
         """
-        async with self._store.transaction() as session:
-            await refuse_banned(session, player.id)
+        async with self._store.transaction() as tx:
+            refuse_banned(await self._store.ban_of(tx, player.id))
         limit = self.limits.time_limit(time_limit_s)
         deal = code if code is not None else GameCode.random(rules, DealVersion.TP2)
         now = self._clock.now()
         for _ in range(8):
             try:
-                async with self._store.transaction() as session:
-                    self.limits.check_rooms(await self._store.seats.rooms_held(session, player.id))
+                async with self._store.transaction() as tx:
+                    self.limits.check_rooms(await self._store.seats.rooms_held(tx, player.id))
                     race = await self._store.create(
-                        session,
+                        tx,
                         invite=new_invite(),
                         host_id=player.id,
                         code=deal,
@@ -131,9 +130,9 @@ class RaceService:
                     )
                     if connection is not None:
                         await self._presence.follow(
-                            session, race, player.id, PresenceRole.RACER, connection, now
+                            tx, race, player.id, PresenceRole.RACER, connection, now
                         )
-                    await session.commit()
+                    await tx.commit()
                 return await self.room(race.invite)
             except StorageConflict as exc:
                 if exc.constraint != INVITE_KEY:
@@ -162,39 +161,37 @@ class RaceService:
             ConflictError: ``room_full``, ``too_many_rooms``, ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
-        async with self._store.transaction() as session:
-            race = _found(await self._store.find(session, invite, lock=True), invite)
+        async with self._store.transaction() as tx:
+            race = _found(await self._store.find(tx, invite, lock=True), invite)
             now = self._clock.now()
-            seat = await self._store.seats.find(session, race.id, player.id)
+            seat = await self._store.seats.find(tx, race.id, player.id)
             if seat is not None:
-                race = await self._follow(
-                    session, race, player.id, PresenceRole.RACER, connection, now
-                )
-                return Joined(await self._room(session, race), True, seat.game_id)
+                race = await self._follow(tx, race, player.id, PresenceRole.RACER, connection, now)
+                return Joined(await self._room(tx, race), True, seat.game_id)
             if race.status == RaceStatus.CLOSED:  # nothing to watch either
                 raise ConflictError("this race room is closed", code=ErrorCode.RACE_CLOSED)
             if watch or race.status in (RaceStatus.RUNNING, RaceStatus.FINISHED):
                 race = await self._follow(
-                    session, race, player.id, PresenceRole.WATCHER, connection, now
+                    tx, race, player.id, PresenceRole.WATCHER, connection, now
                 )
-                return Joined(await self._room(session, race), False, None)
-            await refuse_banned(session, player.id)
-            if await self._store.seats.taken(session, race.id) >= race.max_players:
-                gone = await self._store.seats.gone_racers(session, race.id)
+                return Joined(await self._room(tx, race), False, None)
+            refuse_banned(await self._store.ban_of(tx, player.id))
+            if await self._store.seats.taken(tx, race.id) >= race.max_players:
+                gone = await self._store.seats.gone_racers(tx, race.id)
                 if not gone:
                     raise ConflictError(
                         f"the room is full ({race.max_players} players)", code=ErrorCode.ROOM_FULL
                     )
-                race = await self._presence.unseat(session, race, gone[0], None, now)
-            self.limits.check_rooms(await self._store.seats.rooms_held(session, player.id))
-            await self._store.seats.add(session, race.id, player.id, now)
+                race = await self._presence.unseat(tx, race, gone[0], None, now)
+            self.limits.check_rooms(await self._store.seats.rooms_held(tx, player.id))
+            await self._store.seats.add(tx, race.id, player.id, now)
             if connection is not None:
                 race, _ = await self._presence.follow(
-                    session, race, player.id, PresenceRole.RACER, connection, now
+                    tx, race, player.id, PresenceRole.RACER, connection, now
                 )
-            race = await self._store.announce(session, race)
-            await session.commit()
-            return Joined(await self._room(session, race), True, None)
+            race = await self._store.announce(tx, race)
+            await tx.commit()
+            return Joined(await self._room(tx, race), True, None)
 
     async def leave(
         self,
@@ -222,26 +219,26 @@ class RaceService:
         """
         invite = normalize_invite(raw_invite)
         resign_game: int | None = None
-        async with self._store.transaction() as session:
-            race = _found(await self._store.find(session, invite, lock=True), invite)
+        async with self._store.transaction() as tx:
+            race = _found(await self._store.find(tx, invite, lock=True), invite)
             now = self._clock.now()
-            seat = await self._store.seats.find(session, race.id, player.id)
+            seat = await self._store.seats.find(tx, race.id, player.id)
             if seat is None and not watching:
                 raise ConflictError(f"you are not in race {invite}", code=ErrorCode.NOT_IN_RACE)
             if seat is not None and race.status == RaceStatus.LOBBY:
-                race = await self._presence.unseat(session, race, player.id, connection, now)
-                await self._store.announce(session, race)
+                race = await self._presence.unseat(tx, race, player.id, connection, now)
+                await self._store.announce(tx, race)
             elif seat is not None and race.status == RaceStatus.RUNNING:
                 resign_game = seat.game_id
-                await self._presence.mark_gone(session, race.id, player.id, connection, now)
-                await self._store.announce(session, race)
+                await self._presence.mark_gone(tx, race.id, player.id, connection, now)
+                await self._store.announce(tx, race)
             elif (
                 seat is None
                 and connection is not None
-                and await self._presence.unfollow_one(session, race.id, player.id, connection)
+                and await self._presence.unfollow_one(tx, race.id, player.id, connection)
             ):
-                await self._store.announce(session, race)
-            await session.commit()
+                await self._store.announce(tx, race)
+            await tx.commit()
         if resign_game is not None:
             try:
                 await self._games.resign(player.id, resign_game)
@@ -265,8 +262,8 @@ class RaceService:
             ConflictError: ``already_started`` (running or finished) or ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
-        async with self._store.transaction() as session:
-            race = _found(await self._store.find(session, invite, lock=True), invite)
+        async with self._store.transaction() as tx:
+            race = _found(await self._store.find(tx, invite, lock=True), invite)
             now = self._clock.now()
             if race.host_id != player.id:
                 raise ForbiddenError("only the host can start the race", code=ErrorCode.NOT_HOST)
@@ -276,19 +273,19 @@ class RaceService:
                 raise ConflictError("the race has already started", code=ErrorCode.ALREADY_STARTED)
             if connection is not None:
                 race, _ = await self._presence.follow(
-                    session, race, player.id, PresenceRole.RACER, connection, now
+                    tx, race, player.id, PresenceRole.RACER, connection, now
                 )
-            for gone in await self._store.seats.gone_racers(session, race.id):  # dealt out
-                race = await self._presence.unseat(session, race, gone, None, now)
-            seats = await self._store.seats.all(session, race.id)
+            for gone in await self._store.seats.gone_racers(tx, race.id):  # dealt out
+                race = await self._presence.unseat(tx, race, gone, None, now)
+            seats = await self._store.seats.all(tx, race.id)
             starts_at = now + dt.timedelta(seconds=self.limits.countdown_s)
             ends_at = starts_at + dt.timedelta(seconds=race.time_limit_s)
             games = await self._games.create_race_games(
-                session, race.id, race.code, [s.player_id for s in seats], starts_at
+                tx, race.id, race.code, [s.player_id for s in seats], starts_at
             )
-            race = await self._store.start(session, race, starts_at, ends_at, games)
-            await session.commit()
-            return await self._room(session, race)
+            race = await self._store.start(tx, race, starts_at, ends_at, games)
+            await tx.commit()
+            return await self._room(tx, race)
 
     async def room(self, raw_invite: str) -> Room:
         """A room's current state.
@@ -298,16 +295,14 @@ class RaceService:
             NotFoundError: ``unknown_invite``.
         """
         invite = normalize_invite(raw_invite)
-        async with self._store.transaction() as session:
-            return await self._room(
-                session, _found(await self._store.find(session, invite), invite)
-            )
+        async with self._store.transaction() as tx:
+            return await self._room(tx, _found(await self._store.find(tx, invite), invite))
 
     async def active_for(self, player_id: int) -> list[Room]:
         """The rooms (lobby or running) the player sits in, newest first."""
-        async with self._store.transaction() as session:
-            races = await self._store.open_rooms_of(session, player_id)
-            return [await self._room(session, race) for race in races]
+        async with self._store.transaction() as tx:
+            races = await self._store.open_rooms_of(tx, player_id)
+            return [await self._room(tx, race) for race in races]
 
     def started(self, room: Room) -> bool:
         """Whether the room's race has started by this server's clock: its countdown is over
@@ -330,31 +325,31 @@ class RaceService:
         Returns:
             True when this call finished the race.
         """
-        async with self._store.transaction() as session:
+        async with self._store.transaction() as tx:
             if lock_wait_s is not None:
-                await self._store.limit_lock_waits(session, lock_wait_s)
-            race = await self._store.lock(session, race_id)
+                await self._store.limit_lock_waits(tx, lock_wait_s)
+            race = await self._store.lock(tx, race_id)
             if race is None or race.status != RaceStatus.RUNNING:
                 return False
             assert race.ends_at is not None
             now = self._clock.now()
-            games = await self._store.seats.games(session, race_id)
+            games = await self._store.seats.games(tx, race_id)
             if now < race.ends_at and any(g.status == Status.PLAYING for g in games):
                 return False
             results = results_of(games)
-            await self._store.finish(session, race, min(now, race.ends_at), results)
-            await session.commit()
+            await self._store.finish(tx, race, min(now, race.ends_at), results)
+            await tx.commit()
             log.info("race %s finished", race.invite)
             return True
 
     async def sweep(self) -> None:
         """Finish running races whose time is up, and close lobbies never started."""
         now = self._clock.now()
-        async with self._store.transaction() as session:
-            due = await self._store.due(session, now)
+        async with self._store.transaction() as tx:
+            due = await self._store.due(tx, now)
             ttl = dt.timedelta(seconds=self.limits.lobby_ttl_s)
-            await self._store.close_lobbies(session, now - ttl, now)
-            await session.commit()
+            await self._store.close_lobbies(tx, now - ttl, now)
+            await tx.commit()
         for race_id in due:  # one locked race holds up only itself
             try:
                 await self.maybe_finish(race_id, lock_wait_s=LOCK_WAIT_S)
@@ -365,7 +360,7 @@ class RaceService:
 
     async def _follow(
         self,
-        session: AsyncSession,
+        tx: Transaction,
         race: RaceRow,
         player_id: int,
         role: PresenceRole,
@@ -376,16 +371,16 @@ class RaceService:
         announced; the transaction is committed."""
         if connection is None:
             return race
-        race, changed = await self._presence.follow(session, race, player_id, role, connection, now)
+        race, changed = await self._presence.follow(tx, race, player_id, role, connection, now)
         if changed:
-            race = await self._store.announce(session, race)
-        await session.commit()
+            race = await self._store.announce(tx, race)
+        await tx.commit()
         return race
 
-    async def _room(self, session: AsyncSession, race: RaceRow) -> Room:
+    async def _room(self, tx: Transaction, race: RaceRow) -> Room:
         """The room as shown, from its row and its seats and watchers read now."""
-        seats = await self._store.seats.shown(session, race.id)
-        watchers, total = await self._store.seats.watchers(session, race.id, WATCHERS_SHOWN)
+        seats = await self._store.seats.shown(tx, race.id)
+        watchers, total = await self._store.seats.watchers(tx, race.id, WATCHERS_SHOWN)
         return room_view(race, seats, watchers, total, self._clock.now(), self.limits.grace_s)
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from server.storage.presence import Connection, PresenceRole, PresenceState, PresenceStore
 from server.storage.races import RaceRow, RaceStatus, RaceStore
+from server.storage.transactions import Transaction
 
 
 class RoomPresence:
@@ -32,7 +31,7 @@ class RoomPresence:
 
     async def follow(
         self,
-        session: AsyncSession,
+        tx: Transaction,
         race: RaceRow,
         player_id: int,
         role: PresenceRole,
@@ -49,30 +48,28 @@ class RoomPresence:
         """
         if not race.status.is_open:
             return race, False
-        await self._store.add_connection(session, race.id, player_id, connection, now)
-        changed = await self._store.mark_connected(session, race.id, player_id, role, now)
+        await self._store.add_connection(tx, race.id, player_id, connection, now)
+        changed = await self._store.mark_connected(tx, race.id, player_id, role, now)
         if (
             changed
             and role == PresenceRole.RACER
             and race.status == RaceStatus.LOBBY
             and race.host_id != player_id
-            and await self._store.state(session, race.id, race.host_id) == PresenceState.GONE
+            and await self._store.state(tx, race.id, race.host_id) == PresenceState.GONE
         ):
-            race = await self.pass_host(session, race, connected_only=True)
+            race = await self.pass_host(tx, race, connected_only=True)
         return race, changed
 
-    async def pass_host(
-        self, session: AsyncSession, race: RaceRow, *, connected_only: bool
-    ) -> RaceRow:
+    async def pass_host(self, tx: Transaction, race: RaceRow, *, connected_only: bool) -> RaceRow:
         """The host's role passes to the racer in the lowest seat who is connected; else
         (unless ``connected_only``) to the racer in the lowest seat; with nobody to take it, the
         host keeps it. Not announced."""
-        heir = await self._races.seats.next_host(session, race.id, connected_only=connected_only)
-        return race if heir is None else await self._races.set_host(session, race, heir)
+        heir = await self._races.seats.next_host(tx, race.id, connected_only=connected_only)
+        return race if heir is None else await self._races.set_host(tx, race, heir)
 
     async def unseat(
         self,
-        session: AsyncSession,
+        tx: Transaction,
         race: RaceRow,
         player_id: int,
         connection: Connection | None,
@@ -87,27 +84,27 @@ class RoomPresence:
         Returns:
             The room as changed.
         """
-        await self._races.seats.remove(session, race.id, player_id)
-        await self._leave(session, race.id, player_id, connection)
+        await self._races.seats.remove(tx, race.id, player_id)
+        await self._leave(tx, race.id, player_id, connection)
         if race.host_id != player_id:
             return race
-        heir = await self._races.seats.next_host(session, race.id, connected_only=False)
+        heir = await self._races.seats.next_host(tx, race.id, connected_only=False)
         if heir is None:  # nobody left
-            return await self._races.close(session, race, now)
-        return await self._races.set_host(session, race, heir)
+            return await self._races.close(tx, race, now)
+        return await self._races.set_host(tx, race, heir)
 
     async def _leave(
-        self, session: AsyncSession, race_id: int, player_id: int, connection: Connection | None
+        self, tx: Transaction, race_id: int, player_id: int, connection: Connection | None
     ) -> None:
         if connection is not None:
-            await self._store.drop_connection(session, race_id, connection)
-            if await self._store.connections(session, race_id, player_id):
-                await self._store.set_role(session, race_id, player_id, PresenceRole.WATCHER)
+            await self._store.drop_connection(tx, race_id, connection)
+            if await self._store.connections(tx, race_id, player_id):
+                await self._store.set_role(tx, race_id, player_id, PresenceRole.WATCHER)
                 return
-        await self._store.forget(session, race_id, player_id)
+        await self._store.forget(tx, race_id, player_id)
 
     async def unfollow_one(
-        self, session: AsyncSession, race_id: int, player_id: int, connection: Connection
+        self, tx: Transaction, race_id: int, player_id: int, connection: Connection
     ) -> bool:
         """A watcher stops watching from ``connection``. With no other connection to the room
         left, they are no longer listed.
@@ -115,14 +112,14 @@ class RoomPresence:
         Returns:
             True when the room's presence changed.
         """
-        await self._store.drop_connection(session, race_id, connection)
-        if await self._store.connections(session, race_id, player_id):
+        await self._store.drop_connection(tx, race_id, connection)
+        if await self._store.connections(tx, race_id, player_id):
             return False
-        return await self._store.forget(session, race_id, player_id)
+        return await self._store.forget(tx, race_id, player_id)
 
     async def mark_gone(
         self,
-        session: AsyncSession,
+        tx: Transaction,
         race_id: int,
         player_id: int,
         connection: Connection | None,
@@ -131,8 +128,8 @@ class RoomPresence:
         """A racer left a running race: they are gone now (their game is resigned by the
         caller)."""
         if connection is not None:
-            await self._store.drop_connection(session, race_id, connection)
-        await self._store.set_state(session, race_id, player_id, PresenceState.GONE, now)
+            await self._store.drop_connection(tx, race_id, connection)
+        await self._store.set_state(tx, race_id, player_id, PresenceState.GONE, now)
 
 
 __all__ = ["RoomPresence"]

@@ -9,7 +9,8 @@ and ranks always agree.
 
 Parameters: ``date`` always (but :func:`better_on_its_date`, which counts on each row's own
 date); ``limit`` for :data:`FIRST_PAGE`, :data:`NEXT_PAGE` and
-:data:`AROUND`; ``player_id`` for :data:`OWN` and :data:`AROUND`; a cursor's values
+:data:`AROUND`; ``player_id`` for :data:`OWN` and :data:`AROUND`, ``player_ids`` (a list)
+for :data:`OWN_MANY`; a cursor's values
 (:func:`key_values`) for :data:`NEXT_PAGE` and :data:`COUNTS`. The rows have the columns of
 :data:`COLUMNS`, and the counts ``better`` and ``ties`` where a statement counts.
 """
@@ -213,6 +214,12 @@ NEXT_PAGE = (
 )
 #: One player's entry with its counts (the entries ranked better, its ties before it).
 OWN = _ENTRIES.add_columns(*_rank_counts(_SELF, up_to=False)).where(Game.player_id == _PLAYER)
+#: Some players' entries, each with its counts, in board order (the friends' view).
+OWN_MANY = (
+    _ENTRIES.add_columns(*_rank_counts(_SELF, up_to=False))
+    .where(Game.player_id.in_(bindparam("player_ids", expanding=True)))
+    .order_by(*_ORDER)
+)
 
 
 def _around() -> CompoundSelect[Any]:
@@ -260,6 +267,7 @@ __all__ = [
     "FIRST_PAGE",
     "NEXT_PAGE",
     "OWN",
+    "OWN_MANY",
     "better_on_its_date",
     "key_values",
 ]

@@ -8,8 +8,9 @@ Events are typed: one :class:`msgspec.Struct` per ``kind``, encoded as a JSON ob
 ``kind`` names it, and decoded back into its type by the listener (a payload that is no known
 event is logged and dropped). A race's events name the race (``race_id``);
 :class:`TokensRevoked` names a player whose bearer tokens were revoked (never a token or its
-hash). Anyone who may connect to the database may NOTIFY, so a receiver reads what an event
-announces from the database rather than trusting the payload.
+hash); :class:`RaceInvited` names a player invited to a room. Anyone who may connect to the
+database may NOTIFY, so a receiver reads what an event announces from the database rather than
+trusting the payload.
 """
 
 from __future__ import annotations
@@ -83,6 +84,17 @@ class RaceFinished(_RaceEvent, frozen=True, tag="race_finished"):
     version: int
 
 
+class RaceInvited(_RaceEvent, frozen=True, tag="race_invited"):
+    """A racer (``from_id``) invited a player they follow (``player_id``) to the room: the
+    processes holding that player's websockets tell them. A receiver reads the room, the
+    inviter and the follow from the database before telling anyone (the event is only a
+    hint)."""
+
+    invite: str
+    player_id: int
+    from_id: int
+
+
 class TokensRevoked(_Event, frozen=True, tag="tokens_revoked"):
     """Some of a player's bearer tokens were revoked (a rotation, a sign-out of other devices):
     every process closes its websockets of that player whose token no longer exists, which it
@@ -92,9 +104,9 @@ class TokensRevoked(_Event, frozen=True, tag="tokens_revoked"):
 
 
 #: A race's events.
-RaceEvent = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished
+RaceEvent = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished | RaceInvited
 #: Every event one process may send another.
-Event = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished | TokensRevoked
+Event = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished | RaceInvited | TokensRevoked
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(Event)

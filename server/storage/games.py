@@ -34,6 +34,7 @@ from server.storage.models import GameAction, Player, Race
 from server.storage.moderation import PlayerRecord
 from server.storage.sessions import Sessions, storage_errors
 from server.storage.today import DATABASE_TODAY_SQL, today_sql
+from server.storage.transactions import Transaction, session_of
 
 
 class GameMode(StrEnum):
@@ -155,7 +156,7 @@ class GameStore(Protocol):
         Args:
             player_id: its player (an existing player's id).
             mode: free or daily (race games are made with their race, see
-                :func:`insert_race_games`).
+                :meth:`insert_race_games`).
             code: its deal.
             status, score: the engine's for the fresh game.
             created_at: when it was dealt (its elapsed time counts from there).
@@ -243,6 +244,25 @@ class GameStore(Protocol):
     async def ban_of(self, player_id: int) -> PlayerRecord | None:
         """The player's record (``banned_at`` UTC, ``ban_reason``) when they are banned from
         ranked play, else None (also for an unknown player)."""
+        ...
+
+    async def insert_race_games(
+        self,
+        tx: Transaction,
+        race_id: int,
+        code: GameCode,
+        status: Status,
+        score: int,
+        player_ids: Sequence[int],
+        starts_at: dt.datetime,
+    ) -> dict[int, int]:
+        """Insert one race game per player in the race's transaction ``tx`` (a
+        :class:`~server.storage.races.RaceStore`'s; not committed here: rolled back with it);
+        each is created at ``starts_at`` (its elapsed time counts from there).
+
+        Returns:
+            ``{player_id: game_id}``.
+        """
         ...
 
 
@@ -519,6 +539,20 @@ class PostgresGameStore:
             StorageError: the database failed.
         """
         return await moderation.ban_of(self._sessions, player_id)
+
+    async def insert_race_games(
+        self,
+        tx: Transaction,
+        race_id: int,
+        code: GameCode,
+        status: Status,
+        score: int,
+        player_ids: Sequence[int],
+        starts_at: dt.datetime,
+    ) -> dict[int, int]:
+        return await insert_race_games(
+            session_of(tx), race_id, code, status, score, player_ids, starts_at
+        )
 
 
 async def insert_race_games(

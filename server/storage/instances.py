@@ -2,61 +2,48 @@
 keeps its ``seen_at`` fresh by the database's clock, and one unseen for too long is taken for
 dead by the others (docs/rules.md §4 "Presence").
 
-:class:`InstanceStore` holds them, as :attr:`server.storage.presence.PresenceStore.instances`.
-A method taking ``session`` is a step of the caller's transaction; one without is its own. A
-database failure leaves the transaction's block as a :class:`~server.errors.StorageError`.
+:class:`InstanceStore` is their contract, as
+:attr:`server.storage.presence.PresenceStore.instances`; :class:`PostgresInstanceStore` keeps it
+in PostgreSQL. A method taking ``tx`` is a step of the caller's
+:class:`~server.storage.transactions.Transaction`; one without is its own. A database failure
+leaves the transaction's block as a :class:`~server.errors.StorageError`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Protocol
 
 from sqlalchemy import Select, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.storage.models import ServerInstance
 from server.storage.sessions import Sessions
+from server.storage.transactions import Transaction, session_of
 
 
-class InstanceStore:
-    """The server processes' records.
+class InstanceStore(Protocol):
+    """The server processes' records, by the database's clock. Every method may raise
+    :class:`~server.errors.StorageError`."""
 
-    Args:
-        sessions: the session factory (its failures leave as StorageError).
-    """
-
-    def __init__(self, sessions: Sessions) -> None:
-        self._sessions = sessions
-
-    async def register(self, session: AsyncSession, instance: str) -> dt.datetime:
+    async def register(self, tx: Transaction, instance: str) -> dt.datetime:
         """Make the process's record if there is none (``seen_at`` now, by the database's
         clock).
 
         Returns:
             The record's ``started_at`` (UTC): a record dropped and made again has a new one.
         """
-        await session.execute(insert(ServerInstance).values(id=instance).on_conflict_do_nothing())
-        started = await session.scalar(
-            select(ServerInstance.started_at).where(ServerInstance.id == instance)
-        )
-        assert started is not None
-        return started
+        ...
 
-    async def beat(self, session: AsyncSession, instance: str) -> dt.datetime | None:
+    async def beat(self, tx: Transaction, instance: str) -> dt.datetime | None:
         """Refresh the process's ``seen_at`` to the database's clock.
 
         Returns:
             The record's ``started_at`` (UTC), or None when there is no record (it was dropped:
             the process was taken for dead).
         """
-        return await session.scalar(
-            update(ServerInstance)
-            .where(ServerInstance.id == instance)
-            .values(seen_at=func.statement_timestamp())
-            .returning(ServerInstance.started_at)
-        )
+        ...
 
     async def dead(self, instance: str, timeout_s: float) -> list[str]:
         """The other processes whose ``seen_at`` is more than ``timeout_s`` seconds old by the
@@ -65,11 +52,47 @@ class InstanceStore:
         Raises:
             StorageError: the database failed.
         """
+        ...
+
+    async def forget(self, tx: Transaction, instances: Sequence[str]) -> None:
+        """Delete these processes' records (their connections' records go with them)."""
+        ...
+
+
+class PostgresInstanceStore:
+    """:class:`InstanceStore` in PostgreSQL (``server_instances``).
+
+    Args:
+        sessions: the session factory (its failures leave as StorageError).
+    """
+
+    def __init__(self, sessions: Sessions) -> None:
+        self._sessions = sessions
+
+    async def register(self, tx: Transaction, instance: str) -> dt.datetime:
+        session = session_of(tx)
+        await session.execute(insert(ServerInstance).values(id=instance).on_conflict_do_nothing())
+        started = await session.scalar(
+            select(ServerInstance.started_at).where(ServerInstance.id == instance)
+        )
+        assert started is not None
+        return started
+
+    async def beat(self, tx: Transaction, instance: str) -> dt.datetime | None:
+        session = session_of(tx)
+        return await session.scalar(
+            update(ServerInstance)
+            .where(ServerInstance.id == instance)
+            .values(seen_at=func.statement_timestamp())
+            .returning(ServerInstance.started_at)
+        )
+
+    async def dead(self, instance: str, timeout_s: float) -> list[str]:
         async with self._sessions() as session:
             return list((await session.scalars(unseen(instance, timeout_s))).all())
 
-    async def forget(self, session: AsyncSession, instances: Sequence[str]) -> None:
-        """Delete these processes' records (their connections' records go with them)."""
+    async def forget(self, tx: Transaction, instances: Sequence[str]) -> None:
+        session = session_of(tx)
         await session.execute(delete(ServerInstance).where(ServerInstance.id.in_(instances)))
 
 
@@ -83,4 +106,4 @@ def unseen(instance: str, timeout_s: float) -> Select[str]:
     )
 
 
-__all__ = ["InstanceStore", "unseen"]
+__all__ = ["InstanceStore", "PostgresInstanceStore", "unseen"]

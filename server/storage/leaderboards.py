@@ -17,14 +17,22 @@ read again with the top's counts, in one REPEATABLE READ transaction.)
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.storage.board_queries import AROUND, COUNTS, FIRST_PAGE, NEXT_PAGE, OWN, key_values
+from server.storage.board_queries import (
+    AROUND,
+    COUNTS,
+    FIRST_PAGE,
+    NEXT_PAGE,
+    OWN,
+    OWN_MANY,
+    key_values,
+)
 from server.storage.sessions import Sessions
 
 #: Largest player id (``players.id`` is a BIGINT); larger ids are on no board.
@@ -139,6 +147,11 @@ class LeaderboardStore(Protocol):
     async def entry(self, date: dt.date, player_id: int) -> BoardSlice | None:
         """The player's entry on the date's board alone (``rows`` of one), or None when the
         player has none."""
+        ...
+
+    async def entries(self, date: dt.date, player_ids: Collection[int]) -> list[BoardSlice]:
+        """The entries of these players on the date's board, each alone (``rows`` of one, with
+        its counts on the whole board), in board order; players with none are left out."""
         ...
 
 
@@ -281,6 +294,29 @@ class PostgresLeaderboardStore:
         if own is None:
             return None
         return BoardSlice(_board_rows([own]), int(own.better) + int(own.ties), int(own.better))
+
+    async def entries(self, date: dt.date, player_ids: Collection[int]) -> list[BoardSlice]:
+        """Some players' entries with their counts (one statement, one snapshot).
+
+        Args:
+            date: the UTC date.
+            player_ids: the players (ids outside 1..2⁶³−1 name nobody).
+
+        Returns:
+            A slice of one entry per player with one, in board order.
+
+        Raises:
+            StorageError: the database failed.
+        """
+        ids = sorted({i for i in player_ids if 0 < i <= MAX_PLAYER_ID})
+        if not ids:
+            return []
+        async with self._connection() as conn:
+            rows = (await conn.execute(OWN_MANY, {"date": date, "player_ids": ids})).all()
+        return [
+            BoardSlice(_board_rows([row]), int(row.better) + int(row.ties), int(row.better))
+            for row in rows
+        ]
 
     @asynccontextmanager
     async def _connection(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:

@@ -375,6 +375,39 @@ class RaceConnection(Base):
     )
 
 
+class Follow(Base):
+    """One player following another (docs/rules.md §4 "Following"): one-way, asked of nobody.
+    A player follows nobody twice (the pair is the key) and never themself."""
+
+    __tablename__ = "follows"
+
+    follower_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True
+    )
+    followed_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (CheckConstraint("follower_id <> followed_id", name="not_self"),)
+
+
+class PlayerConnection(Base):
+    """One open websocket (``connection``, of the process ``instance_id``) that said hello for
+    a player: a player is online while they have one on a process that is seen in time."""
+
+    __tablename__ = "player_connections"
+
+    instance_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("server_instances.id", ondelete="CASCADE"), primary_key=True
+    )
+    connection: Mapped[str] = mapped_column(String(32), primary_key=True)
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    connected_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
 class RacePresence(Base):
     """Whether a racer or watcher of a room is there (docs/rules.md §4 "Presence").
 
@@ -470,11 +503,13 @@ __all__ = [
     "Base",
     "DailyChallenge",
     "EnumText",
+    "Follow",
     "Game",
     "GameAction",
     "LeaderboardCount",
     "ModerationAction",
     "Player",
+    "PlayerConnection",
     "PresenceRole",
     "PresenceState",
     "Race",

@@ -4,8 +4,12 @@ the room's events here, in :class:`RaceStore`; the seats and what a room shows i
 closes, who becomes host, when a race is over, how racers rank) are the services'; storage only
 reads and writes.
 
-Transactions: a room operation is one transaction, opened by :meth:`RaceStore.transaction` and
-committed by its caller; the methods taking ``session`` are steps within it. Every transaction
+:class:`RaceStore` (with :class:`~server.storage.seats.SeatStore`) is the contract the race and
+presence services depend on; :class:`PostgresRaceStore` keeps it in PostgreSQL.
+
+Transactions: a room operation is one :class:`~server.storage.transactions.Transaction`, opened
+by :meth:`RaceStore.transaction` and committed by its caller; the methods taking ``tx`` are steps
+within it. Every transaction
 that changes a room locks its ``races`` row first (:meth:`RaceStore.lock`, ``FOR UPDATE``; several
 in id order, :meth:`RaceStore.lock_all`), and only then its seats and presence rows, so two never
 wait on each other in a cycle. A change is announced (``pg_notify``, :mod:`server.storage.events`)
@@ -29,17 +33,20 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Row, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode, RuleSet
+from server.storage import moderation
 from server.storage.enums import OPEN_RACE_STATUSES, RaceStatus
 from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted, publish
 from server.storage.models import Race, RacePlayer
-from server.storage.seats import SeatStore
+from server.storage.moderation import PlayerRecord
+from server.storage.seats import PostgresSeatStore, SeatStore
 from server.storage.sessions import Sessions
+from server.storage.transactions import Transaction, session_of
 
 #: The unique key an invite code collision breaks (:class:`~server.errors.StorageConflict`).
 INVITE_KEY = "uq_races_invite"
@@ -102,84 +109,59 @@ def _race(row: Row[Any]) -> RaceRow:
     )
 
 
-class RaceStore:
-    """The race rooms' queries over one database.
+class RaceStore(Protocol):
+    """The race rooms' queries. Every step may raise :class:`~server.errors.StorageError`
+    (see the module's notes)."""
 
-    Args:
-        sessions: the session factory (its failures leave as StorageError).
-    """
+    @property
+    def seats(self) -> SeatStore:
+        """The rooms' seats and what a room shows."""
+        ...
 
-    def __init__(self, sessions: Sessions) -> None:
-        self._sessions = sessions
-        #: The rooms' seats and what a room shows.
-        self.seats = SeatStore()
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """One transaction (``async with store.transaction() as tx:``), committed by the caller
+        (``await tx.commit()``); a failure inside leaves the block as a StorageError, the
+        transaction rolled back."""
+        ...
 
-    def transaction(self) -> AbstractAsyncContextManager[AsyncSession]:
-        """A session for one transaction (``async with store.transaction() as session:``),
-        committed by the caller (``await session.commit()``); a failure inside leaves the block
-        as a StorageError, the transaction rolled back."""
-        return self._sessions()
+    async def ban_of(self, tx: Transaction, player_id: int) -> PlayerRecord | None:
+        """The player's record when they are banned, else None (also for an unknown player),
+        read in this transaction."""
+        ...
 
-    async def limit_lock_waits(self, session: AsyncSession, seconds: float) -> None:
+    async def limit_lock_waits(self, tx: Transaction, seconds: float) -> None:
         """Make the rest of this transaction fail, rather than wait, when a row it locks stays
         locked by another transaction for more than ``seconds`` (at least 1 ms): the block then
         leaves with :class:`~server.errors.StorageUnavailable` (a stuck session must not hold a
         sweep up)."""
-        await session.execute(text(f"SET LOCAL lock_timeout = {max(1, int(seconds * 1000))}"))
+        ...
 
-    # ------------------------------------------------------------------------- reading rooms
-
-    async def find(
-        self, session: AsyncSession, invite: str, *, lock: bool = False
-    ) -> RaceRow | None:
+    async def find(self, tx: Transaction, invite: str, *, lock: bool = False) -> RaceRow | None:
         """The race with this (normalized) invite code, or None; ``lock``: its row locked
         (``FOR UPDATE``) until the transaction ends."""
-        query = select(*_RACE).where(Race.invite == invite)
-        row = (await session.execute(query.with_for_update() if lock else query)).one_or_none()
-        return None if row is None else _race(row)
+        ...
 
-    async def lock(self, session: AsyncSession, race_id: int) -> RaceRow | None:
+    async def lock(self, tx: Transaction, race_id: int) -> RaceRow | None:
         """The race, its row locked (``FOR UPDATE``: waits for another transaction holding it,
         up to the lock time-out if one is set); None when there is no such race."""
-        rows = await self.lock_all(session, [race_id])
-        return rows[0] if rows else None
+        ...
 
-    async def lock_all(self, session: AsyncSession, race_ids: Iterable[int]) -> list[RaceRow]:
+    async def lock_all(self, tx: Transaction, race_ids: Iterable[int]) -> list[RaceRow]:
         """The races with these ids (those that exist), each row locked, in id order (the
         order every transaction locks rooms in)."""
-        ids = sorted(set(race_ids))
-        if not ids:
-            return []
-        rows = await session.execute(
-            select(*_RACE).where(Race.id.in_(ids)).order_by(Race.id).with_for_update()
-        )
-        return [_race(row) for row in rows]
+        ...
 
-    async def open_rooms_of(self, session: AsyncSession, player_id: int) -> list[RaceRow]:
+    async def open_rooms_of(self, tx: Transaction, player_id: int) -> list[RaceRow]:
         """The open rooms (lobby or running) the player sits in, newest first."""
-        rows = await session.execute(
-            select(*_RACE)
-            .join(RacePlayer, RacePlayer.race_id == Race.id)
-            .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_RACE_STATUSES))
-            .order_by(Race.created_at.desc(), Race.id.desc())
-        )
-        return [_race(row) for row in rows]
+        ...
 
-    async def due(self, session: AsyncSession, now: dt.datetime) -> list[int]:
+    async def due(self, tx: Transaction, now: dt.datetime) -> list[int]:
         """Running races whose ``ends_at`` is ``now`` or earlier (ids)."""
-        return list(
-            (
-                await session.scalars(
-                    select(Race.id).where(Race.status == RaceStatus.RUNNING, Race.ends_at <= now)
-                )
-            ).all()
-        )
-
-    # --------------------------------------------------------------------- writing the race
+        ...
 
     async def create(
         self,
-        session: AsyncSession,
+        tx: Transaction,
         *,
         invite: str,
         host_id: int,
@@ -194,6 +176,137 @@ class RaceStore:
         Raises (from the transaction's block):
             StorageConflict: ``constraint`` :data:`INVITE_KEY`: the invite code is taken.
         """
+        ...
+
+    async def set_host(self, tx: Transaction, race: RaceRow, host_id: int) -> RaceRow:
+        """Give the host's role to ``host_id`` (not announced: the caller announces)."""
+        ...
+
+    async def close(self, tx: Transaction, race: RaceRow, at: dt.datetime) -> RaceRow:
+        """Close the room (``finished_at`` = ``at``; not announced: the caller announces)."""
+        ...
+
+    async def announce(self, tx: Transaction, race: RaceRow) -> RaceRow:
+        """Bump the room's ``version`` and announce its change (``race_room``)."""
+        ...
+
+    async def start(
+        self,
+        tx: Transaction,
+        race: RaceRow,
+        starts_at: dt.datetime,
+        ends_at: dt.datetime,
+        games: Mapping[int, int],
+    ) -> RaceRow:
+        """The race runs from ``starts_at`` to ``ends_at``: each racer's seat gets their game
+        (``games``: ``{player_id: game_id}``, the games inserted in this transaction), the
+        version grows and the start is announced (``race_start``, with ``games``)."""
+        ...
+
+    async def finish(
+        self,
+        tx: Transaction,
+        race: RaceRow,
+        finished_at: dt.datetime,
+        results: list[dict[str, Any]],
+    ) -> RaceRow:
+        """Store the results (JSON objects) of a race that is over, bump its version and
+        announce it (``race_finished``)."""
+        ...
+
+    async def close_lobbies(
+        self, tx: Transaction, created_before: dt.datetime, now: dt.datetime
+    ) -> list[int]:
+        """Close every lobby created at ``created_before`` or earlier (``finished_at`` =
+        ``now``, version bumped), each announced (``race_room`` without a version).
+
+        Returns:
+            The ids of the rooms closed.
+        """
+        ...
+
+
+class PostgresRaceStore:
+    """:class:`RaceStore` in PostgreSQL (``races``, and ``race_players`` through
+    :class:`~server.storage.seats.PostgresSeatStore`).
+
+    Args:
+        sessions: the session factory (its failures leave as StorageError).
+    """
+
+    def __init__(self, sessions: Sessions) -> None:
+        self._sessions = sessions
+        #: The rooms' seats and what a room shows.
+        self.seats = PostgresSeatStore()
+
+    def transaction(self) -> AbstractAsyncContextManager[AsyncSession]:
+        return self._sessions()
+
+    async def ban_of(self, tx: Transaction, player_id: int) -> PlayerRecord | None:
+        return await moderation.ban_of(session_of(tx), player_id)
+
+    async def limit_lock_waits(self, tx: Transaction, seconds: float) -> None:
+        session = session_of(tx)
+        await session.execute(text(f"SET LOCAL lock_timeout = {max(1, int(seconds * 1000))}"))
+
+    # ------------------------------------------------------------------------- reading rooms
+
+    async def find(self, tx: Transaction, invite: str, *, lock: bool = False) -> RaceRow | None:
+        session = session_of(tx)
+        query = select(*_RACE).where(Race.invite == invite)
+        row = (await session.execute(query.with_for_update() if lock else query)).one_or_none()
+        return None if row is None else _race(row)
+
+    async def lock(self, tx: Transaction, race_id: int) -> RaceRow | None:
+        session = session_of(tx)
+        rows = await self.lock_all(session, [race_id])
+        return rows[0] if rows else None
+
+    async def lock_all(self, tx: Transaction, race_ids: Iterable[int]) -> list[RaceRow]:
+        session = session_of(tx)
+        ids = sorted(set(race_ids))
+        if not ids:
+            return []
+        rows = await session.execute(
+            select(*_RACE).where(Race.id.in_(ids)).order_by(Race.id).with_for_update()
+        )
+        return [_race(row) for row in rows]
+
+    async def open_rooms_of(self, tx: Transaction, player_id: int) -> list[RaceRow]:
+        session = session_of(tx)
+        rows = await session.execute(
+            select(*_RACE)
+            .join(RacePlayer, RacePlayer.race_id == Race.id)
+            .where(RacePlayer.player_id == player_id, Race.status.in_(OPEN_RACE_STATUSES))
+            .order_by(Race.created_at.desc(), Race.id.desc())
+        )
+        return [_race(row) for row in rows]
+
+    async def due(self, tx: Transaction, now: dt.datetime) -> list[int]:
+        session = session_of(tx)
+        return list(
+            (
+                await session.scalars(
+                    select(Race.id).where(Race.status == RaceStatus.RUNNING, Race.ends_at <= now)
+                )
+            ).all()
+        )
+
+    # --------------------------------------------------------------------- writing the race
+
+    async def create(
+        self,
+        tx: Transaction,
+        *,
+        invite: str,
+        host_id: int,
+        code: GameCode,
+        host_deal: bool,
+        time_limit_s: int,
+        max_players: int,
+        now: dt.datetime,
+    ) -> RaceRow:
+        session = session_of(tx)
         row = (
             await session.execute(
                 insert(Race)
@@ -217,31 +330,29 @@ class RaceStore:
         await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
         return race
 
-    async def set_host(self, session: AsyncSession, race: RaceRow, host_id: int) -> RaceRow:
-        """Give the host's role to ``host_id`` (not announced: the caller announces)."""
+    async def set_host(self, tx: Transaction, race: RaceRow, host_id: int) -> RaceRow:
+        session = session_of(tx)
         return await self._update(session, race, host_id=host_id)
 
-    async def close(self, session: AsyncSession, race: RaceRow, at: dt.datetime) -> RaceRow:
-        """Close the room (``finished_at`` = ``at``; not announced: the caller announces)."""
+    async def close(self, tx: Transaction, race: RaceRow, at: dt.datetime) -> RaceRow:
+        session = session_of(tx)
         return await self._update(session, race, status=RaceStatus.CLOSED, finished_at=at)
 
-    async def announce(self, session: AsyncSession, race: RaceRow) -> RaceRow:
-        """Bump the room's ``version`` and announce its change (``race_room``)."""
+    async def announce(self, tx: Transaction, race: RaceRow) -> RaceRow:
+        session = session_of(tx)
         race = await self._update(session, race, version=Race.version + 1)
         await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
         return race
 
     async def start(
         self,
-        session: AsyncSession,
+        tx: Transaction,
         race: RaceRow,
         starts_at: dt.datetime,
         ends_at: dt.datetime,
         games: Mapping[int, int],
     ) -> RaceRow:
-        """The race runs from ``starts_at`` to ``ends_at``: each racer's seat gets their game
-        (``games``: ``{player_id: game_id}``, the games inserted in this transaction), the
-        version grows and the start is announced (``race_start``, with ``games``)."""
+        session = session_of(tx)
         for player_id, game_id in games.items():
             await session.execute(
                 update(RacePlayer)
@@ -263,13 +374,12 @@ class RaceStore:
 
     async def finish(
         self,
-        session: AsyncSession,
+        tx: Transaction,
         race: RaceRow,
         finished_at: dt.datetime,
         results: list[dict[str, Any]],
     ) -> RaceRow:
-        """Store the results (JSON objects) of a race that is over, bump its version and
-        announce it (``race_finished``)."""
+        session = session_of(tx)
         race = await self._update(
             session,
             race,
@@ -282,14 +392,9 @@ class RaceStore:
         return race
 
     async def close_lobbies(
-        self, session: AsyncSession, created_before: dt.datetime, now: dt.datetime
+        self, tx: Transaction, created_before: dt.datetime, now: dt.datetime
     ) -> list[int]:
-        """Close every lobby created at ``created_before`` or earlier (``finished_at`` =
-        ``now``, version bumped), each announced (``race_room`` without a version).
-
-        Returns:
-            The ids of the rooms closed.
-        """
+        session = session_of(tx)
         closed = (
             await session.execute(
                 update(Race)
@@ -314,6 +419,7 @@ class RaceStore:
 __all__ = [
     "INVITE_KEY",
     "OPEN_RACE_STATUSES",
+    "PostgresRaceStore",
     "RaceRow",
     "RaceStatus",
     "RaceStore",

@@ -2,21 +2,24 @@
 racers with their games' counters and presence, its watchers, and the racers' games for the
 results.
 
-:class:`SeatStore` holds them, as :attr:`server.storage.races.RaceStore.seats`; every method is
-a step of the caller's transaction (see :mod:`server.storage.races`: the room's ``races`` row
-locked first by a transaction that changes it). Rows leave as frozen dataclasses; times are UTC.
+:class:`SeatStore` is their contract, as :attr:`server.storage.races.RaceStore.seats`;
+:class:`PostgresSeatStore` keeps it in PostgreSQL. Every method is a step of the caller's
+:class:`~server.storage.transactions.Transaction` (see :mod:`server.storage.races`: the room's
+``races`` row locked first by a transaction that changes it). Rows leave as frozen dataclasses;
+times are UTC.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy import case, delete, func, insert, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.storage.enums import OPEN_RACE_STATUSES, PresenceRole, PresenceState
 from server.storage.models import Game, Player, Race, RacePlayer, RacePresence
+from server.storage.transactions import Transaction, session_of
 
 #: ``race_presence`` joined to ``race_players``: a seat's presence (none on record: NULLs).
 _SEAT_PRESENCE = (RacePresence.race_id == RacePlayer.race_id) & (
@@ -91,11 +94,74 @@ class RacerGameRow:
     game_id: int
 
 
-class SeatStore:
-    """The seats' and the room view's queries (each in the caller's transaction)."""
+class SeatStore(Protocol):
+    """The seats' and the room view's steps, each in the caller's transaction."""
 
-    async def find(self, session: AsyncSession, race_id: int, player_id: int) -> SeatRow | None:
+    async def find(self, tx: Transaction, race_id: int, player_id: int) -> SeatRow | None:
         """The player's seat in the room, or None."""
+        ...
+
+    async def all(self, tx: Transaction, race_id: int) -> list[SeatRow]:
+        """The room's seats, by seat number."""
+        ...
+
+    async def taken(self, tx: Transaction, race_id: int) -> int:
+        """How many seats of the room are taken."""
+        ...
+
+    async def add(
+        self, tx: Transaction, race_id: int, player_id: int, joined_at: dt.datetime
+    ) -> int:
+        """Seat the player after the last seat taken (the room is locked by the caller).
+
+        Returns:
+            Their seat number (1 in an empty room).
+        """
+        ...
+
+    async def remove(self, tx: Transaction, race_id: int, player_id: int) -> None:
+        """Free the player's seat (nothing when they have none)."""
+        ...
+
+    async def rooms_held(self, tx: Transaction, player_id: int) -> int:
+        """How many open rooms (lobby or running) the player sits in, counted after locking the
+        player's row (``FOR NO KEY UPDATE``, until the transaction ends): their joins and
+        creates, from several connections or processes at once, then take turns, so none counts
+        before another's seat is in."""
+        ...
+
+    async def gone_racers(self, tx: Transaction, race_id: int) -> list[int]:
+        """The seated racers of the room who are gone, longest gone first (then by player id)."""
+        ...
+
+    async def next_host(self, tx: Transaction, race_id: int, *, connected_only: bool) -> int | None:
+        """The seated racer in the lowest seat who is connected; else (unless
+        ``connected_only``) the racer in the lowest seat, whatever their presence (none on
+        record included); None when there is nobody."""
+        ...
+
+    async def shown(self, tx: Transaction, race_id: int) -> list[RoomSeatRow]:
+        """The room's seats as shown, by seat number."""
+        ...
+
+    async def watchers(
+        self, tx: Transaction, race_id: int, limit: int
+    ) -> tuple[list[WatcherRow], int]:
+        """At most ``limit`` of the room's watchers — connected ones first, then by since and
+        player id — and how many there are in all."""
+        ...
+
+    async def games(self, tx: Transaction, race_id: int) -> list[RacerGameRow]:
+        """The race's games (one per racer who started), in no particular order."""
+        ...
+
+
+class PostgresSeatStore:
+    """:class:`SeatStore` in PostgreSQL (``race_players``, joined to ``players``, ``games`` and
+    ``race_presence``), each query in the caller's session."""
+
+    async def find(self, tx: Transaction, race_id: int, player_id: int) -> SeatRow | None:
+        session = session_of(tx)
         row = (
             await session.execute(
                 select(RacePlayer.player_id, RacePlayer.seat, RacePlayer.game_id).where(
@@ -105,8 +171,8 @@ class SeatStore:
         ).one_or_none()
         return None if row is None else SeatRow(*row)
 
-    async def all(self, session: AsyncSession, race_id: int) -> list[SeatRow]:
-        """The room's seats, by seat number."""
+    async def all(self, tx: Transaction, race_id: int) -> list[SeatRow]:
+        session = session_of(tx)
         rows = await session.execute(
             select(RacePlayer.player_id, RacePlayer.seat, RacePlayer.game_id)
             .where(RacePlayer.race_id == race_id)
@@ -114,21 +180,17 @@ class SeatStore:
         )
         return [SeatRow(*row) for row in rows]
 
-    async def taken(self, session: AsyncSession, race_id: int) -> int:
-        """How many seats of the room are taken."""
+    async def taken(self, tx: Transaction, race_id: int) -> int:
+        session = session_of(tx)
         count = await session.scalar(
             select(func.count()).select_from(RacePlayer).where(RacePlayer.race_id == race_id)
         )
         return count or 0
 
     async def add(
-        self, session: AsyncSession, race_id: int, player_id: int, joined_at: dt.datetime
+        self, tx: Transaction, race_id: int, player_id: int, joined_at: dt.datetime
     ) -> int:
-        """Seat the player after the last seat taken (the room is locked by the caller).
-
-        Returns:
-            Their seat number (1 in an empty room).
-        """
+        session = session_of(tx)
         last = await session.scalar(
             select(func.max(RacePlayer.seat)).where(RacePlayer.race_id == race_id)
         )
@@ -140,19 +202,16 @@ class SeatStore:
         )
         return seat
 
-    async def remove(self, session: AsyncSession, race_id: int, player_id: int) -> None:
-        """Free the player's seat (nothing when they have none)."""
+    async def remove(self, tx: Transaction, race_id: int, player_id: int) -> None:
+        session = session_of(tx)
         await session.execute(
             delete(RacePlayer).where(
                 RacePlayer.race_id == race_id, RacePlayer.player_id == player_id
             )
         )
 
-    async def rooms_held(self, session: AsyncSession, player_id: int) -> int:
-        """How many open rooms (lobby or running) the player sits in, counted after locking the
-        player's row (``FOR NO KEY UPDATE``, until the transaction ends): their joins and
-        creates, from several connections or processes at once, then take turns, so none counts
-        before another's seat is in."""
+    async def rooms_held(self, tx: Transaction, player_id: int) -> int:
+        session = session_of(tx)
         await session.execute(
             select(Player.id).where(Player.id == player_id).with_for_update(key_share=True)
         )
@@ -164,8 +223,8 @@ class SeatStore:
         )
         return count or 0
 
-    async def gone_racers(self, session: AsyncSession, race_id: int) -> list[int]:
-        """The seated racers of the room who are gone, longest gone first (then by player id)."""
+    async def gone_racers(self, tx: Transaction, race_id: int) -> list[int]:
+        session = session_of(tx)
         return list(
             (
                 await session.scalars(
@@ -180,12 +239,8 @@ class SeatStore:
             ).all()
         )
 
-    async def next_host(
-        self, session: AsyncSession, race_id: int, *, connected_only: bool
-    ) -> int | None:
-        """The seated racer in the lowest seat who is connected; else (unless
-        ``connected_only``) the racer in the lowest seat, whatever their presence (none on
-        record included); None when there is nobody."""
+    async def next_host(self, tx: Transaction, race_id: int, *, connected_only: bool) -> int | None:
+        session = session_of(tx)
         connected = RacePresence.state == PresenceState.CONNECTED
         query = (
             select(RacePlayer.player_id)
@@ -198,8 +253,8 @@ class SeatStore:
             query.order_by(case((connected, 0), else_=1), RacePlayer.seat).limit(1)
         )
 
-    async def shown(self, session: AsyncSession, race_id: int) -> list[RoomSeatRow]:
-        """The room's seats as shown, by seat number."""
+    async def shown(self, tx: Transaction, race_id: int) -> list[RoomSeatRow]:
+        session = session_of(tx)
         rows = await session.execute(
             select(
                 RacePlayer.player_id,
@@ -239,10 +294,9 @@ class SeatStore:
         ]
 
     async def watchers(
-        self, session: AsyncSession, race_id: int, limit: int
+        self, tx: Transaction, race_id: int, limit: int
     ) -> tuple[list[WatcherRow], int]:
-        """At most ``limit`` of the room's watchers — connected ones first, then by since and
-        player id — and how many there are in all."""
+        session = session_of(tx)
         rows = (
             await session.execute(
                 select(
@@ -265,8 +319,8 @@ class SeatStore:
         watchers = [WatcherRow(r.player_id, r.name, PresenceRow(r.state, r.since)) for r in rows]
         return watchers, rows[0].total if rows else 0
 
-    async def games(self, session: AsyncSession, race_id: int) -> list[RacerGameRow]:
-        """The race's games (one per racer who started), in no particular order."""
+    async def games(self, tx: Transaction, race_id: int) -> list[RacerGameRow]:
+        session = session_of(tx)
         rows = await session.execute(
             select(
                 Game.player_id,
@@ -285,6 +339,7 @@ class SeatStore:
 
 
 __all__ = [
+    "PostgresSeatStore",
     "PresenceRow",
     "RacerGameRow",
     "RoomSeatRow",

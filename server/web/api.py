@@ -27,6 +27,7 @@ from server.logs import bind
 from server.protocol import rest
 from server.protocol.server import room_state
 from server.services.daily import DailyInfo, parse_date
+from server.services.friends import FollowedPlayer
 from server.services.game_views import GameSummary
 from server.services.leaderboards import Entry
 from server.services.profiles import Profile
@@ -35,6 +36,7 @@ from server.web import metrics
 from server.web.http import (
     bearer,
     error_response,
+    follow_name_body,
     int_param,
     new_player_body,
     path_id,
@@ -186,6 +188,61 @@ async def me(request: web.Request) -> web.Response:
     return respond(rest.Player(player.id, player.name))
 
 
+def _followed(player: FollowedPlayer) -> rest.FollowedPlayer:
+    return rest.FollowedPlayer(player.id, player.name, _utc(player.since), player.online)
+
+
+async def following(request: web.Request) -> web.Response:
+    """The players the caller follows, the earliest followed first, each with whether they
+    have a websocket open now (on any server process), and how many one may follow."""
+    player = await bearer(request, required=True)
+    assert player is not None
+    friends = request.app[SERVICES].friends
+    players = await friends.following(player.id)
+    return respond(rest.Following([_followed(p) for p in players], friends.max_following))
+
+
+def _player_id(request: web.Request) -> int:
+    """The ``player_id`` of the path: a row id, 1 and up.
+
+    Raises:
+        InvalidInputError: ``bad_player_id``.
+    """
+    player_id = path_id(request, "player_id")
+    if player_id < 1:
+        raise InvalidInputError("player_id must be 1 or more", code=ErrorCode.BAD_PLAYER_ID)
+    return player_id
+
+
+async def follow(request: web.Request) -> web.Response:
+    """Follow a player by id (one-way: they are not asked). Following them again changes
+    nothing (``since`` stays the first time)."""
+    player = await bearer(request, required=True)
+    assert player is not None
+    player_id = _player_id(request)
+    followed = await request.app[SERVICES].friends.follow(player.id, player_id)
+    return respond(_followed(followed))
+
+
+async def follow_by_name(request: web.Request) -> web.Response:
+    """Follow a player by name, read as registration reads it (any case, look-alike
+    letters). Following them again changes nothing."""
+    player = await bearer(request, required=True)
+    assert player is not None
+    body = await follow_name_body(request)
+    followed = await request.app[SERVICES].friends.follow_name(player.id, body.name)
+    return respond(_followed(followed))
+
+
+async def unfollow(request: web.Request) -> web.Response:
+    """Stop following a player (also when one did not follow them: ``was_following`` says)."""
+    player = await bearer(request, required=True)
+    assert player is not None
+    player_id = _player_id(request)
+    was = await request.app[SERVICES].friends.unfollow(player.id, player_id)
+    return respond(rest.Unfollowed(player_id, was))
+
+
 def _profile(profile: Profile) -> rest.PlayerProfile:
     return rest.PlayerProfile(
         id=profile.player_id,
@@ -287,6 +344,19 @@ async def around(request: web.Request) -> web.Response:
     return respond(
         rest.LeaderboardWindow(date, player_id, [_entry(e, replayable) for e in entries])
     )
+
+
+async def friends_board(request: web.Request) -> web.Response:
+    """The friends' view of a date's leaderboard: the caller's entry and those of the players
+    they follow who have one, each with its rank on the whole board (as on its pages), in
+    board order."""
+    player = await bearer(request, required=True)
+    assert player is not None
+    date = parse_date(request.match_info["date"])
+    services = request.app[SERVICES]
+    entries = await services.friends.board(date, player.id)
+    replayable = await services.replays.daily_replayable(date)
+    return respond(rest.FriendsBoard(date, [_entry(e, replayable) for e in entries]))
 
 
 def _game_record(summary: GameSummary) -> rest.GameRecord:

@@ -203,8 +203,8 @@ def _start_loops(
     settings: Settings, stack: contextlib.AsyncExitStack, services: Services, hub: Hub
 ) -> None:
     """Start the background loops, each stopped (bounded) at shutdown: the presence heartbeat,
-    the race sweep, the presence sweep, and the daily deals prepared ahead. Separate loops, so
-    that none holds up another."""
+    the race sweep, the presence sweep, the online sweep (the records of who is online), and
+    the daily deals prepared ahead. Separate loops, so that none holds up another."""
 
     async def heartbeat() -> None:
         # This process's presence record, kept fresh on its own (a sweep held up by a locked
@@ -212,6 +212,7 @@ def _start_loops(
         if not await services.presence.heartbeat():
             log.warning("presence: this process was taken for dead; recording again")
             await services.presence.refollow(hub.follows_all())
+            await services.friends.reconnect(hub.signed_in_all())
 
     def loop(what: str, every_s: float, step: Callable[[], Awaitable[object]], **kw: bool) -> None:
         task = asyncio.create_task(_periodically(what, every_s, step, **kw))
@@ -228,6 +229,11 @@ def _start_loops(
         "the presence sweep",
         settings.race_sweep_s,
         lambda: services.presence.sweep(hub.open_keys),
+    )
+    loop(
+        "the online sweep",
+        settings.race_sweep_s,
+        lambda: services.friends.sweep(hub.open_keys, hub.signed_in_all),
     )
     if settings.daily_prepare_every_s > 0:
         lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)

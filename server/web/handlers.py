@@ -26,6 +26,7 @@ from server.protocol.client import (
     ClientMessage,
     Hello,
     Hint,
+    InviteToRace,
     JoinDaily,
     NewGame,
     ProtocolError,
@@ -113,6 +114,12 @@ async def _hello(session: WsSession, message: Hello) -> None:
     if session.hub.revocations != revocations:
         # A revocation was handled while the token was looked up: it may have been this one.
         session.hub.check_tokens([session])
+    try:
+        if before is not None and before != me.id:
+            await services.friends.disconnected(session.key)
+        await services.friends.connected(session.key, me.id)
+    except StorageError:  # recorded by the next online sweep
+        log.warning("online: the hello of %s was not recorded at once", session.key)
     session.locale = Locale.parse(message.locale)
     session.error_help = message.error_help
     games = await services.games.unfinished(me.id)
@@ -161,7 +168,7 @@ async def _dispatch(session: WsSession, message: ClientMessage) -> None:
 
 
 #: The requests (besides actions) done only once the device's token is found to exist.
-CHECKED_REQUESTS = (JoinDaily, Resign, RaceCreate, RaceJoin, RaceLeave, RaceStart)
+CHECKED_REQUESTS = (JoinDaily, Resign, RaceCreate, RaceJoin, RaceLeave, RaceStart, InviteToRace)
 
 #: What a device signed out is told when it asks for anything more.
 SIGNED_OUT = "this device was signed out; nothing was changed"
@@ -302,3 +309,11 @@ async def _race_start(session: WsSession, player: PlayerInfo, message: RaceStart
     await session.send(
         out.race(room, services.clock.now(), racer=True, game=None, request_id=message.id)
     )
+
+
+@_handles(InviteToRace)
+async def _invite_to_race(session: WsSession, player: PlayerInfo, message: InviteToRace) -> None:
+    services = session.services
+    room = await services.races.room(message.invite)
+    await services.friends.invite(player, room, message.player_id)
+    await session.send(out.invited(room.invite, message.player_id, message.id))

@@ -231,6 +231,24 @@ async def sign_in_body(request: web.Request) -> rest.SignIn:
         ) from None
 
 
+async def follow_name_body(request: web.Request) -> rest.FollowName:
+    """The request's body, read as a :class:`rest.FollowName`.
+
+    Raises:
+        InvalidInputError: ``bad_json`` (as for :func:`new_player_body`); ``invalid_input`` (no
+            ``name``, or not a string of at most 200 characters).
+        web.HTTPRequestEntityTooLarge: a body over the size limit (413).
+    """
+    body = await _json_object(request)
+    try:
+        return msgspec.convert(body, rest.FollowName)
+    except msgspec.ValidationError:
+        raise InvalidInputError(
+            "the body needs a 'name', a string of at most 200 characters",
+            code=ErrorCode.INVALID_INPUT,
+        ) from None
+
+
 async def _json_object(request: web.Request) -> dict[str, Any]:
     """The request's body, a JSON object.
 

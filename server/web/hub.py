@@ -28,6 +28,7 @@ from server.services.races import Room
 from server.storage.events import (
     Event,
     RaceFinished,
+    RaceInvited,
     RaceProgress,
     RaceRoomChanged,
     RaceStarted,
@@ -59,6 +60,9 @@ class Authenticated(Protocol):
 
     @property
     def player_id(self) -> int | None: ...
+    @property
+    def key(self) -> str: ...
+    def push(self, message: out.Message, key: Hashable | None = None) -> None: ...
     @property
     def token_id(self) -> int | None: ...
     @property
@@ -128,6 +132,15 @@ class Hub:
         """An authenticated connection closed."""
         if connection.player_id is not None:
             self._forget_signed_in(connection, connection.player_id)
+
+    def signed_in_all(self) -> list[tuple[int, str]]:
+        """``(player_id, connection key)`` of every authenticated connection of this
+        process."""
+        return [
+            (player_id, connection.key)
+            for player_id, connections in self._signed_in.items()
+            for connection in connections
+        ]
 
     def check_tokens(self, connections: list[Authenticated]) -> None:
         """Close those of ``connections`` whose token no longer exists (in a task of its
@@ -226,6 +239,10 @@ class Hub:
             self._revocations += 1
             self.check_tokens(list(self._signed_in.get(event.player_id, ())))
             return
+        if isinstance(event, RaceInvited):
+            if event.player_id in self._signed_in:
+                self.spawn(self._invite(event))
+            return
         race_id = event.race_id
         if race_id not in self._rooms:
             return
@@ -246,6 +263,21 @@ class Hub:
         self.check_tokens([c for members in self._signed_in.values() for c in members])
 
     # -------------------------------------------------------------------------- helpers
+
+    async def _invite(self, event: RaceInvited) -> None:
+        """Tell the invited player's connections here, once the room, the inviter's seat and
+        the follow are read from the database (the event is only a hint)."""
+        try:
+            room = await self._services.races.room(event.invite)
+            invitation = await self._services.friends.invitation(event, room)
+        except (ServiceError, StorageError) as exc:
+            log.warning("race %s: cannot check an invitation (%s)", event.invite, exc)
+            return
+        if invitation is None:
+            return
+        message = out.race_invite(invitation.invite, invitation.from_id, invitation.from_name)
+        for connection in list(self._signed_in.get(event.player_id, ())):
+            connection.push(message)
 
     def _fan_out(self, race_id: int, message: out.Message, key: Hashable | None) -> None:
         """Queue ``message`` for every local follower of the race, encoded once for all."""

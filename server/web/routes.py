@@ -34,6 +34,10 @@ from server.web.api import (
     around,
     daily_of_date,
     daily_today,
+    follow,
+    follow_by_name,
+    following,
+    friends_board,
     game_replay,
     game_summary,
     healthz,
@@ -48,6 +52,7 @@ from server.web.api import (
     scrape_metrics,
     sign_in,
     sign_out,
+    unfollow,
 )
 from server.web.http import PREFIX, Handler
 from server.web.keys import SETTINGS
@@ -181,6 +186,7 @@ def _health(path: str, handler: Handler, summary: str, *answers: Answer) -> Rout
 
 
 _UNAUTHORIZED = errors(401, ErrorCode.UNAUTHORIZED)
+_PLAYER_ID = Parameter("player_id", "path", RowIdParam, "the player")
 
 #: Every route the API registers, as its OpenAPI document describes it.
 ROUTES: tuple[Route, ...] = (
@@ -273,6 +279,57 @@ ROUTES: tuple[Route, ...] = (
     ),
     _api(
         "GET",
+        "/players/me/following",
+        following,
+        "The players the caller follows",
+        "players",
+        Answer(200, "the players followed, and whether each is online", rest.Following),
+        _UNAUTHORIZED,
+        auth=Auth.BEARER,
+    ),
+    _api(
+        "POST",
+        "/players/me/following",
+        follow_by_name,
+        "Follow a player by name",
+        "players",
+        Answer(200, "the player followed", rest.FollowedPlayer),
+        errors(400, ErrorCode.BAD_JSON, ErrorCode.INVALID_INPUT, ErrorCode.CANNOT_FOLLOW_SELF),
+        _UNAUTHORIZED,
+        errors(404, ErrorCode.UNKNOWN_PLAYER),
+        errors(409, ErrorCode.FOLLOWING_LIMIT),
+        errors(413, ErrorCode.REQUEST_ENTITY_TOO_LARGE),
+        request=rest.FollowName,
+        auth=Auth.BEARER,
+    ),
+    _api(
+        "PUT",
+        "/players/me/following/{player_id}",
+        follow,
+        "Follow a player",
+        "players",
+        Answer(200, "the player followed", rest.FollowedPlayer),
+        errors(400, ErrorCode.BAD_PLAYER_ID, ErrorCode.CANNOT_FOLLOW_SELF),
+        _UNAUTHORIZED,
+        errors(404, ErrorCode.UNKNOWN_PLAYER),
+        errors(409, ErrorCode.FOLLOWING_LIMIT),
+        parameters=(_PLAYER_ID,),
+        auth=Auth.BEARER,
+    ),
+    _api(
+        "DELETE",
+        "/players/me/following/{player_id}",
+        unfollow,
+        "Stop following a player",
+        "players",
+        Answer(200, "the player is not followed (any more)", rest.Unfollowed),
+        errors(400, ErrorCode.BAD_PLAYER_ID),
+        _UNAUTHORIZED,
+        parameters=(_PLAYER_ID,),
+        auth=Auth.BEARER,
+    ),
+    _api(
+        "GET",
         "/daily",
         daily_today,
         "Today's daily challenge",
@@ -308,6 +365,18 @@ ROUTES: tuple[Route, ...] = (
                 "the previous page's next_cursor (opaque); absent for the first page",
             ),
         ),
+    ),
+    _api(
+        "GET",
+        "/daily/{date}/leaderboard/friends",
+        friends_board,
+        "The friends' view of a date's leaderboard",
+        "daily",
+        Answer(200, "the caller's entry and those of the players they follow", rest.FriendsBoard),
+        errors(400, ErrorCode.BAD_DATE),
+        _UNAUTHORIZED,
+        parameters=(_DATE,),
+        auth=Auth.BEARER,
     ),
     _api(
         "GET",

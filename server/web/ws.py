@@ -99,6 +99,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         if session.player is not None:
             session.connections.release(session.player.id)
             session.hub.signed_off(session)
+            # In a task of its own, as below; a close not recorded is the sweep's.
+            session.hub.spawn(_offline(session))
         session.hub.drop(session)
         session.hub.closed(session.key)
         request.app[SOCKETS].discard(ws)
@@ -127,6 +129,16 @@ async def _unfollow(session: WsSession) -> None:
             await session.services.presence.unfollow(session.connection)
     except Exception:  # the database, a locked room, the time-out: the sweep settles it
         log.warning("presence: the close of %s was not recorded at once", session.key)
+
+
+async def _offline(session: WsSession) -> None:
+    """The connection closed: its player is online no more through it. A database that does
+    not answer in time is logged; the next sweep forgets the record."""
+    try:
+        async with asyncio.timeout(UNFOLLOW_TIMEOUT_S):
+            await session.services.friends.disconnected(session.key)
+    except Exception:  # the database, the time-out: the sweep settles it
+        log.warning("online: the close of %s was not recorded at once", session.key)
 
 
 async def _serve(session: WsSession) -> CloseReason:

@@ -14,7 +14,15 @@ from server.web.page_rules import PATH as ENGINE_RULES
 JS = STATIC_DIR / "js"
 IMPORT = re.compile(r"""^import\s[^"']*?from\s+["']([^"']+)["'];?""", re.M | re.S)
 #: Modules that decide what happens (requests, routes, the wiring): never imported by views/.
-CONTROLLERS = {"app.js", "games.js", "races.js", "invite.js", "session.js", "router.js"}
+CONTROLLERS = {
+    "app.js",
+    "games.js",
+    "races.js",
+    "invite.js",
+    "session.js",
+    "router.js",
+    "friends.js",
+}
 
 
 def _modules() -> dict[str, list[str]]:

@@ -12,7 +12,8 @@ from tests.fakes.database import DealRecord, MemoryDatabase
 class MemoryDailyStore:
     """Daily deals kept in a :class:`MemoryDatabase`, whose clock is the database's: it alone
     says which UTC date it is. The first deal kept for a date stays; the counts are counted
-    from the database's games (the counters PostgreSQL's triggers keep equal to them).
+    from the database's games that are not hidden (the counters PostgreSQL's triggers keep
+    equal to them).
 
     Args:
         database: the in-memory tables and the database's clock.
@@ -36,6 +37,10 @@ class MemoryDailyStore:
 
     async def counts(self, date: dt.date) -> DailyCounts:
         await self._db.query()
-        games = [g for g in self._db.games.values() if g.mode == "daily" and g.daily_date == date]
-        ranked = [g for g in games if g.status in ("won", "blocked")]
+        games = [
+            g
+            for g in self._db.games.values()
+            if g.mode == "daily" and g.daily_date == date and g.hidden_at is None
+        ]
+        ranked = [g for g in games if g.on_board]
         return DailyCounts(players=len(games), ranked=len(ranked))

@@ -1,11 +1,20 @@
 """The rows the in-memory stores share, the constraints of the schema they rely on, and the
 clock that stands in for the database's.
 
-Only what the stores read and write is kept: players (their tokens, their bans), games and their
+Only what the stores read and write is kept: players (their tokens, their bans, whom they
+follow, their open connections), games and their
 action logs (written by the game store and committer, or by tests, as other writers of ``games``
-do in PostgreSQL), the windows of races, the daily deals, and the events committed writes and
-the stores publish (PostgreSQL's NOTIFYs, kept in order). One table serves every store: a game
-the game service stores is on the leaderboard fake's board and in the daily fake's counts.
+do in PostgreSQL), whether a game is hidden and by which row of the moderation audit trail, the
+races with their seats, presence rows and the connections following them, the server
+processes, the daily deals, and the events committed writes and the stores publish
+(PostgreSQL's NOTIFYs, kept in order). One table serves every store: a game the game service
+stores is on the leaderboard fake's board and in the daily fake's counts, until moderation hides
+it.
+
+Stores whose callers hold one transaction across several steps (moderation's commands, a race
+room's operations) run them in a :class:`MemoryTransaction`: its writes are undone unless it
+commits, its events are delivered by the commit, and the rows it locks stay locked, to every
+other transaction, until it commits or ends.
 """
 
 from __future__ import annotations
@@ -13,13 +22,19 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from server.engine.codes import GameCode
 from server.errors import StorageConflict, StorageUnavailable
 from server.services.clock import Clock, SystemClock
-from server.storage.events import Event
-from server.storage.models import GAME_MODES, GAME_STATUSES
+from server.storage.events import Event, encode_event
+from server.storage.models import GAME_MODES, GAME_STATUSES, MODERATION_ACTIONS
+from server.storage.transactions import Transaction
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 #: ``game_actions.kind``'s allowed values.
 ACTION_KINDS = ("remove", "draw", "undo")
@@ -53,8 +68,8 @@ class TokenRecord:
 
 @dataclass(slots=True)
 class GameRecord:
-    """The columns of a row of ``games`` that the in-memory stores read and write (not the
-    moderation's ``hidden_at`` / ``hidden_by``)."""
+    """The columns of a row of ``games`` that the in-memory stores read and write
+    (``hidden_at`` / ``hidden_by``: hidden, by that row of the audit trail, or neither)."""
 
     id: int
     player_id: int
@@ -72,6 +87,13 @@ class GameRecord:
     cards_left: int = 28
     hinted: bool = False
     race_id: int | None = None
+    hidden_at: dt.datetime | None = None
+    hidden_by: int | None = None
+
+    @property
+    def on_board(self) -> bool:
+        """A ranked daily result that is not hidden (``BOARD_WHERE``)."""
+        return self.mode == "daily" and self.status in ("won", "blocked") and self.hidden_at is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +111,80 @@ class ActionRecord:
 
 @dataclass(slots=True)
 class RaceRecord:
-    """The columns of a row of ``races`` that the game store reads."""
+    """A row of ``races`` (the race fake writes whole rows; a seeded race has only a status, and
+    a start and end when it ran)."""
 
     id: int
     status: str
     starts_at: dt.datetime | None
     ends_at: dt.datetime | None
+    invite: str = ""
+    host_id: int = 0
+    code: str = "TP1-E-AAAAAAA"
+    host_deal: bool = False
+    time_limit_s: int = 600
+    max_players: int = 8
+    version: int = 1
+    created_at: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    finished_at: dt.datetime | None = None
+    results: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SeatRecord:
+    """A row of ``race_players`` (its key: ``race_id`` and ``player_id``)."""
+
+    race_id: int
+    player_id: int
+    seat: int
+    joined_at: dt.datetime
+    game_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceRecord:
+    """A row of ``race_presence`` (its key: ``race_id`` and ``player_id``)."""
+
+    race_id: int
+    player_id: int
+    role: str
+    state: str
+    since: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionRecord:
+    """A row of ``race_connections`` (its key: ``race_id``, ``instance_id``, ``connection``)."""
+
+    race_id: int
+    instance_id: str
+    connection: str
+    player_id: int
+    connected_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRecord:
+    """A row of ``server_instances`` (times by the database's clock)."""
+
+    id: str
+    started_at: dt.datetime
+    seen_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ModerationActionRecord:
+    """A row of ``moderation_actions`` (``at``: the database's clock, UTC)."""
+
+    id: int
+    at: dt.datetime
+    moderator: str
+    action: str
+    player_id: int | None
+    game_id: int | None
+    daily_date: dt.date | None
+    reason: str | None
+    details: Any | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +210,10 @@ class MemoryDatabase:
         actions: the action logs, by ``(game_id, seq)``.
         events: the events published by committed writes, in commit order (what every
             process's listener hears).
+        moderation_actions: the audit trail, by id.
+        seats, presence, connections: ``race_players`` and ``race_presence`` by race and
+            player, ``race_connections`` by race, process and connection key.
+        instances: ``server_instances`` by id.
     """
 
     def __init__(self, clock: Clock | None = None) -> None:
@@ -129,9 +223,20 @@ class MemoryDatabase:
         self.games: dict[int, GameRecord] = {}
         self.actions: dict[tuple[int, int], ActionRecord] = {}
         self.races: dict[int, RaceRecord] = {}
+        self.seats: dict[tuple[int, int], SeatRecord] = {}
+        self.presence: dict[tuple[int, int], PresenceRecord] = {}
+        self.connections: dict[tuple[int, str, str], ConnectionRecord] = {}
+        self.instances: dict[str, InstanceRecord] = {}
         self.deals: dict[dt.date, DealRecord] = {}
+        self.moderation_actions: dict[int, ModerationActionRecord] = {}
+        #: ``follows``: when each ``(follower_id, followed_id)`` was followed.
+        self.follows: dict[tuple[int, int], dt.datetime] = {}
+        #: ``player_connections``: the player of each ``(instance, connection)``.
+        self.player_connections: dict[tuple[str, str], int] = {}
         self.events: list[Event] = []
         self.down = False
+        #: The row locks (by table and id) and the transaction holding each.
+        self._locks: dict[tuple[str, Hashable], asyncio.Lock] = {}
         self._player_ids = itertools.count(1)
         self._token_ids = itertools.count(1)
         self._game_ids = itertools.count(1)
@@ -243,6 +348,10 @@ class MemoryDatabase:
             created_at=created_at,
             race_id=race_id,
         )
+        player = self.players.get(player_id)
+        if mode == "daily" and player is not None and player.ban_action_id is not None:
+            # games_hide_banned: a daily game stored for a banned player is hidden by the ban.
+            game.hidden_at, game.hidden_by = self.now(), player.ban_action_id
         self.check_game(game)
         self.games[game.id] = game
         return game
@@ -279,6 +388,10 @@ class MemoryDatabase:
             raise StorageConflict("ck_games_race_id")
         if min(game.score, game.moves, game.undos, game.seq) < 0:
             raise StorageConflict("ck_games_counters")
+        if (game.hidden_at is None) != (game.hidden_by is None):
+            raise StorageConflict("ck_games_hidden")
+        if game.hidden_by is not None and game.hidden_by not in self.moderation_actions:
+            raise StorageConflict("fk_games_hidden_by_moderation_actions")
         if game.status in ("won", "blocked") and (
             game.finished_at is None or game.elapsed_ms is None or game.elapsed_ms < 0
         ):
@@ -321,31 +434,195 @@ class MemoryDatabase:
     ) -> RaceRecord:
         """Add a race with the next id (only what the game store reads of it)."""
         race = RaceRecord(next(self._race_ids), status, starts_at, ends_at)
+        race.invite = f"R{race.id:05}"
         self.races[race.id] = race
         return race
 
-    def ban(self, player_id: int, reason: str) -> dt.datetime:
-        """Ban a player from now by the database's clock (the player's row only: the daily
-        games a ban hides in PostgreSQL are not kept apart here); returns the ban's time.
+    def next_race_id(self) -> int:
+        """The next id of ``races`` (a sequence: never given twice, even when rolled back)."""
+        return next(self._race_ids)
+
+    def insert_moderation_action(
+        self,
+        *,
+        moderator: str,
+        action: str,
+        player_id: int,
+        game_id: int | None,
+        daily_date: dt.date | None,
+        reason: str | None,
+        details: Any | None,
+    ) -> ModerationActionRecord:
+        """Add a row to the audit trail with the next id, at the database's clock.
 
         Raises:
-            KeyError: there is no such player.
+            StorageConflict: a check constraint of ``moderation_actions`` refuses it.
         """
-        player = self.players[player_id]
-        player.banned_at = self.now()
-        player.ban_reason = reason
-        player.ban_action_id = next(self._moderation_ids)
-        return player.banned_at
+        if action not in MODERATION_ACTIONS:
+            raise StorageConflict("ck_moderation_actions_action")
+        if not 1 <= len(moderator.strip()) <= 100:
+            raise StorageConflict("ck_moderation_actions_moderator")
+        if action in ("hide", "restore") and game_id is None:
+            raise StorageConflict("ck_moderation_actions_target")
+        if action in ("ban", "hide") and not (reason or "").strip():
+            raise StorageConflict("ck_moderation_actions_reason")
+        row = ModerationActionRecord(
+            next(self._moderation_ids),
+            self.now(),
+            moderator,
+            action,
+            player_id,
+            game_id,
+            daily_date,
+            reason,
+            details,
+        )
+        self.moderation_actions[row.id] = row
+        return row
+
+    def transaction(self) -> MemoryTransaction:
+        """A new transaction over these tables (see :class:`MemoryTransaction`)."""
+        return MemoryTransaction(self)
+
+    def row_lock(self, table: str, row_id: Hashable) -> asyncio.Lock:
+        """The lock of one row (made on first use)."""
+        return self._locks.setdefault((table, row_id), asyncio.Lock())
 
     def restart_player_ids(self, start: int) -> None:
         """Give the next players ids from ``start`` on (``ALTER … RESTART WITH``)."""
         self._player_ids = itertools.count(start)
 
     def clear(self) -> None:
-        """Delete every player, token, game, action and race, and the events (the deals stay)."""
+        """Delete every player, token, follow, player connection, game, action, race (its seats,
+        presence and connections) and audit row, and the events (the deals and the server
+        processes stay)."""
         self.actions.clear()
+        self.moderation_actions.clear()
+        self.follows.clear()
+        self.player_connections.clear()
+        self.connections.clear()
+        self.presence.clear()
+        self.seats.clear()
         self.games.clear()
         self.races.clear()
         self.tokens.clear()
         self.players.clear()
         self.events.clear()
+
+
+class MemoryTransaction:
+    """One transaction over a :class:`MemoryDatabase`, as a PostgreSQL session's.
+
+    Writes are made in place at once, each with a step that undoes it (:meth:`undo`); they
+    stay when :meth:`commit` is called, and are undone, newest first, when the transaction
+    ends without it (:meth:`end`), by an exception or not. Events (:meth:`publish`) are
+    delivered to the database's ``events`` only by the commit. Rows locked (:meth:`lock`) stay
+    locked until the commit or the end, so another transaction locking one waits for it (as
+    ``SELECT … FOR UPDATE`` does). After :meth:`commit` the transaction goes on as a new one,
+    as a SQLAlchemy session begins again on its next statement.
+
+    A reader that takes no lock sees a write before its commit (PostgreSQL would show it the
+    committed row): the stores' callers read what they change under the lock of its row.
+
+    Args:
+        database: the tables.
+    """
+
+    def __init__(self, database: MemoryDatabase) -> None:
+        self._db = database
+        self._undo: list[Callable[[], object]] = []
+        self._events: list[Event] = []
+        self._held: list[asyncio.Lock] = []
+        self._held_keys: set[tuple[str, Hashable]] = set()
+        #: Longest wait for a row lock, in seconds (None: for ever).
+        self.lock_timeout_s: float | None = None
+
+    async def lock(self, table: str, row_id: Hashable) -> None:
+        """Lock one row until the transaction ends or commits (a row it holds already is
+        granted at once).
+
+        Raises:
+            StorageUnavailable: :attr:`lock_timeout_s` passed before the lock was granted
+                (``lock_timeout``).
+        """
+        key = (table, row_id)
+        if key in self._held_keys:
+            return
+        row_lock = self._db.row_lock(table, row_id)
+        try:
+            await asyncio.wait_for(row_lock.acquire(), self.lock_timeout_s)
+        except TimeoutError:
+            raise StorageUnavailable(
+                f"database failure: a lock on {table} {row_id} was not granted in time"
+            ) from None
+        self._held.append(row_lock)
+        self._held_keys.add(key)
+
+    def undo(self, step: Callable[[], object]) -> None:
+        """Note how to undo a write just made."""
+        self._undo.append(step)
+
+    def put(self, table: MutableMapping[K, V], key: K, row: V) -> None:
+        """Insert or replace a row (``table[key] = row``), undone on rollback."""
+        had, old = key in table, table.get(key)
+        table[key] = row
+
+        def undo() -> None:
+            if had:
+                table[key] = old  # type: ignore[assignment]  # present before: a V
+            else:
+                del table[key]
+
+        self._undo.append(undo)
+
+    def delete(self, table: MutableMapping[K, V], key: K) -> V | None:
+        """Delete a row (nothing when there is none), undone on rollback; the row deleted."""
+        if key not in table:
+            return None
+        row = table.pop(key)
+        self._undo.append(lambda: table.__setitem__(key, row))
+        return row
+
+    def publish(self, event: Event) -> None:
+        """Deliver ``event`` when the transaction commits (``pg_notify``)."""
+        encode_event(event)  # too large: refused as by pg_notify
+        self._events.append(event)
+
+    async def commit(self) -> None:
+        """Keep the writes, deliver the events, release the locks.
+
+        Raises:
+            StorageUnavailable: the database is down (then nothing is kept).
+        """
+        await self._db.query()
+        self._db.events.extend(self._events)
+        self._undo.clear()
+        self._events.clear()
+        self._release()
+        self.lock_timeout_s = None  # SET LOCAL lasts until the transaction ends
+
+    def end(self) -> None:
+        """Undo what was written since the last commit, drop its events, release the locks."""
+        for step in reversed(self._undo):
+            step()
+        self._undo.clear()
+        self._events.clear()
+        self._release()
+        self.lock_timeout_s = None
+
+    def _release(self) -> None:
+        for row_lock in self._held:
+            row_lock.release()
+        self._held.clear()
+        self._held_keys.clear()
+
+
+def memory_transaction(tx: Transaction) -> MemoryTransaction:
+    """The :class:`MemoryTransaction` an in-memory store handed out as ``tx``.
+
+    Raises:
+        TypeError: ``tx`` is another store's transaction.
+    """
+    if not isinstance(tx, MemoryTransaction):
+        raise TypeError(f"an in-memory store was given a {type(tx).__name__}")
+    return tx

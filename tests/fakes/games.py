@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
+from collections.abc import Sequence
 
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
@@ -27,7 +29,8 @@ from server.storage.games import (
     StoredGame,
 )
 from server.storage.moderation import PlayerRecord
-from tests.fakes.database import ActionRecord, MemoryDatabase
+from server.storage.transactions import Transaction
+from tests.fakes.database import ActionRecord, MemoryDatabase, memory_transaction
 from tests.fakes.database import GameRecord as GameRow
 
 
@@ -216,6 +219,36 @@ class MemoryGameStore:
         return PlayerRecord(
             player.id, player.name, player.banned_at, player.ban_reason, player.ban_action_id
         )
+
+    async def insert_race_games(
+        self,
+        tx: Transaction,
+        race_id: int,
+        code: GameCode,
+        status: Status,
+        score: int,
+        player_ids: Sequence[int],
+        starts_at: dt.datetime,
+    ) -> dict[int, int]:
+        """The games join the race's :class:`MemoryTransaction`: rolled back with it."""
+        memory = memory_transaction(tx)
+        await self._db.query()
+        games: dict[int, int] = {}
+        for player_id in player_ids:
+            game = self._db.insert_game(
+                player_id,
+                mode=GameMode.RACE.value,
+                daily_date=None,
+                status=status.value,
+                score=score,
+                moves=0,
+                code=str(code),
+                created_at=starts_at,
+                race_id=race_id,
+            )
+            memory.undo(functools.partial(self._db.games.pop, game.id))
+            games[player_id] = game.id
+        return games
 
 
 class MemoryCommitter:

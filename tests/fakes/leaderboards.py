@@ -6,6 +6,7 @@ being right."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 
 from server.storage.leaderboards import BoardPosition, BoardRow, BoardSlice, order_key
 from tests.fakes.database import MemoryDatabase
@@ -38,8 +39,14 @@ class MemoryLeaderboardStore:
     async def entry(self, date: dt.date, player_id: int) -> BoardSlice | None:
         return await self.window(date, player_id, 0)
 
+    async def entries(self, date: dt.date, player_ids: Collection[int]) -> list[BoardSlice]:
+        await self._db.query()
+        board = self._board(date)
+        wanted = set(player_ids)
+        return [_slice(board, i, i + 1) for i, e in enumerate(board) if e.player_id in wanted]
+
     def _board(self, date: dt.date) -> list[BoardRow]:
-        """The date's ranked daily games in board order."""
+        """The date's ranked daily games that are not hidden, in board order."""
         players = self._db.players
         rows = [
             BoardRow(
@@ -54,9 +61,8 @@ class MemoryLeaderboardStore:
                 game_id=g.id,
             )
             for g in self._db.games.values()
-            if g.mode == "daily"
+            if g.on_board
             and g.daily_date == date
-            and g.status in ("won", "blocked")
             and g.elapsed_ms is not None
             and g.finished_at is not None
         ]

@@ -22,6 +22,7 @@ from server.protocol.client import (
     ClientMessage,
     Hello,
     Hint,
+    InviteToRace,
     JoinDaily,
     NewGame,
     Ping,
@@ -48,6 +49,7 @@ CLASSES: dict[str, type[Any]] = {
     "race_join": RaceJoin,
     "race_leave": RaceLeave,
     "race_start": RaceStart,
+    "invite_to_race": InviteToRace,
     "hint": Hint,
     "ping": Ping,
 }
@@ -64,6 +66,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "race_join": {"type": "race_join", "invite": "ACDEFG"},
     "race_leave": {"type": "race_leave", "invite": "ACDEFG"},
     "race_start": {"type": "race_start", "invite": "ACDEFG"},
+    "invite_to_race": {"type": "invite_to_race", "invite": "ACDEFG", "player_id": 1},
     "hint": {"type": "hint", "game_id": 1},
     "ping": {"type": "ping"},
 }
@@ -99,6 +102,12 @@ MAXIMAL: dict[str, dict[str, Any]] = {
     "race_join": {"type": "race_join", "id": 7, "invite": "A" * 20, "watch": True},
     "race_leave": {"type": "race_leave", "id": 8, "invite": "A" * 20},
     "race_start": {"type": "race_start", "id": 9, "invite": "A" * 20},
+    "invite_to_race": {
+        "type": "invite_to_race",
+        "id": 11,
+        "invite": "A" * 20,
+        "player_id": MAX_ID,
+    },
     "hint": {"type": "hint", "id": 10, "game_id": MAX_ID},
     "ping": {"type": "ping", "id": "x" * 64},
 }
@@ -122,9 +131,9 @@ def test_docstring_examples_hold() -> None:
     assert doctest.testmod(client, verbose=False).failed == 0
 
 
-def test_the_message_types_are_the_twelve_classes() -> None:
+def test_the_message_types_are_the_thirteen_classes() -> None:
     assert set(MESSAGE_TYPES) == set(CLASSES) == set(MINIMAL) == set(MAXIMAL)
-    assert len(MESSAGE_TYPES) == 12
+    assert len(MESSAGE_TYPES) == 13
     for kind, cls in CLASSES.items():
         assert cls.__struct_config__.tag == kind
 

@@ -111,6 +111,8 @@ def test_the_schema_names_every_typed_message() -> None:
         "race_go",
         "race_progress",
         "race_results",
+        "race_invite",
+        "invited",
     }
     room = schema["$defs"]["RoomState"]
     assert set(room["required"]) >= {"race_id", "code", "players", "watchers", "results"}
@@ -128,3 +130,10 @@ def test_a_rejection_carries_its_text_in_the_players_language_only_with_error_he
     assert "message" not in silent
     stale = json.loads(out.encode(out.rejected(snapshot, "stale_seq", Locale.EN, True, None)))
     assert stale["message"] == "The game moved on; here is its current state."
+
+
+def test_an_invitation_names_its_room_and_who_sent_it() -> None:
+    pushed = json.loads(out.encode(out.race_invite("KXR4TW", 1, "Ada")))
+    assert pushed == {"type": "race_invite", "invite": "KXR4TW", "from": {"id": 1, "name": "Ada"}}
+    reply = json.loads(out.encode(out.invited("KXR4TW", 2, "r7")))
+    assert reply == {"type": "invited", "invite": "KXR4TW", "player_id": 2, "id": "r7"}

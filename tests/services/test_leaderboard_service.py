@@ -12,33 +12,8 @@ import pytest
 
 from server.errors import InvalidInputError, NotFoundError, StorageError
 from server.services.leaderboards import BoardKey, Entry, LeaderboardService, Page
-from tests.backends import Backend, Seed
-from tests.boards import DATE, T0, Row, expected, noise
-
-
-async def store(backend: Backend, rows: Sequence[Row]) -> dict[str, int]:
-    """Store the rows' players and games; fill in and return the players' ids by name."""
-    names = list(dict.fromkeys(r.name for r in rows))
-    ids = dict(zip(names, await backend.add_players(names), strict=True))
-    for row in rows:
-        row.player_id = ids[row.name]
-    await backend.add_games(
-        [
-            Seed(
-                r.player_id,
-                r.score,
-                r.moves,
-                None if r.status == "playing" else r.elapsed_ms,
-                None if r.status == "playing" else r.finished_at,
-                status=r.status,
-                undos=r.undos,
-                mode=r.mode,
-                daily_date=r.date if r.mode == "daily" else None,
-            )
-            for r in rows
-        ]
-    )
-    return ids
+from tests.backends import Backend
+from tests.boards import DATE, T0, Row, expected, noise, store_rows
 
 
 def ranks(entries: Sequence[Entry]) -> list[tuple[int, int]]:
@@ -80,9 +55,9 @@ async def test_entries_follow_the_order_and_share_ranks(
         Row("ZeroScore", 0, 60, 100, status="blocked"),
         *noise(),
     ]
-    await store(backend, rows)
+    await store_rows(backend, rows)
     twin_b = Row("TwinB", 310, 51, 2000, finished_at=t, status="blocked")
-    await store(backend, [twin_b])  # stored later: a higher player id breaks the tie
+    await store_rows(backend, [twin_b])  # stored later: a higher player id breaks the tie
     rows.append(twin_b)
 
     page = await boards.page(DATE)
@@ -121,7 +96,7 @@ async def test_only_ended_daily_games_of_the_date_rank(
     backend: Backend, boards: LeaderboardService
 ) -> None:
     rows = [Row("Real", 500, 20, 100), *noise()]
-    by = await store(backend, rows)
+    by = await store_rows(backend, rows)
     page = await boards.page(DATE)
     assert [(e.name, e.rank) for e in page.entries] == [("Real", 1)]
     other = await boards.page(DATE - dt.timedelta(days=1))
@@ -148,7 +123,7 @@ async def test_ranks_stay_right_when_a_tie_straddles_a_page(
         Row("C3", 650, 35, 10, finished_at=T0 + dt.timedelta(seconds=2)),
         Row("C4", 650, 35, 10, finished_at=T0 + dt.timedelta(seconds=3)),
     ]
-    await store(backend, rows)
+    await store_rows(backend, rows)
     assert [[(e.name, e.rank) for e in p] for p in await walk(boards, 2)] == [
         [("A1", 1), ("A2", 1)],
         [("A3", 1), ("B1", 4)],
@@ -162,7 +137,7 @@ async def test_walking_every_page_visits_each_entry_once_in_order(
     backend: Backend, boards: LeaderboardService
 ) -> None:
     rows = [Row(f"P{i:02}", 500 - (i // 3), 20 + (i % 2), 1000) for i in range(12)]
-    await store(backend, [*rows, *noise()])
+    await store_rows(backend, [*rows, *noise()])
     want = expected(rows)
     for limit in (1, 3, 5, 12, 13, 100):
         pages = await walk(boards, limit)
@@ -175,7 +150,7 @@ async def test_pages_and_windows_work_with_player_ids_beyond_32_bits(
 ) -> None:
     await backend.restart_player_ids(3_000_000_000)
     rows = [Row(f"Big{i}", 500 - i // 2, 30, 1000) for i in range(7)]
-    await store(backend, rows)
+    await store_rows(backend, rows)
     assert min(r.player_id for r in rows) >= 3_000_000_000
     want = expected(rows)
     for limit in (1, 2, 3):
@@ -187,7 +162,7 @@ async def test_around_me_gives_radius_entries_either_side_with_ranks(
     backend: Backend, boards: LeaderboardService
 ) -> None:
     rows = [Row(f"N{i:02}", 700 - 10 * (i // 2), 30, 1000) for i in range(20)]
-    await store(backend, [*rows, *noise()])
+    await store_rows(backend, [*rows, *noise()])
     want = expected(rows)
     ids = [pid for _, pid in want]
 
@@ -204,7 +179,7 @@ async def test_around_me_gives_radius_entries_either_side_with_ranks(
 async def test_around_a_player_without_a_ranked_entry_is_not_ranked(
     backend: Backend, boards: LeaderboardService
 ) -> None:
-    by = await store(backend, [Row("Ranked", 500, 30, 1000), *noise()])
+    by = await store_rows(backend, [Row("Ranked", 500, 30, 1000), *noise()])
     unranked = [by[n] for n in ("noisePlaying", "noiseResigned", "noiseFree", "noiseRace")]
     for player_id in [*unranked, by["noiseTomorrow"], by["noiseYesterday"], 999_999, 0, 2**63]:
         with pytest.raises(NotFoundError) as caught:
@@ -218,7 +193,7 @@ async def test_rank_of_gives_one_players_shared_rank(
     backend: Backend, boards: LeaderboardService
 ) -> None:
     rows = [Row("Ann", 600, 30, 10), Row("Ben", 500, 30, 10), Row("Cid", 500, 30, 10)]
-    by = await store(backend, [*rows, *noise()])
+    by = await store_rows(backend, [*rows, *noise()])
     ben, cid = await boards.rank_of(DATE, by["Ben"]), await boards.rank_of(DATE, by["Cid"])
     assert ben is not None and cid is not None
     assert (ben.rank, ben.name, cid.rank) == (2, "Ben", 2)
@@ -240,7 +215,7 @@ async def test_a_limit_outside_1_to_100_is_bad_limit(
 async def test_a_radius_outside_0_to_50_is_bad_radius(
     backend: Backend, boards: LeaderboardService, radius: int
 ) -> None:
-    by = await store(backend, [Row("Ann", 500, 30, 1000)])
+    by = await store_rows(backend, [Row("Ann", 500, 30, 1000)])
     with pytest.raises(InvalidInputError) as caught:
         await boards.around(DATE, by["Ann"], radius)
     assert caught.value.code == "bad_radius"
@@ -250,7 +225,7 @@ async def test_a_radius_outside_0_to_50_is_bad_radius(
 async def test_a_cursor_that_does_not_parse_is_bad_cursor(
     backend: Backend, boards: LeaderboardService, cursor: str
 ) -> None:
-    await store(backend, [Row("Ann", 500, 30, 1000)])
+    await store_rows(backend, [Row("Ann", 500, 30, 1000)])
     with pytest.raises(InvalidInputError) as caught:
         await boards.page(DATE, 10, cursor)
     assert caught.value.code == "bad_cursor"
@@ -260,7 +235,7 @@ async def test_the_extreme_cursors_read_the_whole_board_or_nothing(
     backend: Backend, boards: LeaderboardService
 ) -> None:
     rows = [Row(f"P{i}", 500 - i, 30, 1000) for i in range(3)]
-    await store(backend, rows)
+    await store_rows(backend, rows)
     top = BoardKey(2**31 - 1, 0, 0, dt.datetime(1, 1, 2, tzinfo=dt.UTC), 0)
     bottom = BoardKey(0, 2**31 - 1, 2**63 - 1, dt.datetime(9999, 12, 30, tzinfo=dt.UTC), 2**63 - 1)
     assert ranks((await boards.page(DATE, 10, top.encode())).entries) == expected(rows)
@@ -270,7 +245,7 @@ async def test_the_extreme_cursors_read_the_whole_board_or_nothing(
 async def test_a_failing_database_leaves_the_service_as_a_storage_error(
     backend: Backend,
 ) -> None:
-    by = await store(backend, [Row("Ann", 500, 30, 1000)])
+    by = await store_rows(backend, [Row("Ann", 500, 30, 1000)])
     await backend.go_down()
     boards = LeaderboardService(backend.leaderboards)
     with pytest.raises(StorageError):

@@ -1,7 +1,7 @@
-"""Moderation over a real server's database: a hidden result (one hidden on its own, or a
-banned player's) is gone from every page, "around me" window, rank and count, and comes back,
-exactly, when restored; refused commands change nothing; two moderators acting at once take
-turns."""
+"""Moderation on either store (in memory and PostgreSQL): a hidden result (one hidden on its own,
+or a banned player's) is gone from every page, "around me" window, rank and count, and comes
+back, exactly, when restored; refused commands change nothing; two moderators acting at once
+take turns."""
 
 from __future__ import annotations
 
@@ -12,28 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
-from sqlalchemy import func, select, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from server.errors import ConflictError, InvalidInputError, NotFoundError
-from server.services.moderation import ModerationService
-from server.storage.models import Game, ModerationAction, Player
-from server.web.keys import SERVICES
-from tests.boards import (
-    BOARD,
-    DATE,
-    DAY,
-    T0,
-    Client,
-    Row,
-    error,
-    get_json,
-    insert_rows,
-    noise,
-    ranks,
-    walk,
-)
+from server.errors import ConflictError, ErrorCode, InvalidInputError, NotFoundError
+from server.services.leaderboards import Entry, LeaderboardService
+from server.services.moderation import LOG_MAX, ModerationService
+from tests.backends import Backend
+from tests.boards import DATE, T0, Row, noise, store_rows
 
 YESTERDAY = DATE - dt.timedelta(days=1)
 
@@ -61,40 +45,53 @@ def visible_ranking(rows: Sequence[Row], hidden: set[int]) -> list[tuple[int, in
     ]
 
 
-async def assert_board_is(
-    client: Client, server: TestServer, want: list[tuple[int, int]], absent: set[int]
-) -> None:
-    """Pages, "around me", rank of and the date's counts all show ``want`` and none of
+def ranks(entries: Sequence[Entry]) -> list[tuple[int, int]]:
+    return [(e.rank, e.player_id) for e in entries]
+
+
+async def walk(boards: LeaderboardService, limit: int) -> list[Entry]:
+    """The whole board, read page after page (``limit`` entries each)."""
+    entries: list[Entry] = []
+    cursor: str | None = None
+    while True:
+        page = await boards.page(DATE, limit, cursor)
+        entries.extend(page.entries)
+        if page.next_cursor is None:
+            return entries
+        cursor = page.next_cursor
+
+
+async def assert_board_is(backend: Backend, want: list[tuple[int, int]], absent: set[int]) -> None:
+    """Pages, "around me", rank of and the date's count all show ``want`` and none of
     ``absent``."""
+    boards = LeaderboardService(backend.leaderboards)
     for limit in (1, 5, 100):
-        assert ranks([e for page in await walk(client, limit) for e in page]) == want
-    boards = server.app[SERVICES].leaderboards
+        assert ranks(await walk(boards, limit)) == want
     for i, (rank, player_id) in enumerate(want):
         entry = await boards.rank_of(DATE, player_id)
         assert entry is not None and entry.rank == rank
         if i % 3 == 0:
-            body = await get_json(client, f"{BOARD}/around/{player_id}", radius=2)
-            assert ranks(body["entries"]) == want[max(0, i - 2) : i + 3]
+            around = await boards.around(DATE, player_id, radius=2)
+            assert ranks(around) == want[max(0, i - 2) : i + 3]
     for player_id in absent:
         assert await boards.rank_of(DATE, player_id) is None
-        await error(await client.get(f"{BOARD}/around/{player_id}"), 404, "not_ranked")
-    info = await get_json(client, f"/api/v1/daily/{DAY}")
-    assert info["ranked"] == len(want)
+        with pytest.raises(NotFoundError) as refused:
+            await boards.around(DATE, player_id)
+        assert refused.value.code == ErrorCode.NOT_RANKED
+    assert (await backend.daily.counts(DATE)).ranked == len(want)
 
 
-async def audit_rows(db: AsyncEngine) -> int:
-    async with db.connect() as conn:
-        return int(await conn.scalar(select(func.count()).select_from(ModerationAction)) or 0)
+async def audit_rows(moderation: ModerationService) -> int:
+    return len(await moderation.log(limit=LOG_MAX))
 
 
 @pytest.fixture
-def moderation(server: TestServer) -> ModerationService:
-    service: ModerationService = server.app[SERVICES].moderation
-    return service
+def moderation(backend: Backend) -> ModerationService:
+    return ModerationService(backend.moderation)
 
 
 async def test_hidden_results_leave_every_view_of_the_board_and_come_back(
-    client: Client, server: TestServer, db: AsyncEngine, moderation: ModerationService
+    backend: Backend, moderation: ModerationService
 ) -> None:
     rng = random.Random(11)
     rows = [
@@ -107,41 +104,33 @@ async def test_hidden_results_leave_every_view_of_the_board_and_come_back(
         )
         for i in range(40)
     ]
-    await insert_rows(db, [*rows, *noise()])
-    info = await get_json(client, f"/api/v1/daily/{DAY}")
-    players_before = info["players"]
+    await store_rows(backend, [*rows, *noise()])
+    players_before = (await backend.daily.counts(DATE)).players
     everyone = visible_ranking(rows, set())
-    await assert_board_is(client, server, everyone, set())
+    await assert_board_is(backend, everyone, set())
 
     # One result hidden on its own, and a banned player's (with games on other dates too).
-    async with db.connect() as conn:
-        games = dict(
-            (
-                await conn.execute(
-                    select(Game.player_id, Game.id).where(
-                        Game.daily_date == DATE, Game.mode == "daily"
-                    )
-                )
-            ).all()
-        )
+    games = {
+        g.player_id: g.id
+        for g in await backend.stored_games()
+        if g.daily_date == DATE and g.mode == "daily"
+    }
     hidden_alone = rows[rng.randrange(40)].player_id
     banned = next(r.player_id for r in rows if r.player_id != hidden_alone)
     await moderation.hide(games[hidden_alone], "duplicate account", "mod-a")
     ban = await moderation.ban(f"id:{banned}", "played with a solver", "mod-b")
     assert [g.id for g in ban.hidden] == [games[banned]]
     absent = {hidden_alone, banned}
-    await assert_board_is(client, server, visible_ranking(rows, absent), absent)
-    info = await get_json(client, f"/api/v1/daily/{DAY}")
-    assert info["players"] == players_before - 2
+    await assert_board_is(backend, visible_ranking(rows, absent), absent)
+    assert (await backend.daily.counts(DATE)).players == players_before - 2
 
     # The unban restores what the ban hid, not the result hidden on its own.
     unban = await moderation.unban(str(banned), "mod-b")
     assert [g.id for g in unban.restored] == [games[banned]]
-    await assert_board_is(client, server, visible_ranking(rows, {hidden_alone}), {hidden_alone})
+    await assert_board_is(backend, visible_ranking(rows, {hidden_alone}), {hidden_alone})
     await moderation.restore(games[hidden_alone], "mod-a", "appeal upheld")
-    await assert_board_is(client, server, everyone, set())
-    info = await get_json(client, f"/api/v1/daily/{DAY}")
-    assert info["players"] == players_before
+    await assert_board_is(backend, everyone, set())
+    assert (await backend.daily.counts(DATE)).players == players_before
 
     # The trail, newest first, says who, what and why.
     trail = await moderation.log()
@@ -159,7 +148,7 @@ async def test_hidden_results_leave_every_view_of_the_board_and_come_back(
 
 
 async def test_a_ban_hides_every_daily_game_of_any_status_and_date_and_only_those(
-    server: TestServer, db: AsyncEngine, moderation: ModerationService
+    backend: Backend, moderation: ModerationService
 ) -> None:
     yesterday = YESTERDAY
     rows = [
@@ -169,7 +158,7 @@ async def test_a_ban_hides_every_daily_game_of_any_status_and_date_and_only_thos
         Row("Mallory", 500, 10, 0, date=DATE + dt.timedelta(days=1), status="playing"),
         Row("Alice", 700, 30, 1000),
     ]
-    await insert_rows(db, rows)
+    await store_rows(backend, rows)
     mallory = rows[0].player_id
     ban = await moderation.ban("mallory", "solver", "mod")  # names match in any case
     assert [(g.daily_date, g.status) for g in ban.hidden] == [
@@ -177,26 +166,19 @@ async def test_a_ban_hides_every_daily_game_of_any_status_and_date_and_only_thos
         (DATE, "won"),
         (DATE + dt.timedelta(days=1), "playing"),
     ]
-    async with db.connect() as conn:
-        marks = (
-            await conn.execute(
-                select(Game.mode, Game.hidden_by).where(Game.player_id == mallory).order_by(Game.id)
-            )
-        ).all()
-    assert [tuple(m) for m in marks] == [
+    marks = [(g.mode, g.hidden_by) for g in await backend.stored_games(mallory)]
+    assert marks == [
         ("daily", ban.action.id),
         ("daily", ban.action.id),
         ("free", None),
         ("daily", ban.action.id),
     ]
     # The unfinished game ends while hidden: it stays off the board.
-    async with db.begin() as conn:
-        await conn.execute(
-            update(Game)
-            .where(Game.player_id == mallory, Game.status == "playing")
-            .values(status="won", score=760, moves=40, finished_at=T0, elapsed_ms=9)
-        )
-    boards = server.app[SERVICES].leaderboards
+    [playing] = [g for g in await backend.stored_games(mallory) if g.status == "playing"]
+    await backend.set_result(
+        playing.id, status="won", score=760, moves=40, finished_at=T0, elapsed_ms=9
+    )
+    boards = LeaderboardService(backend.leaderboards)
     assert await boards.rank_of(DATE + dt.timedelta(days=1), mallory) is None
     await moderation.unban("Mallory", "mod")
     entry = await boards.rank_of(DATE + dt.timedelta(days=1), mallory)
@@ -204,10 +186,10 @@ async def test_a_ban_hides_every_daily_game_of_any_status_and_date_and_only_thos
 
 
 async def test_a_hide_of_a_game_the_ban_hid_outlasts_the_unban(
-    db: AsyncEngine, moderation: ModerationService
+    backend: Backend, moderation: ModerationService
 ) -> None:
     rows = [Row("Mallory", 772, 28, 1000), Row("Mallory", 700, 30, 1000, date=YESTERDAY)]
-    await insert_rows(db, rows)
+    await store_rows(backend, rows)
     ban = await moderation.ban("Mallory", "solver", "mod")
     first, second = ban.hidden
     hidden = await moderation.hide(first.id, "also a duplicate", "mod")
@@ -218,28 +200,12 @@ async def test_a_hide_of_a_game_the_ban_hid_outlasts_the_unban(
         await moderation.restore(first.id, "mod")
     unban = await moderation.unban("Mallory", "mod")
     assert [g.id for g in unban.restored] == [second.id]
-    async with db.connect() as conn:
-        marks = dict((await conn.execute(select(Game.id, Game.hidden_by))).all())
+    marks = {g.id: g.hidden_by for g in await backend.stored_games()}
     assert marks == {first.id: hidden.action.id, second.id: None}
 
 
-async def state(db: AsyncEngine) -> tuple[Any, ...]:
-    """Everything a refused command must leave as it was."""
-    async with db.connect() as conn:
-        tables = []
-        for query in (
-            "SELECT * FROM moderation_actions ORDER BY id",
-            "SELECT id, banned_at, ban_reason, ban_action_id FROM players ORDER BY id",
-            "SELECT id, hidden_at, hidden_by FROM games ORDER BY id",
-            "SELECT * FROM leaderboard_counts ORDER BY 1, 2, 3, 4, 5",
-            "SELECT * FROM daily_players ORDER BY 1",
-        ):
-            tables.append([tuple(row) for row in await conn.execute(text(query))])
-    return tuple(tables)
-
-
 async def test_refused_commands_change_nothing(
-    db: AsyncEngine, moderation: ModerationService
+    backend: Backend, moderation: ModerationService
 ) -> None:
     rows = [
         Row("Mallory", 772, 28, 1000),
@@ -247,15 +213,13 @@ async def test_refused_commands_change_nothing(
         Row("2024", 600, 30, 1000),  # a name that is a number
         Row("Freeplay", 500, 3, 0, mode="free"),
     ]
-    await insert_rows(db, rows)
+    await store_rows(backend, rows)
     mallory, alice, numbered, free = (r.player_id for r in rows)
     await moderation.ban("Mallory", "solver", "mod")
-    async with db.connect() as conn:
-        alice_game = await conn.scalar(select(Game.id).where(Game.player_id == alice))
-        free_game = await conn.scalar(select(Game.id).where(Game.player_id == free))
-    assert alice_game is not None and free_game is not None
+    [alice_game] = [g.id for g in await backend.stored_games(alice)]
+    [free_game] = [g.id for g in await backend.stored_games(free)]
     await moderation.hide(alice_game, "duplicate", "mod")
-    before = await state(db)
+    before = await backend.moderation_state()
     refusals: list[tuple[Any, type[Exception], str]] = [
         (moderation.ban("Mallory", "again", "mod"), ConflictError, "already banned"),
         (moderation.ban("Nobody", "x", "mod"), NotFoundError, "no player named 'Nobody'"),
@@ -277,16 +241,16 @@ async def test_refused_commands_change_nothing(
     for call, kind, message in refusals:
         with pytest.raises(kind, match=message):
             await call
-        assert await state(db) == before, message
+        assert await backend.moderation_state() == before, message
     assert (await moderation.player("name:2024")).id == numbered
     assert (await moderation.player(f"id:{mallory}")).name == "Mallory"
 
 
 async def test_two_moderators_banning_at_once_take_turns(
-    db: AsyncEngine, moderation: ModerationService
+    backend: Backend, moderation: ModerationService
 ) -> None:
     rows = [Row("Mallory", 772, 28, 1000), Row("Mallory", 772, 28, 1000, date=YESTERDAY)]
-    await insert_rows(db, rows)
+    await store_rows(backend, rows)
     outcomes = await asyncio.gather(
         *(moderation.ban("Mallory", f"reason {i}", f"mod-{i}") for i in range(4)),
         return_exceptions=True,
@@ -294,8 +258,7 @@ async def test_two_moderators_banning_at_once_take_turns(
     done = [o for o in outcomes if not isinstance(o, BaseException)]
     refused = [o for o in outcomes if isinstance(o, ConflictError)]
     assert len(done) == 1 and len(refused) == 3
-    assert await audit_rows(db) == 1
-    async with db.connect() as conn:
-        ban_action = await conn.scalar(select(Player.ban_action_id).where(Player.name == "Mallory"))
-        hidden = await conn.scalar(select(func.count()).where(Game.hidden_by == ban_action))
-    assert hidden == 2
+    assert await audit_rows(moderation) == 1
+    ban_action = (await moderation.player("name:Mallory")).ban_action_id
+    hidden = [g for g in await backend.stored_games() if g.hidden_by == ban_action]
+    assert len(hidden) == 2

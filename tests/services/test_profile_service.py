@@ -2,8 +2,8 @@
 and exact when two daily games end at the same moment (one snapshot per profile, never a mix
 of before and after a finish).
 
-PostgreSQL alone: the in-memory tables of ``tests/fakes`` keep neither hidden results nor
-race results, and concurrent transactions are what is tested here. (The streak rule itself:
+PostgreSQL alone: ``tests/fakes`` has no in-memory profile store yet, and concurrent
+transactions are what is tested here. (The streak rule itself:
 ``test_streaks.py``; the REST answer over real play: ``tests/web/test_profiles.py``.)"""
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Races at the service level: invite codes, the order of the results, and a room's consistency
-when several callers (as from several server processes) change it at the same moment."""
+when several callers (as from several server processes) change it at the same moment — on
+either store (in memory and PostgreSQL: the ``backend`` fixture), whose row locks make them take
+turns."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import asyncio
 import datetime as dt
 import random
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,15 +17,22 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from server.engine import GameCode, RuleSet
+from server.engine import GameCode
 from server.errors import ConflictError, InvalidInputError, ServiceError
-from server.services import Services
 from server.services.clock import FakeClock
+from server.services.daily import DailyService
 from server.services.game_views import Outcome
-from server.services.players import PlayerInfo
-from server.services.races import INVITE_ALPHABET, RaceLimits, normalize_invite, rank_results
+from server.services.games import GameService
+from server.services.players import PlayerInfo, PlayerService
+from server.services.races import (
+    INVITE_ALPHABET,
+    RaceLimits,
+    RaceService,
+    normalize_invite,
+    rank_results,
+)
 from server.services.rooms import new_invite
-from server.storage.db import create_engine
+from tests.backends import Backend
 from tests.helpers import find_winning_line
 
 CODE = GameCode.parse("TP1-E-AAAAAAB")
@@ -166,19 +176,25 @@ def test_results_are_one_agreed_order_whatever_order_the_rows_come_in(
 # ------------------------------------------------------------------- rooms under contention
 
 
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The services a race needs, over one backend's stores."""
+
+    players: PlayerService
+    games: GameService
+    races: RaceService
+
+
 @pytest.fixture
-async def services(database_url: str, clock: FakeClock) -> AsyncIterator[Services]:
-    engine = create_engine(database_url, pool_size=10)
+async def services(backend: Backend, clock: FakeClock) -> AsyncIterator[Services]:
+    daily = DailyService(backend.daily, clock, b"test-daily-key-0123456789abcdefghij")
+    games = GameService(backend.games, backend.committer, clock, daily)
+    limits = RaceLimits(max_players=3, max_rooms=2, countdown_s=1, lobby_ttl_s=600)
+    races = RaceService(backend.races, backend.presence, clock, games, limits)
     try:
-        yield Services.build(
-            engine,
-            clock,
-            daily_secret=b"test-daily-key-0123456789abcdefghij",
-            daily_rules=RuleSet.EASY,
-            race_limits=RaceLimits(max_players=3, max_rooms=2, countdown_s=1, lobby_ttl_s=600),
-        )
+        yield Services(PlayerService(backend.players, clock), games, races)
     finally:
-        await engine.dispose()
+        await games.close()
 
 
 async def _players(services: Services, *names: str) -> list[PlayerInfo]:

@@ -48,6 +48,8 @@ TABLES = {
     "race_presence",
     "moderation_actions",
     "player_tokens",
+    "follows",
+    "player_connections",
     "alembic_version",
 }
 

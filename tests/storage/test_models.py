@@ -84,6 +84,8 @@ async def test_every_timestamp_column_is_timestamptz(db: AsyncEngine) -> None:
         ("players", "banned_at"),
         ("games", "hidden_at"),
         ("moderation_actions", "at"),
+        ("follows", "created_at"),
+        ("player_connections", "connected_at"),
     }
     assert {r.data_type for r in rows} == {"timestamp with time zone"}
 
@@ -237,3 +239,22 @@ def test_async_url_normalises_to_asyncpg(url: str, driver: str) -> None:
 def test_async_url_rejects_other_databases(url: str) -> None:
     with pytest.raises(DatabaseConfigError):
         async_url(url)
+
+
+async def test_a_follow_is_one_per_pair_never_of_oneself_and_goes_with_either_player(
+    db: AsyncEngine,
+) -> None:
+    alice, bob = await add_player(db, "Alice"), await add_player(db, "Bob")
+    follow = "INSERT INTO follows (follower_id, followed_id, created_at) VALUES (:a, :b, now())"
+    async with db.begin() as conn:
+        await conn.execute(text(follow), {"a": alice, "b": bob})
+        await conn.execute(text(follow), {"a": bob, "b": alice})
+    with pytest.raises(IntegrityError, match="pk_follows"):
+        async with db.begin() as conn:
+            await conn.execute(text(follow), {"a": alice, "b": bob})
+    with pytest.raises(IntegrityError, match="ck_follows_not_self"):
+        async with db.begin() as conn:
+            await conn.execute(text(follow), {"a": alice, "b": alice})
+    async with db.begin() as conn:
+        await conn.execute(text("DELETE FROM players WHERE id = :b"), {"b": bob})
+        assert await conn.scalar(text("SELECT count(*) FROM follows")) == 0

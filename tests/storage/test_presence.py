@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.engine.codes import GameCode
 from server.storage.models import RacePresence, ServerInstance
-from server.storage.presence import Connection, PresenceRole, PresenceState, PresenceStore
-from server.storage.races import RaceRow, RaceStore
+from server.storage.presence import Connection, PostgresPresenceStore, PresenceRole, PresenceState
+from server.storage.races import PostgresRaceStore, RaceRow
 from server.storage.sessions import Sessions
 from tests.storage.test_models import T0, add_game, add_player
 
@@ -28,16 +28,16 @@ RACER, WATCHER = PresenceRole.RACER, PresenceRole.WATCHER
 
 
 @pytest.fixture
-def store(db: AsyncEngine) -> PresenceStore:
-    return PresenceStore(Sessions(db))
+def store(db: AsyncEngine) -> PostgresPresenceStore:
+    return PostgresPresenceStore(Sessions(db))
 
 
 @pytest.fixture
-def races(db: AsyncEngine) -> RaceStore:
-    return RaceStore(Sessions(db))
+def races(db: AsyncEngine) -> PostgresRaceStore:
+    return PostgresRaceStore(Sessions(db))
 
 
-async def _room(races: RaceStore, host_id: int, invite: str = "ACDEFG") -> RaceRow:
+async def _room(races: PostgresRaceStore, host_id: int, invite: str = "ACDEFG") -> RaceRow:
     async with races.transaction() as session:
         race = await races.create(
             session,
@@ -66,7 +66,7 @@ async def _row(db: AsyncEngine, race_id: int, player_id: int) -> tuple[str, str,
 
 
 async def test_a_process_record_is_refreshed_by_the_database_clock_and_made_again(
-    db: AsyncEngine, store: PresenceStore
+    db: AsyncEngine, store: PostgresPresenceStore
 ) -> None:
     async with store.transaction() as session:
         started = await store.instances.register(session, ME)
@@ -81,7 +81,7 @@ async def test_a_process_record_is_refreshed_by_the_database_clock_and_made_agai
 
 
 async def test_processes_unseen_for_the_time_out_are_dead_but_never_the_asker(
-    db: AsyncEngine, store: PresenceStore
+    db: AsyncEngine, store: PostgresPresenceStore
 ) -> None:
     async with store.transaction() as session:
         for instance in (ME, OTHER, "instance-c"):
@@ -97,7 +97,7 @@ async def test_processes_unseen_for_the_time_out_are_dead_but_never_the_asker(
 
 
 async def test_connections_on_record_and_dropped_by_process_or_key(
-    db: AsyncEngine, store: PresenceStore, races: RaceStore
+    db: AsyncEngine, store: PostgresPresenceStore, races: PostgresRaceStore
 ) -> None:
     ann, bob = await add_player(db, "Ann"), await add_player(db, "Bob")
     a, b = await _room(races, ann, "AAAAAA"), await _room(races, ann, "CCCCCC")
@@ -127,7 +127,7 @@ async def test_connections_on_record_and_dropped_by_process_or_key(
 
 
 async def test_marking_connected_reports_a_change_and_keeps_since_when_already_connected(
-    db: AsyncEngine, store: PresenceStore, races: RaceStore
+    db: AsyncEngine, store: PostgresPresenceStore, races: PostgresRaceStore
 ) -> None:
     ann = await add_player(db, "Ann")
     race = await _room(races, ann)
@@ -147,7 +147,7 @@ async def test_marking_connected_reports_a_change_and_keeps_since_when_already_c
 
 
 async def test_state_changes_may_require_the_state_they_leave(
-    db: AsyncEngine, store: PresenceStore, races: RaceStore
+    db: AsyncEngine, store: PostgresPresenceStore, races: PostgresRaceStore
 ) -> None:
     ann = await add_player(db, "Ann")
     race = await _room(races, ann)
@@ -170,7 +170,7 @@ async def test_state_changes_may_require_the_state_they_leave(
 
 
 async def test_the_grace_period_ends_only_for_those_reconnecting_since_the_cutoff(
-    db: AsyncEngine, store: PresenceStore, races: RaceStore
+    db: AsyncEngine, store: PostgresPresenceStore, races: PostgresRaceStore
 ) -> None:
     early, late, here = [await add_player(db, n) for n in ("Early", "Late", "Here")]
     race = await _room(races, here)
@@ -196,7 +196,7 @@ async def test_the_grace_period_ends_only_for_those_reconnecting_since_the_cutof
 
 
 async def test_what_a_sweep_has_to_do_in_one_question(
-    db: AsyncEngine, store: PresenceStore, races: RaceStore
+    db: AsyncEngine, store: PostgresPresenceStore, races: PostgresRaceStore
 ) -> None:
     ann, bob = await add_player(db, "Ann"), await add_player(db, "Bob")
     race = await _room(races, ann)

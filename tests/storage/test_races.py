@@ -19,7 +19,7 @@ from server.errors import StorageConflict, StorageUnavailable
 from server.storage.events import CHANNEL
 from server.storage.models import Race, RacePlayer, RacePresence, RaceStatus
 from server.storage.presence import PresenceRole, PresenceState
-from server.storage.races import INVITE_KEY, RaceRow, RaceStore
+from server.storage.races import INVITE_KEY, PostgresRaceStore, RaceRow
 from server.storage.sessions import Sessions
 from tests.helpers import eventually
 from tests.storage.test_models import T0, add_game, add_player
@@ -28,12 +28,12 @@ CODE = GameCode.parse("TP1-E-AAAAAAB")
 
 
 @pytest.fixture
-def store(db: AsyncEngine) -> RaceStore:
-    return RaceStore(Sessions(db))
+def store(db: AsyncEngine) -> PostgresRaceStore:
+    return PostgresRaceStore(Sessions(db))
 
 
 async def _room(
-    store: RaceStore, host_id: int, invite: str = "ACDEFG", now: dt.datetime = T0
+    store: PostgresRaceStore, host_id: int, invite: str = "ACDEFG", now: dt.datetime = T0
 ) -> RaceRow:
     async with store.transaction() as session:
         race = await store.create(
@@ -89,7 +89,7 @@ async def _waiting_on_a_lock(db: AsyncEngine) -> bool:
 
 
 async def test_a_new_room_is_a_typed_lobby_with_its_host_in_seat_one(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     host = await add_player(db, "Host")
     race = await _room(store, host)
@@ -108,7 +108,7 @@ async def test_a_new_room_is_a_typed_lobby_with_its_host_in_seat_one(
 
 
 async def test_an_invite_code_taken_meanwhile_is_a_conflict_on_the_invite_key(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     host = await add_player(db, "Host")
     await _room(store, host)
@@ -117,7 +117,9 @@ async def test_an_invite_code_taken_meanwhile_is_a_conflict_on_the_invite_key(
     assert caught.value.constraint == INVITE_KEY
 
 
-async def test_seats_are_added_after_the_last_and_freed(db: AsyncEngine, store: RaceStore) -> None:
+async def test_seats_are_added_after_the_last_and_freed(
+    db: AsyncEngine, store: PostgresRaceStore
+) -> None:
     host, ann, bob = [await add_player(db, n) for n in ("Host", "Ann", "Bob")]
     race = await _room(store, host)
     async with store.transaction() as session:
@@ -135,7 +137,7 @@ async def test_seats_are_added_after_the_last_and_freed(db: AsyncEngine, store: 
 
 
 async def test_a_locked_room_waits_for_the_holder_and_then_reads_its_change(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     host, heir = await add_player(db, "Host"), await add_player(db, "Heir")
     race = await _room(store, host)
@@ -157,7 +159,7 @@ async def test_a_locked_room_waits_for_the_holder_and_then_reads_its_change(
 
 
 async def test_a_lock_time_out_fails_the_transaction_instead_of_waiting(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     race = await _room(store, await add_player(db, "Host"))
     async with store.transaction() as holder:
@@ -174,7 +176,7 @@ async def test_a_lock_time_out_fails_the_transaction_instead_of_waiting(
 
 
 async def test_rooms_are_locked_in_id_order_and_missing_ones_skipped(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     host = await add_player(db, "Host")
     a = await _room(store, host, invite="AAAAAA")
@@ -186,7 +188,7 @@ async def test_rooms_are_locked_in_id_order_and_missing_ones_skipped(
 
 
 async def test_a_players_room_count_takes_turns_on_the_player_row(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     ann = await add_player(db, "Ann")
     lobby = await _room(store, ann, invite="AAAAAA")
@@ -212,7 +214,7 @@ async def test_a_players_room_count_takes_turns_on_the_player_row(
 
 
 async def test_the_host_passes_to_the_lowest_connected_seat_else_the_lowest(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     host, *racers = [await add_player(db, n) for n in ("Host", "A", "B", "C", "D")]
     race = await _room(store, host)
@@ -240,7 +242,7 @@ async def test_the_host_passes_to_the_lowest_connected_seat_else_the_lowest(
 
 
 async def test_gone_racers_are_listed_longest_gone_first_and_watchers_are_not(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     host, a, b, watcher = [await add_player(db, n) for n in ("Host", "A", "B", "W")]
     race = await _room(store, host)
@@ -255,7 +257,9 @@ async def test_gone_racers_are_listed_longest_gone_first_and_watchers_are_not(
         assert await store.seats.gone_racers(session, race.id) == [b, a]
 
 
-async def test_a_rooms_seats_and_watchers_as_shown(db: AsyncEngine, store: RaceStore) -> None:
+async def test_a_rooms_seats_and_watchers_as_shown(
+    db: AsyncEngine, store: PostgresRaceStore
+) -> None:
     host, racer, *watchers = [await add_player(db, n) for n in ("Host", "Ann", "W1", "W2", "W3")]
     race = await _room(store, host)
     await _seat(db, race.id, racer, 2)
@@ -288,7 +292,7 @@ async def test_a_rooms_seats_and_watchers_as_shown(db: AsyncEngine, store: RaceS
 
 
 async def test_each_write_returns_the_new_row_and_announces_it_on_commit(
-    db: AsyncEngine, store: RaceStore, database_url: str
+    db: AsyncEngine, store: PostgresRaceStore, database_url: str
 ) -> None:
     host, ann = await add_player(db, "Host"), await add_player(db, "Ann")
     heard: asyncio.Queue[dict[str, object]] = asyncio.Queue()
@@ -352,7 +356,7 @@ async def test_each_write_returns_the_new_row_and_announces_it_on_commit(
 
 
 async def test_stale_lobbies_close_and_a_closed_room_is_no_longer_open(
-    db: AsyncEngine, store: RaceStore
+    db: AsyncEngine, store: PostgresRaceStore
 ) -> None:
     host = await add_player(db, "Host")
     old = await _room(store, host, invite="AAAAAA", now=T0)
@@ -374,7 +378,9 @@ async def test_stale_lobbies_close_and_a_closed_room_is_no_longer_open(
         assert (shut.status, shut.finished_at, shut.version) == (RaceStatus.CLOSED, now, 1)
 
 
-async def test_statuses_are_enums_in_orm_queries_too(db: AsyncEngine, store: RaceStore) -> None:
+async def test_statuses_are_enums_in_orm_queries_too(
+    db: AsyncEngine, store: PostgresRaceStore
+) -> None:
     race = await _room(store, await add_player(db, "Host"))
     async with AsyncSession(db) as session:
         stored = await session.scalar(select(Race.status).where(Race.id == race.id))

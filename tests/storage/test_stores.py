@@ -1,6 +1,7 @@
 """The stores' contracts (``server/storage/players.py``, ``daily.py``, ``leaderboards.py``,
-``games.py`` with the committer of actions), kept alike by PostgreSQL's stores and the
-in-memory ones of ``tests/fakes``: each test runs on both."""
+``games.py`` with the committer of actions, ``moderation.py``'s transaction), kept alike by
+PostgreSQL's stores and the in-memory ones of ``tests/fakes``: each test runs on both (the
+transaction of a race room's operations: ``test_race_transactions.py``)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,13 @@ from server.storage.daily import DailyCounts
 from server.storage.events import TokensRevoked
 from server.storage.games import GameHead, GameMode
 from server.storage.leaderboards import BoardPosition, BoardSlice
+from server.storage.moderation import ModerationTransaction
 from server.storage.players import RecoveryRow, TokenRow
 from tests.backends import Backend, Seed
 from tests.helpers import eventually
 
 DATE = dt.date(2026, 3, 14)
+NEXT_DATE = DATE + dt.timedelta(days=1)
 T0 = dt.datetime(2026, 3, 14, 1, 0, tzinfo=dt.UTC)
 
 
@@ -489,3 +492,63 @@ async def test_unfinished_games_and_bans(backend: Backend) -> None:
     assert ban is not None
     assert (ban.id, ban.name, ban.banned_at, ban.ban_reason) == (ada, "Ada", since, "bot play")
     assert await games.ban_of(bob) is None and await games.ban_of(bob + 1) is None
+
+
+# ------------------------------------------------------------------------------- moderation
+
+
+class Boom(Exception):
+    """Leaves a transaction's block."""
+
+
+async def test_a_moderation_transaction_keeps_nothing_unless_committed(backend: Backend) -> None:
+    ada, bob = await backend.add_players(["Ada", "Bob"])
+    await backend.add_games(
+        [Seed(p, 500, 30, 1000, T0, daily_date=DATE) for p in (ada, bob)]
+        + [Seed(ada, 400, 30, 1000, T0, mode="free")]
+    )
+    before = await backend.moderation_state()
+
+    async def ban(tx: ModerationTransaction) -> int:
+        player = await tx.player_by_id(ada, lock=True)
+        assert player is not None and player.banned_at is None
+        games = await tx.visible_daily_games(ada)
+        assert [(g.player_id, g.mode) for g in games] == [(ada, "daily")]
+        stamp = await tx.record_action(
+            moderator="mod", action="ban", player_id=ada, reason="bots", details={"n": 1}
+        )
+        await tx.set_ban(ada, stamp.id, stamp.at, "bots")
+        await tx.set_hidden(games, stamp.id, stamp.at)
+        banned = await tx.player_by_id(ada)  # its own writes, before the commit
+        assert banned is not None and banned.ban_action_id == stamp.id
+        assert [g.id for g in await tx.games_hidden_by(ada, stamp.id)] == [g.id for g in games]
+        return stamp.id
+
+    with pytest.raises(Boom):
+        async with backend.moderation.transaction() as tx:
+            await ban(tx)
+            raise Boom
+    assert await backend.moderation_state() == before
+    async with backend.moderation.transaction() as tx:
+        await ban(tx)  # not committed: rolled back when the block ends
+    assert await backend.moderation_state() == before
+
+    async with backend.moderation.transaction() as tx:
+        action = await ban(tx)
+        await tx.commit()
+    assert await backend.moderation_state() != before
+    async with backend.moderation.transaction() as tx:
+        [row] = await tx.actions(player_id=ada)
+        assert (row.id, row.action, row.player_name, row.details) == (
+            action,
+            "ban",
+            "Ada",
+            {"n": 1},
+        )
+        assert await tx.actions(player_id=bob) == []
+    hidden = {g.id: g.hidden_by for g in await backend.stored_games(ada) if g.mode == "daily"}
+    assert list(hidden.values()) == [action]
+    # A daily game stored for a banned player is hidden by the ban from the start.
+    [late] = await backend.add_games([Seed(ada, 600, 30, 1000, T0, daily_date=NEXT_DATE)])
+    assert {g.id: g.hidden_by for g in await backend.stored_games(ada)}[late] == action
+    assert (await backend.daily.counts(NEXT_DATE)).players == 0

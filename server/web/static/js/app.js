@@ -6,6 +6,17 @@
 // what the player's choices do, rules.js holds the rules, and views/ draws.
 import { $ } from "./dom.js";
 import { initialLocale, onLocaleChange, setLocale } from "./i18n.js";
+import {
+  acceptInvitation,
+  dismissInvitation,
+  follow,
+  followName,
+  freshenFollowing,
+  invitationPush,
+  inviteToRace,
+  loadFollowing,
+  unfollow,
+} from "./friends.js";
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
@@ -26,7 +37,7 @@ import { refreshEnd } from "./views/end.js";
 import { initGameView, onGame, renderGame } from "./views/game.js";
 import { Leaderboard } from "./views/leaderboard.js";
 import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/menu.js";
-import { errorText, setMessage } from "./views/notices.js";
+import { errorText, renderInvitations, setMessage } from "./views/notices.js";
 import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
@@ -53,7 +64,10 @@ let profile = null;
 function openLeaderboard(date) {
   show("leaderboard");
   leaderboard.open(date || null);
+  loadFollowing();
 }
+
+const invitationChoices = { join: acceptInvitation, dismiss: dismissInvitation };
 
 /** Show a player's profile, at "/players/<id>". */
 function openProfile(playerId) {
@@ -74,6 +88,16 @@ subscribe("game", () => {
 });
 subscribe("race", renderRace);
 subscribe("race", refreshEnd); // a race game's end note says whether the race still runs
+// In a lobby, who of the players I follow is online is read again (at most every few seconds).
+subscribe("race", () => {
+  const race = store.race;
+  if (race && race.role === "racer" && race.room.status === "lobby") freshenFollowing();
+});
+subscribe("following", () => {
+  if (store.view === "leaderboard") leaderboard.render();
+  if (store.race) renderRace();
+});
+subscribe("invitations", () => renderInvitations(invitationChoices));
 subscribe("errorHelp", session.rehello);
 subscribe("showPlayable", () => {
   if (store.game) renderGame(store.game);
@@ -109,6 +133,7 @@ function welcome(message, { again, first }) {
 
 function push(msg) {
   if (racePush(msg)) return;
+  if (invitationPush(msg)) return;
   if (msg.type === "error") setMessage(errorText(msg.code));
 }
 
@@ -153,6 +178,7 @@ onLocaleChange(() => {
   if (store.race) notify("race");
   if (store.view === "leaderboard") leaderboard.render();
   if (store.view === "replay") replayView.render();
+  renderInvitations(invitationChoices);
   if (store.view === "profile") profile.render();
   session.relabel();
 });
@@ -172,9 +198,15 @@ function boot() {
       goHome();
       openRaceForm();
     },
+    invite: inviteToRace,
   });
   leaderboard = new Leaderboard($("#view-leaderboard"), {
     me: () => store.player,
+    token: () => store.token,
+    following: () => store.following,
+    follow,
+    unfollow,
+    followName,
     replay: (code) => startGame({ type: "new_game", code }),
     watchReplay: openReplay,
     errorText,

@@ -1,5 +1,5 @@
 // A replay's stepping: the table at every step of a finished game, worked out from its deal's
-// layout and its stored actions (GET /api/v1/games/{id}/replay, docs/protocol.md §12.15), in
+// layout and its stored actions (GET /api/v1/games/{id}/replay, docs/protocol.md §12.16), in
 // the STATE's shape the table draws. Which card is face up is the cover map's (rules.js); the
 // score is the server's (each action's score_after). Nothing here asks the server anything.
 import { coveredBy, POSITIONS } from "./rules.js";

@@ -7,9 +7,10 @@
 // Anything may read `store`; changes go through the functions below, and a change others must
 // follow is announced with notify(topic) to whoever subscribe()d to it (app.js wires the
 // views): "player", "pendingInvite", "game" (with the STATE shown before), "race",
-// "errorHelp", "showPlayable", and "invite-refused" (with the error reply). Three parts have
-// one owner each, which fills them in and then notifies or draws: the race followed
-// (races.js), the invite page's room (invite.js) and the action queue (games.js). The rest
+// "errorHelp", "showPlayable", "following", "invitations", and "invite-refused" (with the error
+// reply). Four parts have one owner each, which fills them in and then notifies or draws: the
+// race followed (races.js), the invite page's room (invite.js), the action queue (games.js),
+// and the players I follow and the invitations I got (friends.js). The rest
 // (hinted games, pars, today's date) are caches, written where they are learnt.
 
 const KEY = {
@@ -59,6 +60,8 @@ export const store = {
   par: {}, // game_id → {par} once the game has ended (null: no par known)
   dailyPar: {}, // date → par of that day's daily (from /api/v1/daily)
   today: null, // the daily's date, from the server
+  following: null, // the players I follow, id → {id, name, since, online} (friends.js); null: not read yet
+  invitations: [], // races I was invited to, newest last: {invite, from: {id, name}} (friends.js)
 };
 
 // ------------------------------------------------------------------------------ notices
@@ -99,6 +102,8 @@ export function setPlayer(player) {
 export function signOut() {
   store.token = null;
   store.player = null;
+  store.following = null;
+  store.invitations = [];
   save(KEY.token, null);
   save(KEY.player, null);
   notify("player");

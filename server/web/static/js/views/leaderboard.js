@@ -1,6 +1,7 @@
-// The daily leaderboard (REST): a date's ranking page by page, my row highlighted, and the
-// window "around me"; each name links to the player's profile, and each row to its replay once
-// the date is over.
+// The daily leaderboard (REST): a date's ranking page by page, my row highlighted, the window
+// "around me", and the friends' view (me and the players I follow, with their ranks on the
+// whole board); each name links to the player's profile, each row has a follow / unfollow
+// button and, once the date is over, a link to its replay; a form follows a player by name.
 import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
@@ -15,7 +16,10 @@ export function shiftDate(iso, days) {
 export class Leaderboard {
   /**
    * @param {HTMLElement} root  #view-leaderboard
-   * @param {object} ctx  {me() → {id, name}|null, replay(code), watchReplay(gameId), errorText(code),
+   * @param {object} ctx  {me() → {id, name}|null, token() → string|null, following() →
+   *   Map|null, follow(id), unfollow(id) (each → Promise of null or an error code),
+   *   followName(name) (→ Promise of {name} or {code}), replay(code), watchReplay(gameId),
+   *   errorText(code),
    *   openProfile(playerId)}
    */
   constructor(root, ctx) {
@@ -23,6 +27,8 @@ export class Leaderboard {
     this.ctx = ctx;
     this.today = null;
     this.date = null;
+    this.scope = "everyone"; // or "friends"
+    this.followStatus = null; // {key, name} or {code}: the last follow by name
     this._clear();
     this.loading = 0;
     this.dateInput = $("#lb-date", root);
@@ -33,6 +39,31 @@ export class Leaderboard {
       if (this.dateInput.value) this.open(this.dateInput.value);
     });
     $("#lb-more", root).addEventListener("click", () => this._more());
+    $("#lb-everyone", root).addEventListener("click", () => this._setScope("everyone"));
+    $("#lb-friends", root).addEventListener("click", () => this._setScope("friends"));
+    $("#lb-follow-form", root).addEventListener("submit", (event) => {
+      event.preventDefault();
+      this._followName();
+    });
+  }
+
+  _setScope(scope) {
+    if (scope === this.scope) return;
+    this.scope = scope;
+    this.open(this.date);
+  }
+
+  async _followName() {
+    const input = $("#lb-follow-name", this.root);
+    const name = input.value.trim();
+    if (!name) return;
+    const done = await this.ctx.followName(name);
+    this.followStatus = done.code ? { code: done.code } : { key: "friends.nowFollowing", name: done.name };
+    if (!done.code) {
+      input.value = "";
+      if (this.scope === "friends") this.open(this.date);
+    }
+    this.render();
   }
 
   /**
@@ -47,6 +78,8 @@ export class Leaderboard {
     this.aroundEntries = null;
     this.aroundError = null; // a text key, e.g. "lb.notRanked"
     this.error = null; // {code}: why the date's facts could not be read, e.g. "no_daily"
+    this.friendsEntries = null; // the friends' view, when it is the one shown
+    this.friendsError = null; // {code}: why it could not be read
   }
 
   /** Show a date's board (today's, from the server's clock, when none is given). */
@@ -64,12 +97,22 @@ export class Leaderboard {
     this._clear();
     this.render();
     const me = this.ctx.me();
+    const token = this.ctx.token();
+    const friends = this.scope === "friends" && me && token;
     const [info, page, around] = await Promise.allSettled([
       api.daily(this.date),
-      api.leaderboard(this.date, { limit: 50 }),
-      me ? api.around(this.date, me.id, 3) : Promise.reject(new Error("no player")),
+      friends ? api.friendsBoard(this.date, token) : api.leaderboard(this.date, { limit: 50 }),
+      me && !friends ? api.around(this.date, me.id, 3) : Promise.reject(new Error("not shown")),
     ]);
     if (ticket !== this.loading) return;
+    if (friends) {
+      if (info.status === "fulfilled") this.info = info.value;
+      else this.error = { code: info.reason && info.reason.code };
+      if (page.status === "fulfilled") this.friendsEntries = page.value.entries;
+      else this.friendsError = { code: page.reason && page.reason.code };
+      this.render();
+      return;
+    }
     if (info.status === "fulfilled") this.info = info.value;
     else this.error = { code: info.reason && info.reason.code };
     if (page.status === "fulfilled") {
@@ -113,13 +156,56 @@ export class Leaderboard {
         );
       }
     } else info.textContent = t("lb.loading");
+    const signedIn = !!(this.ctx.me() && this.ctx.token());
+    const friends = this.scope === "friends" && signedIn;
+    $(".lb-scope", root).hidden = !signedIn;
+    $("#lb-everyone", root).setAttribute("aria-pressed", String(!friends));
+    $("#lb-friends", root).setAttribute("aria-pressed", String(friends));
+    $("#lb-follow-form", root).hidden = !signedIn;
+    const status = $("#lb-follow-status", root);
+    const said = this.followStatus;
+    status.textContent = !said ? "" : said.code ? this.ctx.errorText(said.code) : t(said.key, { name: said.name });
+    $(".lb-around", root).hidden = friends;
     const around = clear($("#lb-around", root));
     if (this.aroundEntries) around.append(this._table(this.aroundEntries, "lb-around-table"));
     else if (this.aroundError) around.append(h("p", { class: "muted" }, t(this.aroundError)));
     const list = clear($("#lb-list", root));
-    if (this.entries.length) list.append(this._table(this.entries, "lb-table"));
+    if (friends) {
+      if (this.friendsEntries && this.friendsEntries.length) list.append(this._table(this.friendsEntries, "lb-friends-table"));
+      else if (this.friendsEntries) list.append(h("p", { class: "muted", id: "lb-friends-empty" }, t("friends.boardEmpty")));
+      else if (this.friendsError) list.append(h("p", { class: "muted" }, this.ctx.errorText(this.friendsError.code)));
+    } else if (this.entries.length) list.append(this._table(this.entries, "lb-table"));
     else if (this.info) list.append(h("p", { class: "muted" }, t("lb.empty")));
-    $("#lb-more", root).hidden = !this.cursor;
+    $("#lb-more", root).hidden = friends || !this.cursor;
+  }
+
+  /** A row's follow / unfollow button (none on my own row, nor when signed out). */
+  _followButton(entry, mine) {
+    if (mine || !this.ctx.token()) return h("td", { class: "follow-cell" });
+    const following = this.ctx.following();
+    const followed = !!(following && following.has(entry.player_id));
+    const label = followed ? t("friends.unfollowName", { name: entry.name }) : t("friends.followName", { name: entry.name });
+    return h(
+      "td",
+      { class: "follow-cell" },
+      h(
+        "button",
+        {
+          type: "button",
+          class: followed ? "follow-btn following" : "follow-btn",
+          "aria-pressed": String(followed),
+          "aria-label": label,
+          title: label,
+          onclick: async () => {
+            const failed = await (followed ? this.ctx.unfollow(entry.player_id) : this.ctx.follow(entry.player_id));
+            this.followStatus = failed ? { code: failed } : null;
+            if (!failed && this.scope === "friends") this.open(this.date);
+            this.render();
+          },
+        },
+        followed ? t("friends.unfollow") : t("friends.follow"),
+      ),
+    );
   }
 
   /** A link to an entry's replay ("/replay/<game id>"), opened in the page. */
@@ -169,6 +255,7 @@ export class Leaderboard {
           h("th", { scope: "col", class: "opt" }, t("lb.undos")),
           h("th", { scope: "col" }, t("lb.time")),
           h("th", { scope: "col", class: "opt" }, t("lb.status")),
+          h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("friends.follow"))),
           h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("replay.column"))),
         ),
       ),
@@ -187,6 +274,7 @@ export class Leaderboard {
             h("td", { class: "opt" }, String(e.undos)),
             h("td", {}, formatTime(e.elapsed_ms)),
             h("td", { class: "opt" }, t(`lb.status.${e.status}`)),
+            this._followButton(e, mine),
             h("td", {}, e.replayable ? this._replayLink(e) : null),
           );
         }),

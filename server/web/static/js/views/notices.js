@@ -1,8 +1,9 @@
 // What the page tells the player besides its views: a server error code in words, the table's
-// message line, the screen reader's announcements, and the menu's errors (its own line and the
-// one under each game-code field).
-import { $ } from "../dom.js";
+// message line, the screen reader's announcements, the menu's errors (its own line and the
+// one under each game-code field), and the invitations to races (Join / Dismiss).
+import { $, clear, h } from "../dom.js";
 import { has, t } from "../i18n.js";
+import { store } from "../store.js";
 
 let messageTimer = null;
 
@@ -55,4 +56,25 @@ export function codeError(field, text) {
   } else {
     input.removeAttribute("aria-invalid");
   }
+}
+
+/**
+ * The invitations to races I got (store.invitations), each a notice with Join and Dismiss.
+ * @param {object} on  {join(invite), dismiss(invite)}
+ */
+export function renderInvitations(on) {
+  const box = clear($("#invitations"));
+  for (const invitation of store.invitations) {
+    const { invite, from } = invitation;
+    box.append(
+      h(
+        "div",
+        { class: "invitation", role: "status", dataset: { invite } },
+        h("span", {}, t("friends.invitedBy", { name: from.name, invite })),
+        h("button", { type: "button", class: "primary invitation-join", onclick: () => on.join(invite) }, t("friends.join")),
+        h("button", { type: "button", class: "invitation-dismiss", onclick: () => on.dismiss(invite) }, t("friends.dismiss")),
+      ),
+    );
+  }
+  box.hidden = store.invitations.length === 0;
 }

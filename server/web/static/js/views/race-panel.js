@@ -1,17 +1,23 @@
-// The race room beside the table: the lobby (invite, link, players, start), the countdown on
-// server time, every racer's live progress, and the results. It only shows the ROOM object
-// and race_progress pushes (store.race) and reports the player's choices.
+// The race room beside the table: the lobby (invite, link, players, the players I follow who
+// are online with an Invite button, start), the countdown on server time, every racer's live
+// progress, and the results. It only shows the ROOM object, race_progress pushes
+// (store.race) and the players I follow (store.following), and reports the player's choices.
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
 import { serverNow } from "../race-clock.js";
 import { POSITIONS } from "../rules.js";
 import { store } from "../store.js";
+import { errorText } from "./notices.js";
 import { dealMark, nameLine, presenceMark, presenceState, rowData, rulesLimit, watcherList } from "./racers.js";
 
 let panel = null;
 
-/** Build the panel in #race-panel. @param {object} on  {start(), leave(), home(), replay(code), watchReplay(gameId), newRace()} */
+/**
+ * Build the panel in #race-panel.
+ * @param {object} on  {start(), leave(), home(), replay(code), watchReplay(gameId), newRace(),
+ *   invite(playerId) → Promise of null or the error reply}
+ */
 export function initRacePanel(on) {
   panel = new RacePanel($("#race-panel"), on);
 }
@@ -33,11 +39,13 @@ export function raceError(text) {
 class RacePanel {
   /**
    * @param {HTMLElement} el  the #race-panel element
-   * @param {object} on  {start(), leave(), home(), replay(code), watchReplay(gameId), newRace()}
+   * @param {object} on  {start(), leave(), home(), replay(code), watchReplay(gameId), newRace(),
+   *   invite(playerId)}
    */
   constructor(el, on) {
     this.el = el;
     this.on = on;
+    this.invited = {}; // "invite:player id" → "sent", or the error reply that refused it
     this.race = null;
     this.me = null;
     this.game = null;
@@ -101,6 +109,7 @@ class RacePanel {
       this._racers(room, false),
       ...this._watchers(room),
     );
+    if (this.race.role === "racer") this.el.append(...this._friendsOnline(room));
     const actions = h("div", { class: "race-actions" });
     if (this.race.role === "racer" && this._isHost(room)) {
       // Gone racers are dealt out at the start (docs/rules.md §4 "Presence"): the host is told.
@@ -125,6 +134,40 @@ class RacePanel {
     }
     actions.append(h("button", { type: "button", id: "race-leave", onclick: () => this.on.leave() }, t("race.leave")));
     this.el.append(actions);
+  }
+
+  /** The players I follow who are online and not seated here, each with an Invite button. */
+  _friendsOnline(room) {
+    const seated = new Set(room.players.map((p) => p.player_id));
+    const following = store.following ? [...store.following.values()] : [];
+    const online = following.filter((p) => p.online && !seated.has(p.id));
+    const title = h("h3", { id: "race-friends-title" }, t("friends.onlineTitle"));
+    if (!online.length) return [title, h("p", { class: "muted", id: "race-friends-none" }, t("friends.noneOnline"))];
+    const list = h("ul", { class: "friends-online", id: "race-friends", "aria-labelledby": "race-friends-title" });
+    for (const p of online) {
+      const key = `${room.invite}:${p.id}`;
+      const done = this.invited[key];
+      const button = h(
+        "button",
+        {
+          type: "button",
+          class: "invite-btn",
+          disabled: done === "sent",
+          "aria-label": t("friends.inviteName", { name: p.name }),
+          onclick: async () => {
+            button.disabled = true;
+            const refused = await this.on.invite(p.id);
+            this.invited[key] = refused || "sent";
+            this.render(this.race, this.me, this.game);
+          },
+        },
+        done === "sent" ? t("friends.inviteSent") : t("friends.invite"),
+      );
+      const row = [h("span", { class: "name" }, p.name), button];
+      if (done && done !== "sent") row.push(h("small", { class: "error" }, errorText(done)));
+      list.append(h("li", { dataset: { player: String(p.id) } }, row));
+    }
+    return [title, list];
   }
 
   _running(room) {
