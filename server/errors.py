@@ -76,6 +76,7 @@ class ErrorCode(StrEnum):
     HINTS_NOT_ALLOWED = "hints_not_allowed"
     RACE_NOT_STARTED = "race_not_started"
     RACE_OVER = "race_over"
+    REPLAY_NOT_PUBLIC = "replay_not_public"
     # races
     BAD_INVITE = "bad_invite"
     UNKNOWN_INVITE = "unknown_invite"

@@ -193,7 +193,8 @@ class DailyChallenge(msgspec.Struct, frozen=True):
 
 class LeaderboardEntry(msgspec.Struct, frozen=True):
     """One row of a daily leaderboard; entries equal on score, moves and elapsed time share a
-    rank."""
+    rank. ``game_id`` is the daily game's id; ``replayable`` says whether its replay is served
+    (``GET /api/v1/games/{game_id}/replay``: once the date is over)."""
 
     rank: RowId
     player_id: RowId
@@ -204,6 +205,8 @@ class LeaderboardEntry(msgspec.Struct, frozen=True):
     elapsed_ms: Count
     status: RankedStatus
     finished_at: Timestamp
+    game_id: RowId
+    replayable: bool
 
 
 class LeaderboardPage(msgspec.Struct, frozen=True):
@@ -313,6 +316,66 @@ class GameRecord(msgspec.Struct, frozen=True):
     actions: list[GameRecordAction] | UnsetType = UNSET
 
 
+class ReplayGame(msgspec.Struct, frozen=True):
+    """The replayed game: its player, mode, deal and result (``race_invite`` for a race game,
+    else null; ``elapsed_ms`` null for a daily never finished)."""
+
+    id: RowId
+    player: Player
+    mode: GameModeName
+    daily_date: Date | None
+    race_invite: str | None
+    code: str
+    rules: RuleSet
+    status: Status
+    score: int
+    moves: Count
+    undos: Count
+    elapsed_ms: Count | None
+    created_at: Timestamp
+    finished_at: Timestamp | None
+    hinted: bool
+
+
+class DealLayout(msgspec.Struct, frozen=True):
+    """Every card of a deal: the 28 tableau cards by position (0-27, docs/rules.md §1), the
+    waste card dealt face up, and the 23 stock cards in draw order (the first is drawn first)."""
+
+    tableau: Annotated[list[Card], Meta(min_length=28, max_length=28)]
+    waste: Card
+    stock: Annotated[list[Card], Meta(min_length=23, max_length=23)]
+
+
+class ReplayAction(msgspec.Struct, frozen=True):
+    """One stored action of a replay, as in a game record, with ``undoes`` (for an undo: the
+    ``seq`` of the removal or draw it took back, else null) and ``undone`` (whether a later undo
+    took this removal or draw back)."""
+
+    seq: RowId
+    action: ActionKind
+    pos: Annotated[int, Meta(ge=0, le=27)] | None
+    card: Card
+    score_after: int
+    at: Timestamp
+    undoes: RowId | None
+    undone: bool
+
+
+class Replay(msgspec.Struct, frozen=True):
+    """A finished game whose deal is public, to replay move by move (docs/protocol.md §12.16):
+    the deal, every stored action, and the solver's optimal line (``par`` and ``line`` null
+    without the solver or when it is too slow); ``diverged_at`` is the index in ``actions`` of
+    the first action of the game's effective line after which par was out of reach (null when
+    it never was, or without the solver)."""
+
+    game: ReplayGame
+    layout: DealLayout
+    actions: list[ReplayAction]
+    par: int | None
+    line: list[LineStep] | None
+    diverged_at: Count | None
+
+
 class Health(msgspec.Struct, frozen=True):
     """``/healthz`` (200 while the process serves) and ``/readyz`` (503 while the database
     does not answer): the process's and the database's state."""
@@ -356,6 +419,7 @@ Body = (
     | LeaderboardPage
     | LeaderboardWindow
     | GameRecord
+    | Replay
     | PlayerProfile
     | RoomState
     | Health

@@ -1,5 +1,5 @@
-"""Services: games, the daily challenge, players, profiles, leaderboards, races and following.
-They use the engine and the store, take a clock, and know nothing of sockets or HTTP."""
+"""Services: games, the daily challenge, players, profiles, leaderboards, races, following and
+replays. They use the engine and the store, take a clock, and know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
+from server.services.replays import ReplayService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
 from server.storage.follows import PostgresFollowStore
@@ -49,6 +50,7 @@ class Services:
     races: RaceService
     presence: PresenceService
     moderation: ModerationService
+    replays: ReplayService
     profiles: ProfileService
     friends: FriendService
     analyzer: Analyzer | None = None
@@ -86,8 +88,9 @@ class Services:
         daily = DailyService(
             PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
         )
+        game_store = PostgresGameStore(sessions)
         games = GameService(
-            PostgresGameStore(sessions),
+            game_store,
             GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
             clock,
             daily,
@@ -117,6 +120,7 @@ class Services:
             moderation=ModerationService(
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
+            replays=ReplayService(game_store, daily, analyzer),
             profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
             friends=FriendService(
                 PostgresFollowStore(sessions),

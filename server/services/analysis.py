@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 #: How a deal's analysis was found: in the cache, by waiting for the same deal's solve already
 #: running, or by solving it.
 Lookup = Literal["hit", "shared", "miss"]
-#: A solver task: a whole deal's analysis, or the best action of a position (a hint).
-Task = Literal["analyse", "hint"]
+#: A solver task: a whole deal's analysis, the best action of a position (a hint), or where a
+#: replayed game first left every optimal path.
+Task = Literal["analyse", "hint", "divergence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,47 @@ def _best_action(
     return None if action is None else (action.kind.value, action.pos)
 
 
+def _first_divergence(code_text: str, par: int, line: list[tuple[str, int | None]]) -> int | None:
+    from server.engine.solver import Position, solve_position
+
+    code = GameCode.parse(code_text)
+    actions = _decode(line)
+    deal = code.deal()
+
+    def best_after(count: int) -> int:
+        game = Game.replay(deal, code.rules, actions[:count])
+        return solve_position(Position.of_game(game)).par
+
+    return first_divergence(len(actions), par, best_after)
+
+
+def first_divergence(length: int, par: int, best_after: Callable[[int], int]) -> int | None:
+    """The index (0-based) of the first action of a line of removals and draws after which the
+    best final score still reachable is below ``par``, or None when the whole line stays on an
+    optimal path (docs/rules.md §4 "Replays").
+
+    The best final score reachable never rises along a line played without undo (every line
+    open after an action was open before it), so a binary search over the prefixes finds it
+    with about log2(length) solves.
+
+    Args:
+        length: how many actions the line has.
+        par: the deal's par (the best final score from the start).
+        best_after: the best final score reachable after the first ``n`` actions, for ``n`` in
+            ``1..length``.
+    """
+    if length == 0 or best_after(length) >= par:
+        return None
+    low, high = 1, length  # best_after(high) < par; every prefix shorter than low stays on par
+    while low < high:
+        middle = (low + high) // 2
+        if best_after(middle) < par:
+            high = middle
+        else:
+            low = middle + 1
+    return high - 1
+
+
 class Analyzer:
     """Solves deals in worker processes, with a bounded cache of whole-deal answers.
 
@@ -115,6 +157,8 @@ class Analyzer:
             initializer=_ignore_sigint,
         )
         self._cache: OrderedDict[str, DealAnalysis] = OrderedDict()
+        #: Divergences found, by deal, par and line: a replay asked again costs no solve.
+        self._divergences: OrderedDict[tuple[str, int, str], int | None] = OrderedDict()
         self._pending: dict[str, asyncio.Future[DealAnalysis]] = {}
         self._cache_size = cache_size
         self._on_lookup = on_lookup
@@ -164,6 +208,37 @@ class Analyzer:
         )
         self._solved("hint", started)
         return None if answer is None else Action(ActionKind(answer[0]), answer[1])
+
+    async def divergence(self, code: GameCode, par: int, line: Sequence[Action]) -> int | None:
+        """Where a line of removals and draws from the deal first leaves every optimal path:
+        :func:`first_divergence` over ``line``, solved in a worker process.
+
+        Args:
+            code: the deal.
+            par: the deal's par (:meth:`analyse`).
+            line: removals and draws from the deal (no undo: a game's effective line).
+
+        Returns:
+            The index in ``line`` of the first action after which ``par`` is out of reach, or
+            None (kept, as the deals' analyses are: a line asked again is not solved again).
+        """
+        encoded = _encode(line)
+        key = (
+            str(code),
+            par,
+            " ".join(f"{kind}{'' if pos is None else pos}" for kind, pos in encoded),
+        )
+        if key in self._divergences:
+            self._divergences.move_to_end(key)
+            return self._divergences[key]
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        answer = await loop.run_in_executor(self._pool, _first_divergence, str(code), par, encoded)
+        self._solved("divergence", started)
+        self._divergences[key] = answer
+        while len(self._divergences) > self._cache_size:
+            self._divergences.popitem(last=False)
+        return answer
 
     def _looked_up(self, how: Lookup) -> None:
         if self._on_lookup is not None:

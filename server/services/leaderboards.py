@@ -212,6 +212,7 @@ def _entries(board: BoardSlice) -> list[Entry]:
                 elapsed_ms=row.elapsed_ms,
                 status=row.status,
                 finished_at=row.finished_at,
+                game_id=row.game_id,
                 rank=rank,
             )
         )

@@ -184,6 +184,7 @@ COLUMNS = (
     Game.elapsed_ms,
     Game.status,
     Game.finished_at,
+    Game.id,
 )
 _ORDER = (
     (-Game.score).asc(),

@@ -76,7 +76,8 @@ class StoredAction:
 @dataclass(frozen=True, slots=True)
 class GameRecord:
     """A game's stored row (times UTC, ``elapsed_ms`` in ms), with its player's name and, for a
-    race game, its race's status."""
+    race game, its race's status and invite code (None for other games; a store that does not
+    keep invites may leave ``race_invite`` None)."""
 
     id: int
     player_id: int
@@ -94,6 +95,7 @@ class GameRecord:
     finished_at: dt.datetime | None
     hinted: bool
     race_status: str | None
+    race_invite: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +188,8 @@ class GameStore(Protocol):
         ...
 
     async def record(self, game_id: int) -> GameRecord | None:
-        """A game's row with its player's name and, for a race game, its race's status; None
-        when there is no such game."""
+        """A game's row with its player's name and, for a race game, its race's status and
+        invite; None when there is no such game."""
         ...
 
     async def actions(self, game_id: int) -> tuple[StoredAction, ...]:
@@ -379,11 +381,11 @@ class PostgresGameStore:
         return [GameHead(row.id, row.seq, Status(row.status)) for row in rows]
 
     async def record(self, game_id: int) -> GameRecord | None:
-        """A game's row with its player's name and its race's status, or None."""
+        """A game's row with its player's name and its race's status and invite, or None."""
         async with self._sessions() as session:
             found = (
                 await session.execute(
-                    select(GameRow, Player.name, Race.status)
+                    select(GameRow, Player.name, Race.status, Race.invite)
                     .join(Player, Player.id == GameRow.player_id)
                     .outerjoin(Race, Race.id == GameRow.race_id)
                     .where(GameRow.id == game_id)
@@ -391,7 +393,7 @@ class PostgresGameStore:
             ).first()
         if found is None:
             return None
-        row, name, race_status = found
+        row, name, race_status, race_invite = found
         return GameRecord(
             id=row.id,
             player_id=row.player_id,
@@ -409,6 +411,7 @@ class PostgresGameStore:
             finished_at=row.finished_at,
             hinted=row.hinted,
             race_status=race_status,
+            race_invite=race_invite,
         )
 
     async def actions(self, game_id: int) -> tuple[StoredAction, ...]:

@@ -91,6 +91,7 @@ class BoardRow:
         elapsed_ms: its playing time, milliseconds.
         status: ``"won"`` or ``"blocked"``.
         finished_at: when it ended (aware, UTC).
+        game_id: the game's id.
     """
 
     player_id: int
@@ -101,6 +102,7 @@ class BoardRow:
     elapsed_ms: int
     status: str
     finished_at: dt.datetime
+    game_id: int
 
     @property
     def position(self) -> BoardPosition:
@@ -337,6 +339,7 @@ def _board_row(row: Any) -> BoardRow:
         elapsed_ms=row.elapsed_ms,
         status=row.status,
         finished_at=row.finished_at,
+        game_id=row.id,
     )
 
 

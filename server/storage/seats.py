@@ -81,7 +81,8 @@ class WatcherRow:
 @dataclass(frozen=True, slots=True)
 class RacerGameRow:
     """A racer's race game, for the results: its status, score, cards left, moves and stored
-    time (``elapsed_ms`` from the start to its end; None while it is being played)."""
+    time (``elapsed_ms`` from the start to its end; None while it is being played), and its id
+    (the results link to its replay)."""
 
     player_id: int
     name: str
@@ -90,6 +91,7 @@ class RacerGameRow:
     cards_left: int
     moves: int
     elapsed_ms: int | None
+    game_id: int
 
 
 class SeatStore(Protocol):
@@ -328,6 +330,7 @@ class PostgresSeatStore:
                 Game.cards_left,
                 Game.moves,
                 Game.elapsed_ms,
+                Game.id,
             )
             .join(Player, Player.id == Game.player_id)
             .where(Game.race_id == race_id)

@@ -31,6 +31,7 @@ from server.services.friends import FollowedPlayer
 from server.services.game_views import GameSummary
 from server.services.leaderboards import Entry
 from server.services.profiles import Profile
+from server.services.replays import Replay
 from server.web import metrics
 from server.web.http import (
     bearer,
@@ -303,7 +304,7 @@ async def daily_of_date(request: web.Request) -> web.Response:
     return respond(_daily(await request.app[SERVICES].daily.info(date)))
 
 
-def _entry(entry: Entry) -> rest.LeaderboardEntry:
+def _entry(entry: Entry, replayable: bool) -> rest.LeaderboardEntry:
     return rest.LeaderboardEntry(
         rank=entry.rank,
         player_id=entry.player_id,
@@ -314,6 +315,8 @@ def _entry(entry: Entry) -> rest.LeaderboardEntry:
         elapsed_ms=entry.elapsed_ms,
         status=entry.status,
         finished_at=_utc(entry.finished_at),
+        game_id=entry.game_id,
+        replayable=replayable,
     )
 
 
@@ -322,10 +325,12 @@ async def leaderboard(request: web.Request) -> web.Response:
     ``next_cursor`` leads to the next page."""
     date = parse_date(request.match_info["date"])
     limit = int_param(request.query.get("limit"), "limit", 50)
-    page = await request.app[SERVICES].leaderboards.page(
-        date, limit, request.query.get("cursor") or None
+    services = request.app[SERVICES]
+    page = await services.leaderboards.page(date, limit, request.query.get("cursor") or None)
+    replayable = await services.replays.daily_replayable(date)
+    return respond(
+        rest.LeaderboardPage(date, [_entry(e, replayable) for e in page.entries], page.next_cursor)
     )
-    return respond(rest.LeaderboardPage(date, [_entry(e) for e in page.entries], page.next_cursor))
 
 
 async def around(request: web.Request) -> web.Response:
@@ -333,8 +338,12 @@ async def around(request: web.Request) -> web.Response:
     date = parse_date(request.match_info["date"])
     player_id = path_id(request, "player_id")
     radius = int_param(request.query.get("radius"), "radius", 5)
-    entries = await request.app[SERVICES].leaderboards.around(date, player_id, radius)
-    return respond(rest.LeaderboardWindow(date, player_id, [_entry(e) for e in entries]))
+    services = request.app[SERVICES]
+    entries = await services.leaderboards.around(date, player_id, radius)
+    replayable = await services.replays.daily_replayable(date)
+    return respond(
+        rest.LeaderboardWindow(date, player_id, [_entry(e, replayable) for e in entries])
+    )
 
 
 async def friends_board(request: web.Request) -> web.Response:
@@ -344,8 +353,10 @@ async def friends_board(request: web.Request) -> web.Response:
     player = await bearer(request, required=True)
     assert player is not None
     date = parse_date(request.match_info["date"])
-    entries = await request.app[SERVICES].friends.board(date, player.id)
-    return respond(rest.FriendsBoard(date, [_entry(e) for e in entries]))
+    services = request.app[SERVICES]
+    entries = await services.friends.board(date, player.id)
+    replayable = await services.replays.daily_replayable(date)
+    return respond(rest.FriendsBoard(date, [_entry(e, replayable) for e in entries]))
 
 
 def _game_record(summary: GameSummary) -> rest.GameRecord:
@@ -394,6 +405,62 @@ async def game_summary(request: web.Request) -> web.Response:
         game_id, None if viewer is None else viewer.id
     )
     return respond(_game_record(summary))
+
+
+def _replay(replay: Replay) -> rest.Replay:
+    game, deal = replay.game, replay.deal
+    return rest.Replay(
+        game=rest.ReplayGame(
+            id=game.id,
+            player=rest.Player(game.player_id, game.player_name),
+            mode=game.mode.value,
+            daily_date=game.daily_date,
+            race_invite=game.race_invite,
+            code=str(game.code),
+            rules=game.code.rules,
+            status=game.status,
+            score=game.score,
+            moves=game.moves,
+            undos=game.undos,
+            elapsed_ms=game.elapsed_ms,
+            created_at=_utc(game.created_at),
+            finished_at=None if game.finished_at is None else _utc(game.finished_at),
+            hinted=game.hinted,
+        ),
+        layout=rest.DealLayout(
+            tableau=[str(card) for card in deal.tableau],
+            waste=str(deal.waste),
+            stock=[str(card) for card in deal.stock],
+        ),
+        actions=[
+            rest.ReplayAction(
+                seq=s.seq,
+                action=s.kind,
+                pos=s.pos,
+                card=s.card,
+                score_after=s.score_after,
+                at=_utc(s.at),
+                undoes=s.undoes,
+                undone=s.undone,
+            )
+            for s in replay.steps
+        ],
+        par=replay.par,
+        line=None
+        if replay.line is None
+        else [rest.LineStep(s.action, s.pos, s.card) for s in replay.line],
+        diverged_at=replay.diverged_at,
+    )
+
+
+async def game_replay(request: web.Request) -> web.Response:
+    """A finished game whose deal is public, to replay move by move: the game, every card of
+    its deal, every stored action (undos tied to what they took back), the solver's optimal
+    line, and the first action that left every optimal path. A daily game is replayable once
+    its UTC date is over, a race game once its race has finished, a free game once it has
+    ended; before that 409 ``replay_not_public``, which names nothing of the deal."""
+    game_id = path_id(request, "game_id")
+    return respond(_replay(await request.app[SERVICES].replays.replay(game_id)))
 
 
 async def race_room(request: web.Request) -> web.Response:

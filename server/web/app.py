@@ -111,6 +111,7 @@ def create_app(
     if index.exists():
         app.router.add_get("/", _index)
         app.router.add_get("/race/{invite}", _index)
+        app.router.add_get("/replay/{game_id}", _index)
         app.router.add_get("/players/{player_id}", _index)
         page_rules.add_routes(app)
         app.router.add_static("/static/", STATIC_DIR, name="static")
@@ -355,7 +356,7 @@ async def _cache_headers(request: web.Request, response: web.StreamResponse) -> 
     """The page, its modules and its texts are revalidated on every load, so an upgrade is seen
     at once; API answers are never cached."""
     path = request.path
-    if path == "/" or path.startswith(("/static/", "/race/", "/players/", "/i18n/")):
+    if path == "/" or path.startswith(("/static/", "/race/", "/players/", "/replay/", "/i18n/")):
         response.headers.setdefault("Cache-Control", "no-cache")
     elif path.startswith("/api/"):
         response.headers.setdefault("Cache-Control", "no-store")

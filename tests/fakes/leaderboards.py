@@ -60,6 +60,7 @@ def daily_board(database: MemoryDatabase, date: dt.date) -> list[BoardRow]:
             elapsed_ms=g.elapsed_ms,
             status=g.status,
             finished_at=g.finished_at,
+            game_id=g.id,
         )
         for g in database.games.values()
         if g.on_board

@@ -215,6 +215,7 @@ class MemorySeatStore:
                 g.cards_left,
                 g.moves,
                 g.elapsed_ms,
+                g.id,
             )
             for g in self._db.games.values()
             if g.race_id == race_id

@@ -86,7 +86,9 @@ async def test_entries_follow_the_order_and_share_ranks(
         elapsed_ms=2000,
         status="blocked",
         finished_at=T0,
+        game_id=page.entries[5].game_id,
     )
+    assert len({e.game_id for e in page.entries}) == len(page.entries)
     assert page.entries[3].finished_at == T0 + dt.timedelta(seconds=5)
 
 

@@ -53,6 +53,8 @@ ENTRY_FIELDS = {
     "elapsed_ms",
     "status",
     "finished_at",
+    "game_id",
+    "replayable",
 }
 
 
@@ -106,7 +108,10 @@ async def test_entries_follow_spec_order_score_moves_elapsed_finish_player(
         "elapsed_ms": 2000,
         "status": "blocked",
         "finished_at": "2026-03-14T01:00:00Z",
+        "game_id": blocked["game_id"],
+        "replayable": False,
     }
+    assert len({e["game_id"] for e in body["entries"]}) == len(body["entries"])
     for entry in body["entries"]:
         assert set(entry) == ENTRY_FIELDS
     assert body["entries"][3]["finished_at"] == "2026-03-14T01:00:05Z"
@@ -498,10 +503,17 @@ async def test_a_blocked_daily_played_over_websocket_ranks(
             "elapsed_ms": 61_234,
             "status": "blocked",
             "finished_at": "2026-03-14T12:01:01.234000Z",
+            "game_id": game_a["game_id"],
+            "replayable": False,
         }
     ]
     daily = await get_json(client, "/api/v1/daily")
     assert (daily["players"], daily["ranked"]) == (2, 1)
     await error(await client.get(f"{BOARD}/around/{bob['id']}"), 404, "not_ranked")
+    # Once the date is over its games' replays are served, and the board says so.
+    clock.set(dt.datetime(2026, 3, 15, 0, 0, tzinfo=dt.UTC))
+    for board in (BOARD, f"{BOARD}/around/{alice['id']}"):
+        entries = (await get_json(client, board))["entries"]
+        assert [(e["game_id"], e["replayable"]) for e in entries] == [(game_a["game_id"], True)]
     await ws_a.close()
     await ws_b.close()

@@ -50,6 +50,7 @@ export const api = {
   },
   around: (date, playerId, radius = 3) =>
     call("GET", `/daily/${encodeURIComponent(date)}/leaderboard/around/${playerId}?radius=${radius}`),
+  replay: (id) => call("GET", `/games/${encodeURIComponent(id)}/replay`),
   following: (token) => call("GET", "/players/me/following", { token }),
   follow: (token, playerId) => call("PUT", `/players/me/following/${encodeURIComponent(playerId)}`, { token }),
   followName: (token, name) => call("POST", "/players/me/following", { token, body: { name } }),

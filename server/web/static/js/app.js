@@ -20,7 +20,7 @@ import {
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
-import { goTo, inviteInAddress, onEnter, onHistory, profileInAddress, show } from "./router.js";
+import { goTo, inviteInAddress, onEnter, onHistory, profileInAddress, replayInAddress, replayPath, show } from "./router.js";
 import * as session from "./session.js";
 import {
   currentGame,
@@ -41,10 +41,24 @@ import { errorText, renderInvitations, setMessage } from "./views/notices.js";
 import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
+import { ReplayView } from "./views/replay.js";
 import { initRegister, openSignIn, renderInviteNote, renderWho, showSignedOutNote } from "./views/register.js";
 import { initSettings, renderAccount, showLanguage } from "./views/settings.js";
 
 let leaderboard = null;
+let replayView = null;
+
+/** Show a game's replay at its address ("/replay/<game id>"). */
+function openReplay(gameId) {
+  goTo(replayPath(gameId));
+  showReplay(gameId);
+}
+
+function showReplay(gameId) {
+  show("replay");
+  replayView.open(gameId);
+}
+
 let profile = null;
 
 function openLeaderboard(date) {
@@ -103,8 +117,9 @@ function welcome(message, { again, first }) {
   }
   if (first) {
     // Opened from a race's link: its invite page is shown, not the last game; nor over a
-    // profile opened from its address.
-    if (store.pendingInvite || store.view === "invite" || store.view === "profile" || store.race) return;
+    // profile or a replay opened from its address.
+    const shown = ["invite", "profile", "replay"].includes(store.view);
+    if (store.pendingInvite || shown || store.race) return;
     const current = currentGame();
     if (current && current.game_id) {
       startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
@@ -162,6 +177,7 @@ onLocaleChange(() => {
   else if (store.race) renderGame(null);
   if (store.race) notify("race");
   if (store.view === "leaderboard") leaderboard.render();
+  if (store.view === "replay") replayView.render();
   renderInvitations(invitationChoices);
   if (store.view === "profile") profile.render();
   session.relabel();
@@ -177,6 +193,7 @@ function boot() {
     leave: leaveRace,
     home: goHome,
     replay: (code) => startGame({ type: "new_game", code }),
+    watchReplay: openReplay,
     newRace: () => {
       goHome();
       openRaceForm();
@@ -191,9 +208,11 @@ function boot() {
     unfollow,
     followName,
     replay: (code) => startGame({ type: "new_game", code }),
+    watchReplay: openReplay,
     errorText,
     openProfile,
   });
+  replayView = new ReplayView($("#view-replay"), { errorText });
   profile = new ProfileView($("#view-profile"), { me: () => store.player, errorText });
   initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard(), openProfile });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
@@ -205,8 +224,10 @@ function boot() {
   $("#nav-home").addEventListener("click", () => (store.token ? goHome() : show("register")));
   $("#nav-leaderboard").addEventListener("click", () => openLeaderboard());
   onHistory((invite) => {
+    if (store.view === "replay" && !replayInAddress()) replayView.pause();
     const player = profileInAddress();
-    if (player) {
+    if (replayInAddress()) showReplay(replayInAddress());
+    else if (player) {
       show("profile");
       profile.open(player);
     } else if (invite && store.token) openInvite(invite);
@@ -222,6 +243,13 @@ function boot() {
     return;
   }
   setPendingInvite(inviteInAddress());
+  const replayed = replayInAddress();
+  if (replayed) {
+    // A replay is public: shown signed in or not.
+    if (store.token) session.connect();
+    showReplay(replayed);
+    return;
+  }
   if (!store.token) {
     show("register");
     $("#register-name").focus();

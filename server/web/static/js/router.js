@@ -1,13 +1,14 @@
 // Which view the page shows, and the address it shows it at. The views are index.html's
 // <section id="view-…">: register, home (the menu), play (the table and the race room),
-// invite (a race before joining or watching), leaderboard and profile. Every view lives at "/"
-// except a race's and a profile's: "/race/<invite>" stays while its room, its invite page, or
-// the sign-up before it is shown; "/players/<id>" while that player's profile is. What a view
-// draws when it opens is registered with onEnter().
+// invite (a race before joining or watching), leaderboard, profile and replay. Every view lives
+// at "/" except a race's, a profile's and a replay's: "/race/<invite>" stays while its room, its
+// invite page, or the sign-up before it is shown; "/players/<id>" while that player's profile
+// is; "/replay/<game id>" while that game's replay is. What a view draws when it opens is
+// registered with onEnter().
 import { $ } from "./dom.js";
 import { setView, store } from "./store.js";
 
-const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay"];
 const entering = {};
 
 /** Run `fn` each time `view` is shown. */
@@ -22,7 +23,11 @@ export function show(view) {
   if (entering[view]) entering[view]();
   // The race's address stays while its room, its invite page or the sign-up before it is shown.
   const keepPath =
-    view === "play" || view === "invite" || view === "profile" || (view === "register" && store.pendingInvite);
+    view === "play" ||
+    view === "invite" ||
+    view === "profile" ||
+    view === "replay" ||
+    (view === "register" && store.pendingInvite);
   if (!keepPath && location.pathname !== "/") history.pushState(null, "", "/");
   window.scrollTo(0, 0);
 }
@@ -31,6 +36,17 @@ export function show(view) {
 export function inviteInAddress() {
   const m = location.pathname.match(/^\/race\/([^/]+)\/?$/);
   return m ? decodeURIComponent(m[1]) : null;
+}
+
+/** The game whose replay the address names ("/replay/<game id>"), or null. */
+export function replayInAddress() {
+  const m = location.pathname.match(/^\/replay\/([^/]+)\/?$/);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+/** The address of a game's replay. */
+export function replayPath(gameId) {
+  return `/replay/${encodeURIComponent(gameId)}`;
 }
 
 /** The player whose profile the address names ("/players/<id>"), or null. */

@@ -1,7 +1,7 @@
 // The daily leaderboard (REST): a date's ranking page by page, my row highlighted, the window
 // "around me", and the friends' view (me and the players I follow, with their ranks on the
-// whole board); each name links to the player's profile, and each row has a follow /
-// unfollow button; a form follows a player by name.
+// whole board); each name links to the player's profile, each row has a follow / unfollow
+// button and, once the date is over, a link to its replay; a form follows a player by name.
 import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
@@ -18,7 +18,8 @@ export class Leaderboard {
    * @param {HTMLElement} root  #view-leaderboard
    * @param {object} ctx  {me() → {id, name}|null, token() → string|null, following() →
    *   Map|null, follow(id), unfollow(id) (each → Promise of null or an error code),
-   *   followName(name) (→ Promise of {name} or {code}), replay(code), errorText(code),
+   *   followName(name) (→ Promise of {name} or {code}), replay(code), watchReplay(gameId),
+   *   errorText(code),
    *   openProfile(playerId)}
    */
   constructor(root, ctx) {
@@ -207,6 +208,19 @@ export class Leaderboard {
     );
   }
 
+  /** A link to an entry's replay ("/replay/<game id>"), opened in the page. */
+  _replayLink(entry) {
+    const open = (ev) => {
+      ev.preventDefault();
+      this.ctx.watchReplay(entry.game_id);
+    };
+    return h(
+      "a",
+      { href: `/replay/${entry.game_id}`, class: "replay-link", onclick: open, "aria-label": t("replay.watchOf", { name: entry.name }) },
+      t("replay.watch"),
+    );
+  }
+
   /** The entry's name, a link to the player's profile ("/players/<id>"). */
   _nameLink(entry, mine) {
     return h(
@@ -242,6 +256,7 @@ export class Leaderboard {
           h("th", { scope: "col" }, t("lb.time")),
           h("th", { scope: "col", class: "opt" }, t("lb.status")),
           h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("friends.follow"))),
+          h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("replay.column"))),
         ),
       ),
       h(
@@ -260,6 +275,7 @@ export class Leaderboard {
             h("td", {}, formatTime(e.elapsed_ms)),
             h("td", { class: "opt" }, t(`lb.status.${e.status}`)),
             this._followButton(e, mine),
+            h("td", {}, e.replayable ? this._replayLink(e) : null),
           );
         }),
       ),

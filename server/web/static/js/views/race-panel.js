@@ -15,8 +15,8 @@ let panel = null;
 
 /**
  * Build the panel in #race-panel.
- * @param {object} on  {start(), leave(), home(), replay(code), newRace(), invite(playerId) →
- *   Promise of null or the error reply}
+ * @param {object} on  {start(), leave(), home(), replay(code), watchReplay(gameId), newRace(),
+ *   invite(playerId) → Promise of null or the error reply}
  */
 export function initRacePanel(on) {
   panel = new RacePanel($("#race-panel"), on);
@@ -39,7 +39,8 @@ export function raceError(text) {
 class RacePanel {
   /**
    * @param {HTMLElement} el  the #race-panel element
-   * @param {object} on  {start(), leave(), home(), replay(code), newRace(), invite(playerId)}
+   * @param {object} on  {start(), leave(), home(), replay(code), watchReplay(gameId), newRace(),
+   *   invite(playerId)}
    */
   constructor(el, on) {
     this.el = el;
@@ -190,6 +191,19 @@ class RacePanel {
     this.el.append(actions);
   }
 
+  /** A link to a racer's replay ("/replay/<game id>"), opened in the page. */
+  _replayLink(result) {
+    const open = (ev) => {
+      ev.preventDefault();
+      this.on.watchReplay(result.game_id);
+    };
+    return h(
+      "a",
+      { href: `/replay/${result.game_id}`, class: "replay-link", onclick: open, "aria-label": t("replay.watchOf", { name: result.name }) },
+      t("replay.watch"),
+    );
+  }
+
   _finished(room) {
     this.el.append(h("h2", { id: "race-results-title" }, t("race.results")));
     const rows = (room.results || []).map((r) => {
@@ -208,6 +222,8 @@ class RacePanel {
           h("small", {}, detail),
         ),
         h("td", {}, String(r.score)),
+        // Every racer's game is public once the results exist (docs/rules.md §4 "Replays").
+        h("td", {}, r.game_id ? this._replayLink(r) : null),
       );
     });
     this.el.append(
@@ -224,6 +240,7 @@ class RacePanel {
             h("th", { scope: "col" }, t("race.player")),
             h("th", { scope: "col" }, t("race.result")),
             h("th", { scope: "col" }, t("stat.score")),
+            h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("replay.column"))),
           ),
         ),
         h("tbody", {}, rows),

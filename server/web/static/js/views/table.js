@@ -27,16 +27,19 @@ export class Table {
   /**
    * @param {HTMLElement} root  the #board element (holds #peaks, #stock, #waste-card, …)
    * @param {object} on  {remove(pos), draw(), undo()}
+   * @param {object} ids  other ids for the parts, e.g. {peaks: "replay-peaks"} (a second table
+   *   on the page, such as a replay's); a part not found (no undo button) is left out
    */
-  constructor(root, on) {
+  constructor(root, on, ids = {}) {
     this.root = root;
     this.on = on;
-    this.peaks = root.querySelector("#peaks");
-    this.stock = root.querySelector("#stock");
-    this.stockCount = root.querySelector("#stock-count");
-    this.stockCard = root.querySelector("#stock-card");
-    this.waste = root.querySelector("#waste-card");
-    this.undoButton = root.querySelector("#btn-undo");
+    const part = (name) => root.querySelector(`#${ids[name] || name}`);
+    this.peaks = part("peaks");
+    this.stock = part("stock");
+    this.stockCount = part("stock-count");
+    this.stockCard = part("stock-card");
+    this.waste = part("waste-card");
+    this.undoButton = part("btn-undo");
     this.game = null;
     this.buttons = [];
     for (let pos = 0; pos < POSITIONS; pos++) {
@@ -66,9 +69,9 @@ export class Table {
       this.peaks.append(glow);
       return glow;
     });
-    this.moments = root.querySelector("#table-moment");
+    this.moments = part("table-moment");
     this.stock.addEventListener("click", () => this.on.draw());
-    this.undoButton.addEventListener("click", () => this.on.undo());
+    if (this.undoButton) this.undoButton.addEventListener("click", () => this.on.undo());
     this.peaks.addEventListener("keydown", (ev) => this._arrows(ev));
   }
 
@@ -126,7 +129,7 @@ export class Table {
       game.stock_count ? t("table.stockLabel", { cards: tn("count.cards", game.stock_count) }) : t("table.stockEmpty"),
     );
     this.stock.dataset.count = String(game.stock_count);
-    this.undoButton.disabled = !game.can_undo;
+    if (this.undoButton) this.undoButton.disabled = !game.can_undo;
     // Keep the keyboard where it was: a removed card hands focus to the nearest card.
     if (focusedPos !== null && this.buttons[focusedPos].hidden) this._focusNear(focusedPos);
     if (change) this._move(change, from);
@@ -148,7 +151,7 @@ export class Table {
       moment(this.root, "won-moment");
       said.push(t("table.wonMoment"));
     }
-    if (said.length) this.moments.textContent = said.join(" ");
+    if (said.length && this.moments) this.moments.textContent = said.join(" ");
   }
 
   /** Point at a suggested move for a moment: the card at `pos`, or the stock for a draw. */
