@@ -14,7 +14,9 @@ of *this* tree:
 - human pace (``--paced``): for each player count, every player acting about once a second (open
   loop), the ack latency from the planned send;
 - idle (``--idle``): that many connected players doing nothing; the server's memory per
-  connection and its CPU share meanwhile.
+  connection and its CPU share meanwhile;
+- a burst (``--burst``): that many registered players opening their websocket and saying hello
+  at the same moment; the time to each ``welcome`` and connections per second.
 
 Every target is on loopback; every step stops by itself.
 """
@@ -33,6 +35,7 @@ import time
 from pathlib import Path
 
 from server.bench import throwaway_database
+from server.bench.burst import burst
 from server.bench.crowd import run_players
 from server.bench.echo import run_echo
 from server.bench.load import idle_connections
@@ -102,6 +105,8 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
                             f"  server CPU per reply: {ours:,.0f} us vs echo {theirs:,.0f} us "
                             f"= {ours / theirs:.1f}x"
                         )
+            if args.burst:
+                await burst(base, args.burst, process.pid)
             if args.idle:
                 await idle_connections(base, args.idle, process.pid)
             if args.paced:
@@ -134,6 +139,9 @@ def main() -> None:
     parser.add_argument("--closed", type=int, default=200, help="Closed-loop players (0: skip).")
     parser.add_argument("--echo", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--paced", default="", help="Human-pace player counts, e.g. 300,1000.")
+    parser.add_argument(
+        "--burst", type=int, default=0, help="Connections opened at once (0: skip)."
+    )
     parser.add_argument("--idle", type=int, default=0, help="Idle connections to hold (0: skip).")
     parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")
     parser.add_argument("--jitter", type=float, default=0.5)
