@@ -8,8 +8,9 @@ the normalised name: any case, look-alike letters), so it finds the player whose
 like.
 
 A player is online while one of their websockets that said hello is open on a server process
-seen in time (each process records its own in the store, forgets each at its close, and drops
-the records of closed ones at each sweep; a process taken for dead takes its records with it).
+seen in time (each process records its own in the store, in batches, and forgets each at its
+close; after a failed write its sweep brings the records in line; a process taken for dead takes
+its records with it).
 
 A racer seated in a lobby may invite a player they follow who is online and not seated there:
 every process holding that player's websockets tells them (``race_invite``). To keep it from
@@ -35,6 +36,7 @@ from server.errors import (
 from server.names import name_key
 from server.services.clock import Clock
 from server.services.leaderboards import Entry, LeaderboardService
+from server.services.online import OnlineRecorder
 from server.services.players import PlayerInfo, normalize_name
 from server.services.rooms import Room
 from server.storage.events import RaceInvited
@@ -102,6 +104,8 @@ class FriendService:
         self.instance = instance
         self.instance_timeout_s = instance_timeout_s
         self.max_following = max_following
+        #: This process's records of who is online, written in batches.
+        self.records = OnlineRecorder(online, instance, clock)
         #: When each racer sent their invitations of the last minute (UTC), oldest first.
         self._sent: dict[int, deque[dt.datetime]] = {}
         #: When each (racer, room, player) invitation was last sent.
@@ -202,12 +206,13 @@ class FriendService:
     # ------------------------------------------------------------------------------- online
 
     async def connected(self, key: str, player_id: int) -> None:
-        """This process's connection ``key`` said hello for the player: they are online.
+        """This process's connection ``key`` said hello for the player: they are online (once
+        the batch holding it is written, see :mod:`server.services.online`).
 
         Raises:
             StorageError: the database failed (the next :meth:`sweep` records it).
         """
-        await self._online.connected(self.instance, key, player_id, self._clock.now())
+        await self.records.connected(key, player_id)
 
     async def disconnected(self, key: str) -> None:
         """This process's connection ``key`` closed.
@@ -215,7 +220,7 @@ class FriendService:
         Raises:
             StorageError: the database failed (the next :meth:`sweep` forgets it).
         """
-        await self._online.disconnected(self.instance, key)
+        await self.records.disconnected(key)
 
     async def reconnect(self, connections: Iterable[tuple[int, str]]) -> None:
         """Record again this process's connections (``(player_id, key)``), after its records
@@ -224,30 +229,21 @@ class FriendService:
         Raises:
             StorageError: the database failed (asked again after the next heartbeat).
         """
-        for player_id, key in connections:
-            await self.connected(key, player_id)
+        await self.records.connected_all(connections)
 
     async def sweep(
         self,
         open_keys: Callable[[], Collection[str]],
         signed_in: Callable[[], Iterable[tuple[int, str]]],
     ) -> None:
-        """Bring this process's records in line with its connections: forget those of
-        connections no longer open (a close not recorded at once), then record those that
-        said hello and are not on record (a hello not recorded at once). ``open_keys()`` gives
-        the keys of the open connections and ``signed_in()`` ``(player_id, key)`` of those
-        that said hello, each asked after the records are read.
+        """After a write of the records failed, bring them in line with this process's
+        connections (``open_keys()``: the keys of the open ones; ``signed_in()``:
+        ``(player_id, key)`` of those that said hello); nothing otherwise.
 
         Raises:
             StorageError: the database failed (the next sweep tries again).
         """
-        keys = set(await self._online.own_keys(self.instance))
-        still_open = open_keys()
-        for key in keys - set(still_open):
-            await self._online.disconnected(self.instance, key)
-        for player_id, key in signed_in():
-            if key not in keys:
-                await self.connected(key, player_id)
+        await self.records.reconcile(open_keys, signed_in)
 
     # --------------------------------------------------------------------------- invitations
 

@@ -14,10 +14,11 @@ at once.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert
 
 from server.storage.events import RaceInvited, publish
@@ -26,18 +27,44 @@ from server.storage.players import MAX_PLAYER_ID
 from server.storage.sessions import Sessions
 
 
+@dataclass(frozen=True, slots=True)
+class OnlineConnection:
+    """A connection that said hello: its key (unique within its process), its player and when
+    (aware UTC)."""
+
+    key: str
+    player_id: int
+    at: dt.datetime
+
+
+_FORGET = text(
+    "DELETE FROM player_connections"
+    " WHERE instance_id = :instance AND connection = ANY(CAST(:keys AS varchar[]))"
+)
+_RECORD = text(
+    "INSERT INTO player_connections (instance_id, connection, player_id, connected_at)"
+    " SELECT :instance, c.key, c.player_id, c.at"
+    " FROM unnest(CAST(:keys AS varchar[]), CAST(:players AS bigint[]),"
+    " CAST(:ats AS timestamptz[])) AS c(key, player_id, at)"
+    " JOIN players ON players.id = c.player_id"
+    " ON CONFLICT DO NOTHING"
+)
+
+
 class OnlineStore(Protocol):
     """Where open connections are kept. Every method may raise
     :class:`~server.errors.StorageError` when the database fails."""
 
-    async def connected(self, instance: str, key: str, player_id: int, at: dt.datetime) -> None:
-        """Record that process ``instance``'s connection ``key`` said hello for the player at
-        ``at`` (aware UTC); nothing when it is on record already. The process's record is
-        made again if it was dropped."""
-        ...
-
-    async def disconnected(self, instance: str, key: str) -> None:
-        """Forget process ``instance``'s connection ``key`` (nothing when not on record)."""
+    async def record(
+        self,
+        instance: str,
+        added: Sequence[OnlineConnection],
+        removed: Collection[str],
+    ) -> None:
+        """In one transaction, forget process ``instance``'s connections ``removed`` (keys; none
+        on record is no error), then record ``added`` (one already on record stays as it is; one
+        whose player no longer exists is left out). The process's record is made again if it
+        was dropped."""
         ...
 
     async def own_keys(self, instance: str) -> list[str]:
@@ -66,35 +93,36 @@ class PostgresOnlineStore:
     def __init__(self, sessions: Sessions) -> None:
         self._sessions = sessions
 
-    async def connected(self, instance: str, key: str, player_id: int, at: dt.datetime) -> None:
-        """See :meth:`OnlineStore.connected`.
+    async def record(
+        self,
+        instance: str,
+        added: Sequence[OnlineConnection],
+        removed: Collection[str],
+    ) -> None:
+        """See :meth:`OnlineStore.record`: at most three statements whatever the batch's size
+        (the process's record, one ``DELETE`` of the keys, one ``INSERT … SELECT`` from arrays).
 
         Raises:
-            StorageError: the database failed.
+            StorageError: the database failed; nothing of the batch is stored.
         """
+        if not added and not removed:
+            return
         async with self._sessions() as session:
-            await session.execute(
-                insert(ServerInstance).values(id=instance).on_conflict_do_nothing()
-            )
-            await session.execute(
-                insert(PlayerConnection)
-                .values(instance_id=instance, connection=key, player_id=player_id, connected_at=at)
-                .on_conflict_do_nothing()
-            )
-            await session.commit()
-
-    async def disconnected(self, instance: str, key: str) -> None:
-        """See :meth:`OnlineStore.disconnected`.
-
-        Raises:
-            StorageError: the database failed.
-        """
-        async with self._sessions() as session:
-            await session.execute(
-                delete(PlayerConnection).where(
-                    PlayerConnection.instance_id == instance, PlayerConnection.connection == key
+            if removed:
+                await session.execute(_FORGET, {"instance": instance, "keys": sorted(set(removed))})
+            if added:
+                await session.execute(
+                    insert(ServerInstance).values(id=instance).on_conflict_do_nothing()
                 )
-            )
+                await session.execute(
+                    _RECORD,
+                    {
+                        "instance": instance,
+                        "keys": [c.key for c in added],
+                        "players": [c.player_id for c in added],
+                        "ats": [c.at for c in added],
+                    },
+                )
             await session.commit()
 
     async def own_keys(self, instance: str) -> list[str]:

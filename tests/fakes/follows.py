@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from server.errors import StorageConflict
 from server.storage.events import RaceInvited
 from server.storage.follows import Followed, FollowedRow
+from server.storage.online import OnlineConnection
 from server.storage.players import PlayerRow
 from tests.fakes.database import MemoryDatabase
 
@@ -73,15 +74,15 @@ class MemoryOnlineStore:
     def __init__(self, database: MemoryDatabase) -> None:
         self._db = database
 
-    async def connected(self, instance: str, key: str, player_id: int, at: dt.datetime) -> None:
+    async def record(
+        self, instance: str, added: Sequence[OnlineConnection], removed: Collection[str]
+    ) -> None:
         await self._db.query()
-        if player_id not in self._db.players:
-            raise StorageConflict("fk_player_connections_player_id_players")
-        self._db.player_connections.setdefault((instance, key), player_id)
-
-    async def disconnected(self, instance: str, key: str) -> None:
-        await self._db.query()
-        self._db.player_connections.pop((instance, key), None)
+        for key in removed:
+            self._db.player_connections.pop((instance, key), None)
+        for c in added:
+            if c.player_id in self._db.players:  # as the statement's join leaves them out
+                self._db.player_connections.setdefault((instance, c.key), c.player_id)
 
     async def own_keys(self, instance: str) -> list[str]:
         await self._db.query()

@@ -4,18 +4,29 @@ race invitations. Each test runs on both stores (``backend``)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+from collections.abc import Collection, Sequence
 
 import pytest
 
 from server.engine.codes import RuleSet
-from server.errors import ConflictError, ErrorCode, ForbiddenError, InvalidInputError, NotFoundError
+from server.errors import (
+    ConflictError,
+    ErrorCode,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+    StorageError,
+    StorageUnavailable,
+)
 from server.services.clock import FakeClock
 from server.services.friends import INVITE_AGAIN_S, INVITES_PER_MINUTE, FriendService
 from server.services.leaderboards import LeaderboardService
 from server.services.players import PlayerInfo
 from server.services.rooms import Room, Seat
 from server.storage.events import RaceInvited
+from server.storage.online import OnlineConnection, OnlineStore
 from server.storage.races import RaceStatus
 from tests.backends import Backend, Seed
 
@@ -106,22 +117,100 @@ async def test_the_limit_refuses_one_more_but_not_a_repeat(backend: Backend) -> 
     assert (await friends.follow(me, others[2])).id == others[2]
 
 
-async def test_online_follows_the_connections_and_the_sweep_forgets_closed_ones(
+class FlakyOnline:
+    """The backend's online store, whose writes fail while ``failing``; counts its reads of
+    a process's keys."""
+
+    def __init__(self, store: OnlineStore) -> None:
+        self._store = store
+        self.failing = False
+        self.reads = 0
+
+    async def record(
+        self, instance: str, added: Sequence[OnlineConnection], removed: Collection[str]
+    ) -> None:
+        if self.failing:
+            raise StorageUnavailable("the database is down")
+        await self._store.record(instance, added, removed)
+
+    async def own_keys(self, instance: str) -> list[str]:
+        self.reads += 1
+        return await self._store.own_keys(instance)
+
+    async def online_among(self, player_ids: Collection[int], timeout_s: float) -> set[int]:
+        return await self._store.online_among(player_ids, timeout_s)
+
+    async def announce_invite(self, event: RaceInvited) -> None:
+        await self._store.announce_invite(event)
+
+
+async def test_online_follows_the_connections_and_the_sweep_mends_failed_writes(
     backend: Backend,
 ) -> None:
     me, ada, bob = await backend.add_players(["Me", "Ada", "Bob"])
-    friends = _service(backend)
+    online = FlakyOnline(backend.online)
+    friends = FriendService(
+        backend.follows,
+        online,
+        LeaderboardService(backend.leaderboards),
+        FakeClock(T0),
+        instance=INSTANCE,
+        instance_timeout_s=60.0,
+    )
     await friends.follow(me, ada)
     await friends.follow(me, bob)
     await friends.connected("ws-1", ada)
     await friends.connected("ws-2", bob)
     assert {p.id: p.online for p in await friends.following(me)} == {ada: True, bob: True}
     await friends.disconnected("ws-1")
-    # ws-2 closed without its close recorded; ws-3 said hello without its hello recorded.
+    await friends.sweep(lambda: {"ws-2"}, lambda: [(bob, "ws-2")])
+    assert online.reads == 0  # nothing failed: nothing to mend, nothing read
+    # ws-2's close and ws-3's hello fail to be written.
+    online.failing = True
+    with pytest.raises(StorageError):
+        await friends.disconnected("ws-2")
+    with pytest.raises(StorageError):
+        await friends.connected("ws-3", ada)
+    assert {p.id: p.online for p in await friends.following(me)} == {ada: False, bob: True}
+    with pytest.raises(StorageError):  # still down: mended at a later sweep
+        await friends.sweep(lambda: {"ws-3"}, lambda: [(ada, "ws-3")])
+    online.failing = False
     await friends.sweep(lambda: {"ws-3"}, lambda: [(ada, "ws-3")])
     assert {p.id: p.online for p in await friends.following(me)} == {ada: True, bob: False}
-    await friends.sweep(set, list)
-    assert {p.id: p.online for p in await friends.following(me)} == {ada: False, bob: False}
+    reads = online.reads
+    await friends.sweep(set, list)  # in line again: the sweep reads nothing
+    assert online.reads == reads
+    assert {p.id: p.online for p in await friends.following(me)} == {ada: True, bob: False}
+
+
+async def test_a_crowd_of_hellos_is_written_in_a_few_batches(backend: Backend) -> None:
+    me, *crowd = await backend.add_players(["Me", *(f"P{i}" for i in range(300))])
+    friends = _service(backend)
+    for player in crowd:
+        await friends.follow(me, player)
+    await asyncio.gather(*(friends.connected(f"ws-{p}", p) for p in crowd))
+    assert friends.records.writes <= 3  # one write per hello would be 300
+    assert all(p.online for p in await friends.following(me))
+    # A close asked for in the batch of its own hello leaves nothing; the others' closes go
+    # together too.
+    writes = friends.records.writes
+    await asyncio.gather(
+        friends.connected("ws-late", me),
+        friends.disconnected("ws-late"),
+        *(friends.disconnected(f"ws-{p}") for p in crowd),
+    )
+    assert friends.records.writes - writes <= 3
+    assert not any(p.online for p in await friends.following(me))
+    assert await backend.online.own_keys(INSTANCE) == []
+
+
+async def test_a_hello_of_a_player_gone_meanwhile_is_left_out_not_failed(
+    backend: Backend,
+) -> None:
+    (ada,) = await backend.add_players(["Ada"])
+    friends = _service(backend)
+    await asyncio.gather(friends.connected("ws-1", ada), friends.connected("ws-2", 10**9))
+    assert await backend.online.own_keys(INSTANCE) == ["ws-1"]
 
 
 async def test_the_friends_view_holds_me_and_those_i_follow_with_their_global_ranks(

@@ -1,0 +1,158 @@
+"""This process's records of who is online, written in batches (docs/rules.md §4 "Following").
+
+Every websocket that says hello is recorded, and forgotten at its close, so that any process can
+tell whether a player has one open anywhere. One write per hello would make a crowd arriving at
+once (the daily's release) pay a transaction per connection; instead the changes asked for while
+one write is in flight wait for it and go together in the next, as the group commit does for
+actions: a lone hello is written at once, a thousand at once in a handful of writes.
+
+Each caller waits for the write that holds its change and sees its failure
+(:class:`~server.errors.StorageError`); a failed write marks the records as possibly out of
+line, and the next :meth:`OnlineRecorder.reconcile` brings them back in line with the open
+connections (until then it does nothing, so an idle process reads nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+
+from server.errors import StorageUnavailable
+from server.services.clock import Clock
+from server.storage.online import OnlineConnection, OnlineStore
+
+
+@dataclass
+class _Batch:
+    """Changes written together: connections said hello (by key) and keys closed."""
+
+    added: dict[str, OnlineConnection] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class OnlineRecorder:
+    """This process's connections on record in ``store``, changed in batches.
+
+    Args:
+        store: where open connections are kept.
+        instance: this server process's id.
+        clock: the UTC clock (when a connection said hello).
+    """
+
+    def __init__(self, store: OnlineStore, instance: str, clock: Clock) -> None:
+        self._store = store
+        self._instance = instance
+        self._clock = clock
+        self._next: _Batch | None = None
+        self._writer: asyncio.Task[None] | None = None
+        #: A write failed since the records were last brought in line.
+        self.out_of_line = False
+        #: Writes made (each one transaction), for the metrics and the tests.
+        self.writes = 0
+
+    async def connected(self, key: str, player_id: int) -> None:
+        """Record that connection ``key`` said hello for the player (now).
+
+        Raises:
+            StorageError: the write failed (:meth:`reconcile` records it later).
+        """
+        await self._submit([(key, player_id)], ())
+
+    async def disconnected(self, key: str) -> None:
+        """Forget connection ``key``.
+
+        Raises:
+            StorageError: the write failed (:meth:`reconcile` forgets it later).
+        """
+        await self._submit((), [key])
+
+    async def connected_all(self, connections: Iterable[tuple[int, str]]) -> None:
+        """Record every ``(player_id, key)`` again (after this process's records were dropped
+        with its process record).
+
+        Raises:
+            StorageError: the write failed.
+        """
+        await self._submit([(key, player_id) for player_id, key in connections], ())
+
+    async def reconcile(
+        self,
+        open_keys: Callable[[], Collection[str]],
+        signed_in: Callable[[], Iterable[tuple[int, str]]],
+    ) -> None:
+        """After a failed write, bring the records in line with the connections: forget those
+        no longer open, record those that said hello and are not on record (``open_keys()``
+        and ``signed_in()``, ``(player_id, key)``, are asked after the records are read, so a
+        change made meanwhile is not undone). Nothing when no write failed.
+
+        Raises:
+            StorageError: the database failed (the next call tries again).
+        """
+        if not self.out_of_line:
+            return
+        self.out_of_line = False
+        try:
+            keys = set(await self._store.own_keys(self._instance))
+            still_open = set(open_keys())
+            await self._submit(
+                [(key, player_id) for player_id, key in signed_in() if key not in keys],
+                keys - still_open,
+            )
+        except BaseException:
+            self.out_of_line = True
+            raise
+
+    async def close(self) -> None:
+        """Wait for the write in flight (a caller still waiting gets its outcome)."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer
+
+    async def _submit(self, added: Iterable[tuple[str, int]], removed: Iterable[str]) -> None:
+        """Put the changes in the next batch, start the writer if it is idle, and wait for the
+        batch's write (not cancelled with the caller: the others in the batch wait for it)."""
+        if self._next is None:
+            self._next = _Batch()
+        batch = self._next
+        for key in removed:
+            batch.added.pop(key, None)
+            batch.removed.add(key)
+        now = self._clock.now()
+        for key, player_id in added:
+            batch.added[key] = OnlineConnection(key, player_id, now)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write())
+        await asyncio.shield(batch.done)
+
+    async def _write(self) -> None:
+        """Write the batches one after the other until none is waiting."""
+        while self._next is not None:
+            batch, self._next = self._next, None
+            try:
+                self.writes += 1
+                await self._store.record(self._instance, list(batch.added.values()), batch.removed)
+            except asyncio.CancelledError:
+                self.out_of_line = True
+                for left in (batch, self._next):
+                    if left is not None:
+                        _fail(left, StorageUnavailable("the server is stopping"))
+                self._next = None
+                raise
+            except Exception as exc:
+                self.out_of_line = True
+                _fail(batch, exc)
+            else:
+                batch.done.set_result(None)
+
+
+def _fail(batch: _Batch, exc: BaseException) -> None:
+    """Fail the batch's waiters with ``exc`` (retrieved here too: a batch whose waiters all
+    left logs nothing)."""
+    if not batch.done.done():
+        batch.done.set_exception(exc)
+        batch.done.exception()
