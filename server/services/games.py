@@ -51,6 +51,7 @@ from server.storage.commits import (
     GameMovedOn,
     SignedOut,
 )
+from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress
 from server.storage.games import (
     GameMode,
@@ -265,7 +266,7 @@ class GameService:
             code_revealed = public = not await self._daily.is_open(record.daily_date)
         elif record.mode is GameMode.RACE:
             # Nor a race's before the race is over (others may still be playing it).
-            code_revealed = public = record.race_status == "finished"
+            code_revealed = public = record.race_status is RaceStatus.FINISHED
             ended = ended or public
         else:
             public = ended

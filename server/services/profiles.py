@@ -17,6 +17,7 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from server.engine.actions import Status
 from server.engine.codes import GameCode
 from server.errors import ErrorCode, NotFoundError
 from server.services.analysis import Analyzer
@@ -24,9 +25,9 @@ from server.services.daily import DailyService
 from server.storage.profiles import DailyResult, ProfileStore
 
 #: The statuses of a daily game that rank on its date's board (docs/rules.md §4 "Leaderboard").
-RANKED = frozenset({"won", "blocked"})
+RANKED = frozenset({Status.WON, Status.BLOCKED})
 #: The statuses of a daily game that is over.
-ENDED = frozenset({"won", "blocked", "resigned"})
+ENDED = frozenset({Status.WON, Status.BLOCKED, Status.RESIGNED})
 _DAY = dt.timedelta(days=1)
 
 
@@ -88,8 +89,8 @@ class ProfileDay:
 
     Attributes:
         date: the date.
-        status: ``"playing"`` (not ended: still open, or left unfinished when the date
-            closed), ``"won"``, ``"blocked"`` or ``"resigned"``.
+        status: playing (not ended: still open, or left unfinished when the date closed),
+            won, blocked or resigned.
         score: the game's score (so far, while playing).
         rank: its rank on the date's leaderboard (won or blocked only), else None.
         par: the date's par (the best score perfect play reaches; public while the date is
@@ -98,7 +99,7 @@ class ProfileDay:
     """
 
     date: dt.date
-    status: str
+    status: Status
     score: int
     rank: int | None
     par: int | None

@@ -21,6 +21,7 @@ from server.engine.game import Action, ActionKind, Status
 from server.errors import ConflictError, ErrorCode, NotFoundError
 from server.services.analysis import Analyzer, LineStep
 from server.services.daily import DailyService
+from server.storage.enums import RaceStatus
 from server.storage.games import GameMode, GameRecord, GameStore, StoredAction
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ class ReplayService:
                     code=ErrorCode.REPLAY_NOT_PUBLIC,
                 )
         elif record.mode is GameMode.RACE:
-            if record.race_status != "finished":
+            if record.race_status is not RaceStatus.FINISHED:
                 raise ConflictError(
                     f"game {record.id} is a game of a race that has not finished: it can be "
                     "replayed once the race is over",

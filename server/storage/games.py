@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
 from server.storage import moderation
+from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
@@ -94,7 +95,7 @@ class GameRecord:
     created_at: dt.datetime
     finished_at: dt.datetime | None
     hinted: bool
-    race_status: str | None
+    race_status: RaceStatus | None
     race_invite: str | None = None
 
 
@@ -410,7 +411,7 @@ class PostgresGameStore:
             created_at=row.created_at,
             finished_at=row.finished_at,
             hinted=row.hinted,
-            race_status=race_status,
+            race_status=None if race_status is None else RaceStatus(race_status),
             race_invite=race_invite,
         )
 

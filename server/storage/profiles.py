@@ -18,6 +18,7 @@ from typing import Protocol
 from sqlalchemy import Boolean, case, func, literal_column, select, type_coerce
 from sqlalchemy.dialects.postgresql import JSONB
 
+from server.engine.actions import Status
 from server.storage.board_queries import better_on_its_date
 from server.storage.enums import RaceStatus
 from server.storage.leaderboards import MAX_PLAYER_ID
@@ -32,7 +33,7 @@ class DailyResult:
 
     Attributes:
         date: its UTC date.
-        status: ``"playing"``, ``"won"``, ``"blocked"`` or ``"resigned"``.
+        status: where the game stands (playing, won, blocked or resigned).
         score: its score (so far, while playing).
         moves: its moves.
         elapsed_ms: its playing time in ms once ended, else None.
@@ -42,7 +43,7 @@ class DailyResult:
     """
 
     date: dt.date
-    status: str
+    status: Status
     score: int
     moves: int
     elapsed_ms: int | None
@@ -130,7 +131,7 @@ _PLAYER = select(
 )
 
 #: A daily game not hidden that is an entry of its date's board (docs/rules.md §4).
-_ON_BOARD = Game.status.in_(("won", "blocked"))
+_ON_BOARD = Game.status.in_((Status.WON, Status.BLOCKED))
 #: The player's daily games that no moderator hid, oldest date first, each entry of its board
 #: with its rank there (:func:`~server.storage.board_queries.better_on_its_date`): add the
 #: player's id to its WHERE.
@@ -191,7 +192,7 @@ class PostgresProfileStore:
         days = tuple(
             DailyResult(
                 date=row.daily_date,
-                status=row.status,
+                status=Status(row.status),
                 score=row.score,
                 moves=row.moves,
                 elapsed_ms=row.elapsed_ms,

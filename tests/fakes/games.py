@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
 from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, SignedOut
+from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress, encode_event
 from server.storage.games import (
     GameHead,
@@ -131,7 +132,7 @@ class MemoryGameStore:
             created_at=row.created_at,
             finished_at=row.finished_at,
             hinted=row.hinted,
-            race_status=None if race is None else race.status,
+            race_status=None if race is None else RaceStatus(race.status),
         )
 
     async def actions(self, game_id: int) -> tuple[StoredAction, ...]:

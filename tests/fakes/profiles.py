@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from server.engine.actions import Status
 from server.storage.enums import RaceStatus
 from server.storage.leaderboards import MAX_PLAYER_ID
 from server.storage.profiles import DailyResult, StoredProfile
@@ -66,7 +67,7 @@ class MemoryProfileStore:
             rank = ranked_better(board, entry) + 1
         return DailyResult(
             date=game.daily_date,
-            status=game.status,
+            status=Status(game.status),
             score=game.score,
             moves=game.moves,
             elapsed_ms=game.elapsed_ms,
