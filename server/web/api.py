@@ -1,6 +1,7 @@
-"""The REST handlers under ``/api/v1`` (JSON): players, their devices and profiles, the daily
-challenge, leaderboards, games, race rooms; ``/healthz``, ``/readyz`` and ``/metrics``. No rules
-here.
+"""The REST handlers under ``/api/v1`` (JSON): players and their devices (registration,
+sign-in, tokens), the daily challenge, leaderboards, game records, race rooms; ``/healthz``,
+``/readyz`` and ``/metrics``. No rules here. Profiles and following are
+:mod:`server.web.api_players`'s, replays :mod:`server.web.api_replays`'s.
 
 :mod:`server.web.routes` registers and describes them (the route table); what they share
 (answers, middlewares, parameters and bodies) is :mod:`server.web.http`'s. Every body is a
@@ -10,7 +11,6 @@ here.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 
 import msgspec
@@ -25,18 +25,15 @@ from server.errors import (
 )
 from server.logs import bind
 from server.protocol import rest
+from server.protocol.rest_types import LineStep, Player
 from server.protocol.server import room_state
 from server.services.daily import DailyInfo, parse_date
-from server.services.friends import FollowedPlayer
 from server.services.game_views import GameSummary
 from server.services.leaderboards import Entry
-from server.services.profiles import Profile
-from server.services.replays import Replay
 from server.web import metrics
 from server.web.http import (
     bearer,
     error_response,
-    follow_name_body,
     int_param,
     new_player_body,
     path_id,
@@ -44,6 +41,7 @@ from server.web.http import (
     required_credential,
     respond,
     sign_in_body,
+    utc,
 )
 from server.web.keys import ADMISSION, METRICS, SERVICES, SETTINGS
 
@@ -185,94 +183,7 @@ async def me(request: web.Request) -> web.Response:
     """The player the bearer token belongs to."""
     player = await bearer(request, required=True)
     assert player is not None
-    return respond(rest.Player(player.id, player.name))
-
-
-def _followed(player: FollowedPlayer) -> rest.FollowedPlayer:
-    return rest.FollowedPlayer(player.id, player.name, _utc(player.since), player.online)
-
-
-async def following(request: web.Request) -> web.Response:
-    """The players the caller follows, the earliest followed first, each with whether they
-    have a websocket open now (on any server process), and how many one may follow."""
-    player = await bearer(request, required=True)
-    assert player is not None
-    friends = request.app[SERVICES].friends
-    players = await friends.following(player.id)
-    return respond(rest.Following([_followed(p) for p in players], friends.max_following))
-
-
-def _player_id(request: web.Request) -> int:
-    """The ``player_id`` of the path: a row id, 1 and up.
-
-    Raises:
-        InvalidInputError: ``bad_player_id``.
-    """
-    player_id = path_id(request, "player_id")
-    if player_id < 1:
-        raise InvalidInputError("player_id must be 1 or more", code=ErrorCode.BAD_PLAYER_ID)
-    return player_id
-
-
-async def follow(request: web.Request) -> web.Response:
-    """Follow a player by id (one-way: they are not asked). Following them again changes
-    nothing (``since`` stays the first time)."""
-    player = await bearer(request, required=True)
-    assert player is not None
-    player_id = _player_id(request)
-    followed = await request.app[SERVICES].friends.follow(player.id, player_id)
-    return respond(_followed(followed))
-
-
-async def follow_by_name(request: web.Request) -> web.Response:
-    """Follow a player by name, read as registration reads it (any case, look-alike
-    letters). Following them again changes nothing."""
-    player = await bearer(request, required=True)
-    assert player is not None
-    body = await follow_name_body(request)
-    followed = await request.app[SERVICES].friends.follow_name(player.id, body.name)
-    return respond(_followed(followed))
-
-
-async def unfollow(request: web.Request) -> web.Response:
-    """Stop following a player (also when one did not follow them: ``was_following`` says)."""
-    player = await bearer(request, required=True)
-    assert player is not None
-    player_id = _player_id(request)
-    was = await request.app[SERVICES].friends.unfollow(player.id, player_id)
-    return respond(rest.Unfollowed(player_id, was))
-
-
-def _profile(profile: Profile) -> rest.PlayerProfile:
-    return rest.PlayerProfile(
-        id=profile.player_id,
-        name=profile.name,
-        member_since=profile.member_since,
-        today=profile.today,
-        streak=rest.Streak(profile.streaks.current, profile.streaks.best),
-        best_score=profile.best_score,
-        average_par_share=profile.average_par_share,
-        ranked_days=profile.ranked_days,
-        races_played=profile.races_played,
-        races_won=profile.races_won,
-        days=[
-            rest.ProfileDay(d.date, d.status, d.score, d.rank, d.par, d.par_share)
-            for d in profile.days
-        ],
-    )
-
-
-async def player_profile(request: web.Request) -> web.Response:
-    """A player's public profile: name, member since, the daily history by UTC date (result,
-    rank on that date's leaderboard, score, share of par), the current and best daily streak,
-    best score, average share of par, races played and won. Never a deal's code nor a card:
-    today's daily shows its result alone, a race still running shows nowhere."""
-    player_id = path_id(request, "player_id")
-    return respond(_profile(await request.app[SERVICES].profiles.profile(player_id)))
-
-
-def _utc(when: dt.datetime) -> dt.datetime:
-    return when.astimezone(dt.UTC)
+    return respond(Player(player.id, player.name))
 
 
 def _daily(info: DailyInfo) -> rest.DailyChallenge:
@@ -283,11 +194,9 @@ def _daily(info: DailyInfo) -> rest.DailyChallenge:
         is_open=info.is_open,
         players=info.players,
         ranked=info.ranked,
-        closes_at=_utc(info.closes_at),
+        closes_at=utc(info.closes_at),
         par=info.par,
-        line=None
-        if info.line is None
-        else [rest.LineStep(s.action, s.pos, s.card) for s in info.line],
+        line=None if info.line is None else [LineStep(s.action, s.pos, s.card) for s in info.line],
     )
 
 
@@ -314,7 +223,7 @@ def _entry(entry: Entry, replayable: bool) -> rest.LeaderboardEntry:
         undos=entry.undos,
         elapsed_ms=entry.elapsed_ms,
         status=entry.status,
-        finished_at=_utc(entry.finished_at),
+        finished_at=utc(entry.finished_at),
         game_id=entry.game_id,
         replayable=replayable,
     )
@@ -362,7 +271,7 @@ async def friends_board(request: web.Request) -> web.Response:
 def _game_record(summary: GameSummary) -> rest.GameRecord:
     return rest.GameRecord(
         id=summary.id,
-        player=rest.Player(summary.player_id, summary.player_name),
+        player=Player(summary.player_id, summary.player_name),
         mode=summary.mode.value,
         rules=summary.code.rules,
         code=str(summary.code) if summary.revealed else None,
@@ -374,8 +283,8 @@ def _game_record(summary: GameSummary) -> rest.GameRecord:
         undos=summary.undos,
         seq=summary.seq,
         elapsed_ms=summary.elapsed_ms,
-        created_at=_utc(summary.created_at),
-        finished_at=None if summary.finished_at is None else _utc(summary.finished_at),
+        created_at=utc(summary.created_at),
+        finished_at=None if summary.finished_at is None else utc(summary.finished_at),
         hinted=summary.hinted,
         par=summary.par,
         par_share=None if not summary.par else round(summary.score / summary.par, 4),
@@ -388,7 +297,7 @@ def _game_record(summary: GameSummary) -> rest.GameRecord:
                 pos=a.pos,
                 card=a.card,
                 score_after=a.score_after,
-                at=_utc(a.at),
+                at=utc(a.at),
             )
             for a in summary.actions
         ],
@@ -405,62 +314,6 @@ async def game_summary(request: web.Request) -> web.Response:
         game_id, None if viewer is None else viewer.id
     )
     return respond(_game_record(summary))
-
-
-def _replay(replay: Replay) -> rest.Replay:
-    game, deal = replay.game, replay.deal
-    return rest.Replay(
-        game=rest.ReplayGame(
-            id=game.id,
-            player=rest.Player(game.player_id, game.player_name),
-            mode=game.mode.value,
-            daily_date=game.daily_date,
-            race_invite=game.race_invite,
-            code=str(game.code),
-            rules=game.code.rules,
-            status=game.status,
-            score=game.score,
-            moves=game.moves,
-            undos=game.undos,
-            elapsed_ms=game.elapsed_ms,
-            created_at=_utc(game.created_at),
-            finished_at=None if game.finished_at is None else _utc(game.finished_at),
-            hinted=game.hinted,
-        ),
-        layout=rest.DealLayout(
-            tableau=[str(card) for card in deal.tableau],
-            waste=str(deal.waste),
-            stock=[str(card) for card in deal.stock],
-        ),
-        actions=[
-            rest.ReplayAction(
-                seq=s.seq,
-                action=s.kind,
-                pos=s.pos,
-                card=s.card,
-                score_after=s.score_after,
-                at=_utc(s.at),
-                undoes=s.undoes,
-                undone=s.undone,
-            )
-            for s in replay.steps
-        ],
-        par=replay.par,
-        line=None
-        if replay.line is None
-        else [rest.LineStep(s.action, s.pos, s.card) for s in replay.line],
-        diverged_at=replay.diverged_at,
-    )
-
-
-async def game_replay(request: web.Request) -> web.Response:
-    """A finished game whose deal is public, to replay move by move: the game, every card of
-    its deal, every stored action (undos tied to what they took back), the solver's optimal
-    line, and the first action that left every optimal path. A daily game is replayable once
-    its UTC date is over, a race game once its race has finished, a free game once it has
-    ended; before that 409 ``replay_not_public``, which names nothing of the deal."""
-    game_id = path_id(request, "game_id")
-    return respond(_replay(await request.app[SERVICES].replays.replay(game_id)))
 
 
 async def race_room(request: web.Request) -> web.Response:

@@ -2,12 +2,13 @@
 request id, every failure answered as the JSON error body), and the reading of parameters,
 bearer tokens and JSON bodies, each refusing bad input with an error that names it.
 
-The routes themselves are :mod:`server.web.api`'s handlers, registered and described by
-:mod:`server.web.routes`.
+The routes themselves are the handlers of :mod:`server.web.api`, :mod:`server.web.api_players`
+and :mod:`server.web.api_replays`, registered and described by :mod:`server.web.routes`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import math
@@ -34,6 +35,7 @@ from server.errors import (
 from server.logs import bind, log_context
 from server.protocol import rest
 from server.protocol.client import MAX_ID
+from server.protocol.rest_players import FollowName
 from server.services.players import Credential, PlayerInfo
 from server.web.keys import SERVICES
 
@@ -54,6 +56,11 @@ def respond(body: rest.Body, status: int = 200) -> web.Response:
     return web.Response(
         body=rest.encode(body), status=status, content_type="application/json", charset="utf-8"
     )
+
+
+def utc(when: dt.datetime) -> dt.datetime:
+    """An aware time as UTC, as every body sends it (docs/protocol.md §12.1)."""
+    return when.astimezone(dt.UTC)
 
 
 def error_response(status: int, code: ErrorCode, message: str) -> web.Response:
@@ -231,8 +238,8 @@ async def sign_in_body(request: web.Request) -> rest.SignIn:
         ) from None
 
 
-async def follow_name_body(request: web.Request) -> rest.FollowName:
-    """The request's body, read as a :class:`rest.FollowName`.
+async def follow_name_body(request: web.Request) -> FollowName:
+    """The request's body, read as a :class:`FollowName`.
 
     Raises:
         InvalidInputError: ``bad_json`` (as for :func:`new_player_body`); ``invalid_input`` (no
@@ -241,7 +248,7 @@ async def follow_name_body(request: web.Request) -> rest.FollowName:
     """
     body = await _json_object(request)
     try:
-        return msgspec.convert(body, rest.FollowName)
+        return msgspec.convert(body, FollowName)
     except msgspec.ValidationError:
         raise InvalidInputError(
             "the body needs a 'name', a string of at most 200 characters",
