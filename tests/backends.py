@@ -55,9 +55,11 @@ from server.storage.models import (
 from server.storage.moderation import ModerationStore, PostgresModerationStore
 from server.storage.online import OnlineStore, PostgresOnlineStore
 from server.storage.players import PlayerStore, PostgresPlayerStore
-from server.storage.presence import PostgresPresenceStore, PresenceStore
+from server.storage.presence import PresenceStore
+from server.storage.presence_postgres import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore, ProfileStore
-from server.storage.races import PostgresRaceStore, RaceStore
+from server.storage.races import RaceStore
+from server.storage.races_postgres import PostgresRaceStore
 from server.storage.review import PostgresReviewStore, ReviewStore, Step
 from server.storage.sessions import Sessions
 from tests.fakes.daily import MemoryDailyStore

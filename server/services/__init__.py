@@ -31,9 +31,9 @@ from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.online import PostgresOnlineStore
 from server.storage.players import PostgresPlayerStore
-from server.storage.presence import PostgresPresenceStore
+from server.storage.presence_postgres import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore
-from server.storage.races import PostgresRaceStore
+from server.storage.races_postgres import PostgresRaceStore
 from server.storage.sessions import Sessions
 
 

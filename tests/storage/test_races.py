@@ -19,7 +19,8 @@ from server.errors import StorageConflict, StorageUnavailable
 from server.storage.events import CHANNEL
 from server.storage.models import Race, RacePlayer, RacePresence, RaceStatus
 from server.storage.presence import PresenceRole, PresenceState
-from server.storage.races import INVITE_KEY, PostgresRaceStore, RaceRow
+from server.storage.races import INVITE_KEY, RaceRow
+from server.storage.races_postgres import PostgresRaceStore
 from server.storage.sessions import Sessions
 from tests.helpers import eventually
 from tests.storage.test_models import T0, add_game, add_player
