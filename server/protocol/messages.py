@@ -4,8 +4,9 @@ room in particular (``error``, ``pong``).
 
 Every message is a msgspec Struct whose ``type`` is its tag (a request's ``id``, when it had
 one, comes last). The messages themselves are in :mod:`server.protocol.game_messages` (the
-STATE and the replies about a game) and :mod:`server.protocol.race_messages` (the ROOM and the
-race messages); :mod:`server.protocol.server` gathers them all (``TypedReply``).
+STATE and the replies about a game), :mod:`server.protocol.race_room` (the ROOM) and
+:mod:`server.protocol.race_messages` (the race messages); :mod:`server.protocol.server` gathers
+them all (``TypedReply``).
 """
 
 from __future__ import annotations

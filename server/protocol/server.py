@@ -10,7 +10,8 @@ name is importable from here (``from server.protocol import server as out``):
   ``error`` and ``pong`` replies;
 - :mod:`server.protocol.game_messages`: the STATE (``GameState``) and the replies about a game,
   with the player texts the server sends (``PlayerText``);
-- :mod:`server.protocol.race_messages`: the ROOM (``RoomState``) and the race messages;
+- :mod:`server.protocol.race_room`: the ROOM (``RoomState``);
+- :mod:`server.protocol.race_messages`: the race messages;
 - here: ``welcome`` (a player's games and rooms) and the union of them all.
 """
 
@@ -53,9 +54,6 @@ from server.protocol.messages import (
 from server.protocol.race_messages import (
     Invited,
     Inviter,
-    Presence,
-    PresenceView,
-    Progress,
     ProgressView,
     Race,
     RaceGo,
@@ -64,14 +62,7 @@ from server.protocol.race_messages import (
     RaceProgress,
     RaceResults,
     RaceRoom,
-    RoomPlayer,
-    RoomState,
-    RoomView,
-    RoomWatcher,
-    SeatView,
-    WatcherView,
     invited,
-    presence,
     race,
     race_go,
     race_invite,
@@ -79,6 +70,18 @@ from server.protocol.race_messages import (
     race_progress,
     race_results,
     race_room,
+)
+from server.protocol.race_room import (
+    Presence,
+    PresenceView,
+    Progress,
+    RoomPlayer,
+    RoomState,
+    RoomView,
+    RoomWatcher,
+    SeatView,
+    WatcherView,
+    presence,
     room_state,
 )
 
