@@ -37,6 +37,12 @@ WITHOUT_SQL = [
     "services/room_presence.py",
     "services/presence.py",
 ]
+#: Storage modules that state a store's contract and rows apart from its PostgreSQL class (in
+#: the ``*_postgres.py`` module beside them), so that they name nothing of SQLAlchemy or asyncpg.
+CONTRACTS_APART = {
+    "storage/races.py": "storage/races_postgres.py",
+    "storage/presence.py": "storage/presence_postgres.py",
+}
 
 
 def _imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
@@ -72,5 +78,13 @@ def test_services_split_into_stores_import_nothing_of_sqlalchemy_or_the_driver()
     for name in WITHOUT_SQL:
         path = SERVER / name
         assert path.is_file(), name
+        for module, _ in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            assert module.split(".")[0] not in ("sqlalchemy", "asyncpg"), (name, module)
+
+
+def test_store_contracts_kept_apart_import_nothing_of_sqlalchemy_or_the_driver() -> None:
+    for name, postgres in CONTRACTS_APART.items():
+        path = SERVER / name
+        assert (SERVER / postgres).is_file(), postgres
         for module, _ in _imports(ast.parse(path.read_text(encoding="utf-8"))):
             assert module.split(".")[0] not in ("sqlalchemy", "asyncpg"), (name, module)

@@ -23,8 +23,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from server.storage.enums import PresenceRole, PresenceState
 from server.storage.instances import InstanceStore
-from server.storage.models import PresenceRole, PresenceState
 from server.storage.transactions import Transaction
 
 
