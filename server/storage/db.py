@@ -270,3 +270,14 @@ def _running(pid: int) -> bool:
 
 
 _EMBEDDED: list[object] = []  # keeps the embedded server's handle alive for the process
+
+
+async def database_answers(engine: AsyncEngine) -> None:
+    """Ask the database one trivial question (``SELECT 1``) on a pooled connection: the health
+    check's.
+
+    Raises:
+        Exception: whatever the pool or the driver raised (the caller reports it).
+    """
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))

@@ -16,7 +16,6 @@ import logging
 import msgspec
 from aiohttp import web
 from limits import RateLimitItemPerMinute
-from sqlalchemy import text
 
 from server.config import Settings
 from server.errors import (
@@ -30,6 +29,7 @@ from server.protocol.server import room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.game_views import GameSummary
 from server.services.leaderboards import Entry
+from server.storage.db import database_answers
 from server.web import metrics
 from server.web.http import (
     bearer,
@@ -50,8 +50,7 @@ log = logging.getLogger(__name__)
 
 async def _database_answers(request: web.Request) -> bool:
     try:
-        async with request.app[SERVICES].db.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        await database_answers(request.app[SERVICES].db)
     except Exception as exc:
         log.warning("health check: database unreachable: %s", exc.__class__.__name__)
         return False
