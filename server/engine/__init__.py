@@ -26,6 +26,7 @@ from server.engine.errors import (
 )
 from server.engine.game import (
     FACE_DOWN,
+    MAX_ACTIONS,
     PEAK_BONUS,
     START_SCORE,
     UNDO_DEPTH,
@@ -43,6 +44,7 @@ __all__ = [
     "DEAL_ALGORITHM",
     "FACE_DOWN",
     "FULL_DECK",
+    "MAX_ACTIONS",
     "PEAKS",
     "PEAK_BONUS",
     "PEAK_OF",

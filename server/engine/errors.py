@@ -99,6 +99,7 @@ class Rejection(StrEnum):
     STOCK_EMPTY = "stock_empty"
     NOTHING_TO_UNDO = "nothing_to_undo"
     GAME_OVER = "game_over"
+    ACTION_LIMIT = "action_limit"
 
 
 class IllegalActionError(EngineError):

@@ -43,10 +43,18 @@ from server.engine.codes import GameCode, RuleSet
 from server.engine.deals import Deal
 from server.engine.errors import IllegalActionError, Rejection
 from server.engine.layout import COVERED_BY, COVERS, PEAK_OF, PEAKS, POSITION_COUNT
-from server.engine.rules import PEAK_BONUS, START_SCORE, UNDO_DEPTH, is_neighbour, next_score
+from server.engine.rules import (
+    MAX_ACTIONS,
+    PEAK_BONUS,
+    START_SCORE,
+    UNDO_DEPTH,
+    is_neighbour,
+    next_score,
+)
 
 __all__ = [
     "FACE_DOWN",
+    "MAX_ACTIONS",
     "PEAK_BONUS",
     "START_SCORE",
     "UNDO_DEPTH",
@@ -97,6 +105,7 @@ class Game:
         "_cards_left",
         "_deal",
         "_history",
+        "_limit",
         "_log",
         "_moves",
         "_peak_left",
@@ -127,6 +136,7 @@ class Game:
         self._history: list[_Undoable] = []  # still-undoable entries, oldest first
         self._pushes = 0  # removals/draws ever pushed on the history (its serial counter)
         self._log: list[Action] = []
+        self._limit: int | None = MAX_ACTIONS  # None only while a stored log is rebuilt
         # What a player sees at each position (the card, FACE_DOWN or None once removed), kept
         # up to date as actions apply so that a view costs no rule check.
         self._shown: list[Card | str | None] = [
@@ -167,8 +177,10 @@ class Game:
             IllegalActionError: an action of the log is refused (the log is not a legal game).
         """
         game = cls(deal, rules, ranked=ranked)
+        game._limit = None  # a log stored before the limit existed still rebuilds
         for action in actions:
             game.apply(action)
+        game._limit = MAX_ACTIONS
         return game
 
     def copy(self) -> Game:
@@ -181,6 +193,7 @@ class Game:
         twin._deal, twin._rules, twin._ranked = self._deal, self._rules, self._ranked
         twin._tableau, twin._stock = list(self._tableau), list(self._stock)
         twin._waste, twin._log = list(self._waste), list(self._log)
+        twin._limit = self._limit
         twin._score, twin._moves, twin._undos = self._score, self._moves, self._undos
         twin._cards_left, twin._peak_left = self._cards_left, list(self._peak_left)
         twin._history, twin._pushes = list(self._history), self._pushes
@@ -281,6 +294,8 @@ class Game:
         """
         if self._refuses(action.kind):
             return Rejection.GAME_OVER
+        if self._at_limit():
+            return Rejection.ACTION_LIMIT
         if action.kind is ActionKind.REMOVE:
             assert action.pos is not None
             card = self._tableau[action.pos]
@@ -304,6 +319,8 @@ class Game:
             Removals by ascending position, then ``draw``, then ``undo`` (each only if accepted).
         """
         actions: list[Action] = []
+        if self._at_limit():
+            return ()
         if not self._refuses(ActionKind.REMOVE):
             top, rules = self._waste[-1], self._rules
             actions += (
@@ -474,6 +491,11 @@ class Game:
         if self._status is Status.BLOCKED:
             return self._ranked or kind is not ActionKind.UNDO
         return True
+
+    def _at_limit(self) -> bool:
+        """Whether the game has taken its :data:`MAX_ACTIONS` (docs/rules.md §2 "Length of a
+        game")."""
+        return self._limit is not None and len(self._log) >= self._limit
 
     def _face_up(self, pos: int) -> bool:
         """:meth:`is_face_up` for a position known to be valid."""

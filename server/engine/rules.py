@@ -11,7 +11,7 @@ from typing import Final
 from server.engine.cards import Card
 from server.engine.codes import RuleSet
 
-__all__ = ["PEAK_BONUS", "START_SCORE", "UNDO_DEPTH", "is_neighbour", "next_score"]
+__all__ = ["MAX_ACTIONS", "PEAK_BONUS", "START_SCORE", "UNDO_DEPTH", "is_neighbour", "next_score"]
 
 START_SCORE: Final = 500
 """Score at the start of every game (docs/rules.md §2 "Score")."""
@@ -21,6 +21,10 @@ PEAK_BONUS: Final = 100
 
 UNDO_DEPTH: Final = 100
 """How many of the most recent removals/draws stay undoable (docs/rules.md §2 "Undo")."""
+
+MAX_ACTIONS: Final = 2_000
+"""The most actions (removals, draws and undos together) one game takes (docs/rules.md §2
+"Length of a game")."""
 
 _MOVE_COST: Final = 1
 

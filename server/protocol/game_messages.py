@@ -52,6 +52,7 @@ class PlayerText(StrEnum):
     #: ``rejected`` ``message`` texts (with error help on), for the engine's rejection codes…
     NOT_ADJACENT = "rejected.not_adjacent"
     BLOCKED = "rejected.blocked"
+    ACTION_LIMIT = "rejected.action_limit"
     #: … and for those the services add.
     STALE_SEQ = "rejected.stale_seq"
     DAILY_CLOSED = "rejected.daily_closed"
@@ -64,6 +65,7 @@ class PlayerText(StrEnum):
 _REJECTION_TEXT: dict[str, PlayerText] = {
     Rejection.NOT_ADJACENT: PlayerText.NOT_ADJACENT,
     Rejection.BLOCKED: PlayerText.BLOCKED,
+    Rejection.ACTION_LIMIT: PlayerText.ACTION_LIMIT,
     "stale_seq": PlayerText.STALE_SEQ,
     "daily_closed": PlayerText.DAILY_CLOSED,
     "race_not_started": PlayerText.RACE_NOT_STARTED,

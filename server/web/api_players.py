@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from server.errors import ErrorCode, InvalidInputError
 from server.protocol.rest_players import (
     FollowedPlayer,
     Following,
@@ -47,10 +46,7 @@ def _player_id(request: web.Request) -> int:
     Raises:
         InvalidInputError: ``bad_player_id``.
     """
-    player_id = path_id(request, "player_id")
-    if player_id < 1:
-        raise InvalidInputError("player_id must be 1 or more", code=ErrorCode.BAD_PLAYER_ID)
-    return player_id
+    return path_id(request, "player_id")
 
 
 async def follow(request: web.Request) -> web.Response:

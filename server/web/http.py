@@ -161,9 +161,14 @@ def int_param(raw: str | None, name: str, default: int) -> int:
 
 
 def path_id(request: web.Request, name: str) -> int:
-    """A row id in the path: ASCII digits, at most :data:`MAX_ID` (the database's bigint)."""
+    """A row id in the path: ASCII digits, 1 to :data:`MAX_ID` (the database's bigint), as the
+    OpenAPI document's parameter says.
+
+    Raises:
+        InvalidInputError: ``bad_<name>`` (e.g. ``bad_game_id``): anything else, 0 included.
+    """
     raw = request.match_info[name]
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > MAX_ID:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or not 1 <= int(raw) <= MAX_ID:
         raise InvalidInputError(f"{name} must be a positive integer", code=ErrorCode(f"bad_{name}"))
     return int(raw)
 

@@ -26,6 +26,7 @@ def test_rejection_codes_have_their_wire_values() -> None:
         "STOCK_EMPTY": "stock_empty",
         "NOTHING_TO_UNDO": "nothing_to_undo",
         "GAME_OVER": "game_over",
+        "ACTION_LIMIT": "action_limit",
     }
 
 

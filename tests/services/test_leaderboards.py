@@ -302,7 +302,7 @@ async def test_around_an_unranked_player_is_404_not_ranked(client: Client, db: A
     for name in ("noisePlaying", "noiseResigned", "noiseFree", "noiseRace", "noiseTomorrow"):
         await error(await client.get(f"{BOARD}/around/{by[name]}"), 404, "not_ranked")
     await error(await client.get(f"{BOARD}/around/999999"), 404, "not_ranked")
-    await error(await client.get(f"{BOARD}/around/0"), 404, "not_ranked")
+    await error(await client.get(f"{BOARD}/around/0"), 400, "bad_player_id")
     # ranked on another date only
     await error(await client.get(f"{BOARD}/around/{by['noiseYesterday']}"), 404, "not_ranked")
     ok = await get_json(

@@ -94,7 +94,7 @@ async def play_free(
 
 async def test_unknown_game_is_404(client: Client) -> None:
     await error(await client.get("/api/v1/games/999999"), 404, "unknown_game")
-    await error(await client.get("/api/v1/games/0"), 404, "unknown_game")
+    await error(await client.get("/api/v1/games/0"), 400, "bad_game_id")
 
 
 @pytest.mark.parametrize("game_id", ["abc", "-1", "1.0", "1e3", "0x1f", "9" * 40, "１"])
