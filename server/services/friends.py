@@ -129,7 +129,7 @@ class FriendService:
         """
         if player_id == me:
             raise InvalidInputError("you cannot follow yourself", code=ErrorCode.CANNOT_FOLLOW_SELF)
-        outcome = await self._follows.follow(
+        outcome, row = await self._follows.follow(
             me, player_id, self._clock.now(), limit=self.max_following
         )
         if outcome is Followed.NO_PLAYER:
@@ -140,10 +140,9 @@ class FriendService:
                 "unfollow one first",
                 code=ErrorCode.FOLLOWING_LIMIT,
             )
-        found = await self._one(me, player_id)
-        if found is None:  # unfollowed again meanwhile (another device)
-            raise NotFoundError(f"no player has id {player_id}", code=ErrorCode.UNKNOWN_PLAYER)
-        return found
+        assert row is not None  # NEW or ALREADY: the follow as it stood when made or found
+        online = await self._online.online_among([player_id], self.instance_timeout_s)
+        return FollowedPlayer(row.id, row.name, row.since, player_id in online)
 
     async def follow_name(self, me: int, raw_name: object) -> FollowedPlayer:
         """Follow a player by name, read as registration reads it (any case, look-alike
@@ -185,13 +184,6 @@ class FriendService:
         rows = await self._follows.following(me)
         online = await self._online.online_among([r.id for r in rows], self.instance_timeout_s)
         return [FollowedPlayer(r.id, r.name, r.since, r.id in online) for r in rows]
-
-    async def _one(self, me: int, player_id: int) -> FollowedPlayer | None:
-        rows = [r for r in await self._follows.following(me) if r.id == player_id]
-        if not rows:
-            return None
-        online = await self._online.online_among([player_id], self.instance_timeout_s)
-        return FollowedPlayer(rows[0].id, rows[0].name, rows[0].since, player_id in online)
 
     async def board(self, date: dt.date, me: int) -> list[Entry]:
         """The friends' view of a date's board: the entries of ``me`` and of the players they
@@ -284,12 +276,24 @@ class FriendService:
         if not await self._online.online_among([player_id], self.instance_timeout_s):
             raise ConflictError(f"player {player_id} is not online", code=ErrorCode.PLAYER_OFFLINE)
         now = self._clock.now()
+        # Checked and counted with no await between: invitations sent at the same moment
+        # cannot all pass the limits before any is counted.
         self._check_limits(sender.id, room.id, player_id, now)
-        await self._online.announce_invite(
-            RaceInvited(race_id=room.id, invite=room.invite, player_id=player_id, from_id=sender.id)
-        )
-        self._sent.setdefault(sender.id, deque()).append(now)
+        sent = self._sent.setdefault(sender.id, deque())
+        sent.append(now)
         self._last[(sender.id, room.id, player_id)] = now
+        try:
+            await self._online.announce_invite(
+                RaceInvited(
+                    race_id=room.id, invite=room.invite, player_id=player_id, from_id=sender.id
+                )
+            )
+        except BaseException:  # nobody was told: the invitation does not count
+            if now in sent:
+                sent.remove(now)
+            if self._last.get((sender.id, room.id, player_id)) == now:
+                del self._last[(sender.id, room.id, player_id)]
+            raise
 
     def _check_limits(self, sender: int, race_id: int, player_id: int, now: dt.datetime) -> None:
         """Refuse an invitation over the limits (and forget what is past them).

@@ -58,11 +58,12 @@ class FollowStore(Protocol):
 
     async def follow(
         self, follower_id: int, followed_id: int, at: dt.datetime, *, limit: int
-    ) -> Followed:
+    ) -> tuple[Followed, FollowedRow | None]:
         """Make ``follower_id`` follow ``followed_id`` from ``at`` (aware UTC), unless they do
         already, either player does not exist, or the follower already follows ``limit``
         players (checked in that order, so a follow repeated at the limit is
-        :attr:`Followed.ALREADY`).
+        :attr:`Followed.ALREADY`). Returns what it did and, for ``NEW`` and ``ALREADY``, the
+        follow as it stands in the same transaction (else None).
 
         Raises:
             StorageConflict: ``ck_follows_not_self``: the two ids are the same.
@@ -111,7 +112,7 @@ class PostgresFollowStore:
 
     async def follow(
         self, follower_id: int, followed_id: int, at: dt.datetime, *, limit: int
-    ) -> Followed:
+    ) -> tuple[Followed, FollowedRow | None]:
         """See :meth:`FollowStore.follow`: the follower's row locked (``FOR NO KEY UPDATE``:
         concurrent follows of one follower take turns, nobody else waits), then the checks
         and ``INSERT … ON CONFLICT DO NOTHING``, in one transaction.
@@ -121,28 +122,33 @@ class PostgresFollowStore:
             StorageError: the database failed otherwise.
         """
         if not (_in_range(follower_id) and _in_range(followed_id)):
-            return Followed.NO_PLAYER
+            return Followed.NO_PLAYER, None
         async with self._sessions() as session:
             locked = await session.scalar(
                 select(Player.id).where(Player.id == follower_id).with_for_update(key_share=True)
             )
-            followed = await session.scalar(select(Player.id).where(Player.id == followed_id))
-            if locked is None or followed is None:
-                return Followed.NO_PLAYER
-            if await session.scalar(select(_pair(follower_id, followed_id))):
-                return Followed.ALREADY
+            name = await session.scalar(select(Player.name).where(Player.id == followed_id))
+            if locked is None or name is None:
+                return Followed.NO_PLAYER, None
+            since = await session.scalar(
+                select(Follow.created_at).where(
+                    Follow.follower_id == follower_id, Follow.followed_id == followed_id
+                )
+            )
+            if since is not None:
+                return Followed.ALREADY, FollowedRow(followed_id, name, since)
             count = await session.scalar(
                 select(func.count()).select_from(Follow).where(Follow.follower_id == follower_id)
             )
             if (count or 0) >= limit:
-                return Followed.LIMIT
+                return Followed.LIMIT, None
             await session.execute(
                 insert(Follow)
                 .values(follower_id=follower_id, followed_id=followed_id, created_at=at)
                 .on_conflict_do_nothing()
             )
             await session.commit()
-        return Followed.NEW
+        return Followed.NEW, FollowedRow(followed_id, name, at)
 
     async def unfollow(self, follower_id: int, followed_id: int) -> bool:
         """See :meth:`FollowStore.unfollow` (one ``DELETE`` by the primary key).

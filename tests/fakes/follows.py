@@ -32,18 +32,20 @@ class MemoryFollowStore:
 
     async def follow(
         self, follower_id: int, followed_id: int, at: dt.datetime, *, limit: int
-    ) -> Followed:
+    ) -> tuple[Followed, FollowedRow | None]:
         await self._db.query()
         if follower_id not in self._db.players or followed_id not in self._db.players:
-            return Followed.NO_PLAYER
+            return Followed.NO_PLAYER, None
         if follower_id == followed_id:
             raise StorageConflict("ck_follows_not_self")
-        if (follower_id, followed_id) in self._db.follows:
-            return Followed.ALREADY
+        name = self._db.players[followed_id].name
+        since = self._db.follows.get((follower_id, followed_id))
+        if since is not None:
+            return Followed.ALREADY, FollowedRow(followed_id, name, since)
         if sum(f == follower_id for f, _ in self._db.follows) >= limit:
-            return Followed.LIMIT
+            return Followed.LIMIT, None
         self._db.follows[(follower_id, followed_id)] = at
-        return Followed.NEW
+        return Followed.NEW, FollowedRow(followed_id, name, at)
 
     async def unfollow(self, follower_id: int, followed_id: int) -> bool:
         await self._db.query()

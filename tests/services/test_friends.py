@@ -124,6 +124,7 @@ class FlakyOnline:
     def __init__(self, store: OnlineStore) -> None:
         self._store = store
         self.failing = False
+        self.announcing = True
         self.reads = 0
 
     async def record(
@@ -141,6 +142,8 @@ class FlakyOnline:
         return await self._store.online_among(player_ids, timeout_s)
 
     async def announce_invite(self, event: RaceInvited) -> None:
+        if not self.announcing:
+            raise StorageUnavailable("the database is down")
         await self._store.announce_invite(event)
 
 
@@ -323,3 +326,58 @@ async def test_invitations_are_capped_per_player_and_per_minute(backend: Backend
     clock.advance(seconds=max(60.0, INVITE_AGAIN_S))
     await friends.invite(sender, room, others[INVITES_PER_MINUTE])
     await friends.invite(sender, room, others[0])
+
+
+async def test_invitations_sent_at_the_same_moment_keep_to_the_limits(backend: Backend) -> None:
+    names = ["Me", *(f"P{i}" for i in range(INVITES_PER_MINUTE + 5))]
+    me, *others = await backend.add_players(names)
+    friends = _service(backend)
+    sender = PlayerInfo(me, "Me")
+    room = _room(me, (me, "Me"))
+    for i, player in enumerate(others):
+        await friends.follow(me, player)
+        await friends.connected(f"ws-{i}", player)
+
+    async def outcome(player: int) -> str:
+        try:
+            await friends.invite(sender, room, player)
+        except ConflictError as exc:
+            return str(exc.code)
+        return "invited"
+
+    async with backend.events() as events:
+        same = await asyncio.gather(*(outcome(others[0]) for _ in range(6)))
+        assert sorted(same) == ["invited", *["too_many_invites"] * 5]
+        spread = await asyncio.gather(*(outcome(p) for p in others[1:]))
+        assert spread.count("invited") == INVITES_PER_MINUTE - 1
+    sent = [e for e in events if isinstance(e, RaceInvited)]
+    assert len(sent) == INVITES_PER_MINUTE
+
+
+async def test_an_invitation_nobody_was_told_of_does_not_count(backend: Backend) -> None:
+    me, ada = await backend.add_players(["Me", "Ada"])
+    online = FlakyOnline(backend.online)
+    friends = FriendService(
+        backend.follows,
+        online,
+        LeaderboardService(backend.leaderboards),
+        FakeClock(T0),
+        instance=INSTANCE,
+        instance_timeout_s=60.0,
+    )
+    await friends.follow(me, ada)
+    await friends.connected("ws-1", ada)
+    room = _room(me, (me, "Me"))
+    online.announcing = False
+    with pytest.raises(StorageError):
+        await friends.invite(PlayerInfo(me, "Me"), room, ada)
+    online.announcing = True
+    await friends.invite(PlayerInfo(me, "Me"), room, ada)  # not "a moment ago"
+
+
+async def test_a_follow_answers_the_follow_made_even_if_undone_at_once(backend: Backend) -> None:
+    me, ada = await backend.add_players(["Me", "Ada"])
+    friends = _service(backend)
+    for _ in range(5):
+        followed, _ = await asyncio.gather(friends.follow(me, ada), friends.unfollow(me, ada))
+        assert (followed.id, followed.name) == (ada, "Ada")
