@@ -2,6 +2,12 @@
 
 A slow deal never delays other players: solving happens in worker processes, and each deal's
 answer is kept (per game code, which names the deal and the rule set).
+
+Work that only adds to what a page shows — a replay's optimal line and its divergence, a
+profile's pars — runs on the solver's spare capacity (:meth:`Analyzer.spare`): at most
+:data:`SPARE_SOLVES` such jobs at once per process, whoever asks and however many leave before
+the answer, so anonymous requests never queue more than that ahead of a player's hint or the
+daily's preparation; beyond it the page is answered without them.
 """
 
 from __future__ import annotations
@@ -12,10 +18,10 @@ import multiprocessing
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from server.engine.codes import GameCode
 from server.engine.game import Action, ActionKind, Game
@@ -28,6 +34,10 @@ Lookup = Literal["hit", "shared", "miss"]
 #: A solver task: a whole deal's analysis, the best action of a position (a hint), or where a
 #: replayed game first left every optimal path.
 Task = Literal["analyse", "hint", "divergence"]
+#: Optional solver jobs (replays, profiles) running at once, per process.
+SPARE_SOLVES = 2
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +150,7 @@ class Analyzer:
         on_lookup: called with how each analysis asked for was found (operational metrics).
         on_solve: called with each task the worker processes answered and its time in seconds,
             from its submission (waiting for a free worker included) to its answer.
+        spare_solves: optional jobs (:meth:`spare`) running at once.
     """
 
     def __init__(
@@ -149,6 +160,7 @@ class Analyzer:
         *,
         on_lookup: Callable[[Lookup], None] | None = None,
         on_solve: Callable[[Task, float], None] | None = None,
+        spare_solves: int = SPARE_SOLVES,
     ) -> None:
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
@@ -163,6 +175,8 @@ class Analyzer:
         self._cache_size = cache_size
         self._on_lookup = on_lookup
         self._on_solve = on_solve
+        self._spare_solves = spare_solves
+        self._spare: set[asyncio.Task[Any]] = set()
 
     async def analyse(self, code: GameCode) -> DealAnalysis:
         """Winnable, par and an optimal line for a deal (cached; concurrent asks share one
@@ -198,6 +212,28 @@ class Analyzer:
         finally:
             self._pending.pop(key, None)
 
+    def cached(self, code: GameCode) -> DealAnalysis | None:
+        """The deal's analysis if it is in the cache (no solve)."""
+        return self._cache.get(str(code))
+
+    def spare(self, job: Callable[[], Coroutine[Any, Any, T]]) -> asyncio.Task[T] | None:
+        """Run optional solver work (``job()``: a coroutine asking this analyzer) as a task of
+        its own when fewer than ``spare_solves`` such tasks are running, else None (no spare
+        capacity: answer without it). The task runs to its end whoever waits for it (its
+        answers are cached); the caller bounds its own wait (``asyncio.wait_for`` over
+        ``asyncio.shield``)."""
+        if len(self._spare) >= self._spare_solves:
+            return None
+        task = asyncio.create_task(job())
+        self._spare.add(task)
+        task.add_done_callback(self._spare_done)
+        return task
+
+    def _spare_done(self, task: asyncio.Task[Any]) -> None:
+        self._spare.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("optional solver work failed: %r", task.exception())
+
     async def best_action(self, code: GameCode, game: Game) -> Action | None:
         """The first action of an optimal line from the game's current position (None when
         no action is possible)."""
@@ -223,11 +259,7 @@ class Analyzer:
             None (kept, as the deals' analyses are: a line asked again is not solved again).
         """
         encoded = _encode(line)
-        key = (
-            str(code),
-            par,
-            " ".join(f"{kind}{'' if pos is None else pos}" for kind, pos in encoded),
-        )
+        key = _divergence_key(code, par, encoded)
         if key in self._divergences:
             self._divergences.move_to_end(key)
             return self._divergences[key]
@@ -239,6 +271,13 @@ class Analyzer:
         while len(self._divergences) > self._cache_size:
             self._divergences.popitem(last=False)
         return answer
+
+    def cached_divergence(
+        self, code: GameCode, par: int, line: Sequence[Action]
+    ) -> tuple[bool, int | None]:
+        """Whether :meth:`divergence` of this line is cached, and its answer if so."""
+        key = _divergence_key(code, par, _encode(line))
+        return key in self._divergences, self._divergences.get(key)
 
     def _looked_up(self, how: Lookup) -> None:
         if self._on_lookup is not None:
@@ -264,6 +303,13 @@ class Analyzer:
                 process.terminate()
         for process in processes:
             process.join(CLOSE_WAIT_S)
+
+
+def _divergence_key(
+    code: GameCode, par: int, encoded: Sequence[tuple[str, int | None]]
+) -> tuple[str, int, str]:
+    """A divergence's cache key: the deal, its par and the line written out."""
+    return str(code), par, " ".join(f"{kind}{'' if pos is None else pos}" for kind, pos in encoded)
 
 
 #: Seconds a terminated solver process is waited for when the pool closes.

@@ -13,6 +13,7 @@ figure).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ RANKED = frozenset({Status.WON, Status.BLOCKED})
 #: The statuses of a daily game that is over.
 ENDED = frozenset({Status.WON, Status.BLOCKED, Status.RESIGNED})
 _DAY = dt.timedelta(days=1)
+#: Seconds a profile read waits for the solver's pars of dates not yet solved.
+PAR_WAIT_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,15 +192,33 @@ class ProfileService:
         )
 
     async def _pars(self, days: Iterable[DailyResult]) -> dict[str, int]:
-        """The par of each date's deal (by its code), from the solver's cache or solved now;
-        empty without the solver."""
-        if self._analyzer is None:
+        """The par of each date's deal (by its code) that the solver has: from its cache, or
+        solved now on its spare capacity (one deal after the other, waited for up to
+        :data:`PAR_WAIT_S`; a solve not done by then goes on and is cached for the next
+        read); empty without the solver."""
+        analyzer = self._analyzer
+        if analyzer is None:
             return {}
-        codes = sorted({day.code for day in days})
-        analyses = await asyncio.gather(
-            *(self._analyzer.analyse(GameCode.parse(code)) for code in codes)
-        )
-        return {code: analysis.par for code, analysis in zip(codes, analyses, strict=True)}
+        codes = {code: GameCode.parse(code) for code in sorted({day.code for day in days})}
+
+        def known() -> dict[str, int]:
+            found = {code: analyzer.cached(parsed) for code, parsed in codes.items()}
+            return {code: a.par for code, a in found.items() if a is not None}
+
+        pars = known()
+        missing = [parsed for code, parsed in codes.items() if code not in pars]
+        if not missing:
+            return pars
+
+        async def solve() -> None:
+            for code in missing:
+                await analyzer.analyse(code)
+
+        task = analyzer.spare(solve)
+        if task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), PAR_WAIT_S)
+        return known()
 
 
 def _day(result: DailyResult, par: int | None) -> ProfileDay:

@@ -16,10 +16,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from server.engine.codes import GameCode
 from server.engine.deals import Deal
 from server.engine.game import Action, ActionKind, Status
 from server.errors import ConflictError, ErrorCode, NotFoundError
-from server.services.analysis import Analyzer, LineStep
+from server.services.analysis import Analyzer, DealAnalysis, LineStep
 from server.services.daily import DailyService
 from server.storage.enums import RaceStatus
 from server.storage.games import GameMode, GameRecord, GameStore, StoredAction
@@ -208,27 +209,45 @@ class ReplayService:
         analyzer = self._analyzer
         if analyzer is None:
             return None, None, None
-        try:
-            analysis = await asyncio.wait_for(
-                asyncio.shield(analyzer.analyse(record.code)), self._timeout_s
-            )
-        except TimeoutError:
-            log.warning("replay of game %s: the deal's analysis took too long", record.id)
-            return None, None, None
-        line = analysis.steps(record.code)
         effective = effective_line(steps)
         actions: list[Action] = []
         for i in effective:
             pos = steps[i].pos
             actions.append(Action.draw() if pos is None else Action.remove(pos))
+        code = record.code
+        known = analyzer.cached(code)
+        if known is not None:
+            found, index = analyzer.cached_divergence(code, known.par, actions)
+            if found:  # all of it known: no solver work
+                return known.par, known.steps(code), _at(effective, index)
+
+        async def solve() -> tuple[DealAnalysis, int | None]:
+            analysis = await analyzer.analyse(code)
+            return analysis, await analyzer.divergence(code, analysis.par, actions)
+
+        task = analyzer.spare(solve)
+        if task is None:
+            log.info("replay of game %s: no spare solver capacity", record.id)
+            return _partial(known, code)
         try:
-            index = await asyncio.wait_for(
-                analyzer.divergence(record.code, analysis.par, actions), self._timeout_s
-            )
+            analysis, index = await asyncio.wait_for(asyncio.shield(task), self._timeout_s)
         except TimeoutError:
-            log.warning("replay of game %s: the divergence took too long", record.id)
-            return analysis.par, line, None
-        return analysis.par, line, None if index is None else effective[index]
+            log.warning("replay of game %s: the solver took too long", record.id)
+            return _partial(analyzer.cached(code), code)
+        return analysis.par, analysis.steps(code), _at(effective, index)
+
+
+def _at(effective: Sequence[int], index: int | None) -> int | None:
+    """The index in the replay's steps of the effective line's ``index``-th action."""
+    return None if index is None else effective[index]
+
+
+def _partial(
+    known: DealAnalysis | None, code: GameCode
+) -> tuple[int | None, list[LineStep] | None, int | None]:
+    """What a replay shows of the solver's answers without waiting: the deal's par and line
+    when they are cached, never the divergence."""
+    return (None, None, None) if known is None else (known.par, known.steps(code), None)
 
 
 __all__: Sequence[str] = (

@@ -6,6 +6,8 @@ first action that left every optimal path (docs/rules.md §4 "Replays"); the bin
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import random
 from collections.abc import AsyncIterator
@@ -173,3 +175,62 @@ async def test_a_divergence_asked_again_is_not_solved_again() -> None:
         analyzer.close()
     assert first == again and first is not None and other is None
     assert solved == ["analyse", "divergence", "divergence"]
+
+
+async def test_optional_solver_work_runs_only_on_spare_capacity() -> None:
+    analyzer = Analyzer(1, spare_solves=2)
+    release = asyncio.Event()
+
+    async def held() -> int:
+        await release.wait()
+        return 1
+
+    try:
+        first, second = analyzer.spare(held), analyzer.spare(held)
+        assert first is not None and second is not None
+        assert analyzer.spare(held) is None  # both busy: none queued behind them
+        first.cancel()  # a caller leaving does not free a slot; the job's end does
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        third = analyzer.spare(held)
+        assert third is not None
+        release.set()
+        assert await second == await third == 1
+        fourth = analyzer.spare(held)
+        assert fourth is not None and await fourth == 1
+    finally:
+        analyzer.close()
+
+
+async def test_a_replay_with_the_solver_busy_shows_what_is_known_and_no_mark(
+    backend: Backend, games: GameService, daily: DailyService
+) -> None:
+    analyzer = Analyzer(1)  # its own: nothing solved before
+    try:
+        await _busy_replay(backend, games, daily, analyzer)
+    finally:
+        analyzer.close()
+
+
+async def _busy_replay(
+    backend: Backend, games: GameService, daily: DailyService, analyzer: Analyzer
+) -> None:
+    (ada,) = await backend.add_players(["Ada"])
+    game = await games.new_free_game(ada, CODE)
+    await _play(games, ada, game.id, [Action.draw()] * 3)
+    await games.resign(ada, game.id)
+    replays = ReplayService(backend.games, daily, analyzer)
+    release = asyncio.Event()
+    busy = [analyzer.spare(release.wait) for _ in range(2)]  # the spare capacity taken
+    try:
+        cold = await replays.replay(game.id)
+        assert (cold.par, cold.line, cold.diverged_at) == (None, None, None)
+        await analyzer.analyse(CODE)  # solved for someone else meanwhile
+        known = await replays.replay(game.id)
+        assert known.par == solve(CODE.deal(), CODE.rules).par
+        assert known.line is not None and known.diverged_at is None
+    finally:
+        release.set()
+        await asyncio.gather(*(b for b in busy if b is not None))
+    solved = await replays.replay(game.id)  # capacity again: the whole answer
+    assert solved.par == known.par and solved.line == known.line
