@@ -170,8 +170,8 @@ def test_other_rejections_have_no_text(code: Rejection, locale: Locale) -> None:
 
 
 def test_the_blocked_notice_in_both_languages() -> None:
-    assert text(PlayerText.BLOCKED_NOTICE, Locale.EN) == "No more moves available."
-    assert text(PlayerText.BLOCKED_NOTICE, Locale.ZH_HANT) == "已無可走的步驟"
+    assert text(PlayerText.BLOCKED_NOTICE, Locale.EN) == "Blocked: no more moves."
+    assert text(PlayerText.BLOCKED_NOTICE, Locale.ZH_HANT) == "僵局：已無可走的步驟"
 
 
 @pytest.mark.parametrize("key", list(PlayerText))

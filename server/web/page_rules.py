@@ -1,11 +1,11 @@
 """The rules the browser page needs, taken from the engine: ``GET /static/js/engine-rules.js``.
 
 The page's ``static/js/rules.js`` imports this module instead of writing the rules again: the
-layout's rows, cover map and peaks (docs/rules.md §1, from :mod:`server.engine.layout`) and,
-for each rule set, which ranks neighbour which (§2, worked out with
-:func:`server.engine.is_neighbour` over every pair of ranks). It is an ES module (``export
-default {...}``), so the page imports it like its other modules, before any of them runs; it is
-built once, when this module is imported.
+layout's rows, cover map and peaks (docs/rules.md §1, from :mod:`server.engine.layout`), the
+score every game starts at (§2 "Score") and, for each rule set, which ranks neighbour which
+(§2, worked out with :func:`server.engine.is_neighbour` over every pair of ranks). It is an ES
+module (``export default {...}``), so the page imports it like its other modules, before any of
+them runs; it is built once, when this module is imported.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from server.engine import (
     PEAKS,
     POSITION_COUNT,
     ROWS,
+    START_SCORE,
     Card,
     Rank,
     RuleSet,
@@ -37,7 +38,8 @@ def page_rules() -> dict[str, Any]:
     """The rules as data: ``positions`` (28), ``rows`` (the positions of each row, top first),
     ``covered_by`` (for each position, the positions covering it), ``peaks`` (the positions of
     the left, middle and right peak, ascending) and ``neighbours`` (for each rule-set letter,
-    each rank symbol's neighbouring rank symbols)."""
+    each rank symbol's neighbouring rank symbols) and ``start_score`` (every game's score before
+    its first action, §2 "Score")."""
 
     def card(rank: Rank) -> Card:
         return Card(rank, Suit.CLUBS)  # suits never matter to the neighbour rule
@@ -56,6 +58,7 @@ def page_rules() -> dict[str, Any]:
             }
             for rules in RuleSet
         },
+        "start_score": START_SCORE,
     }
 
 

@@ -1,9 +1,10 @@
 """Game codes in the page: typing a TP2 code (28 letters, with or without the hyphens between its
 groups, any case), a refused code, and the grouped code with its copy button at the end of a
-free game on a 390-px phone."""
+free game on a 390-px phone; the fields' placeholders fit them and look like no code."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from aiohttp.test_utils import TestServer
@@ -11,6 +12,7 @@ from playwright.async_api import Browser, expect
 
 from server.engine import GameCode
 from tests.browser.support import (
+    DESKTOP,
     PHONE,
     game_state,
     no_overflow,
@@ -36,9 +38,7 @@ async def test_a_tp2_code_is_typed_shown_in_groups_and_copied_on_a_phone(
     # The field takes a whole TP2 code; the help names both forms.
     assert await page.eval_on_selector("#free-code", "el => el.maxLength") >= 64
     await expect(page.locator("#free-code-help")).to_contain_text("TP2")
-    await expect(page.locator("#free-code")).to_have_attribute(
-        "placeholder", "TP1-E-ABCDEFG or TP2-E-ABCDEFG-…"
-    )
+    await expect(page.locator("#free-code")).to_have_attribute("placeholder", "TP1-… or TP2-… code")
 
     # A code the server refuses: a clear message under the field, and the menu stays.
     await page.fill("#free-code", "TP2-E-AAAAAAA-AAAA")
@@ -135,4 +135,40 @@ async def test_a_tp1_code_gets_the_same_copy_button(
     await shown(page, "#end-copy .copy-status", "Copied")
     assert await page.evaluate("() => navigator.clipboard.readText()") == "TP1-C-AAAAAAB"
     await context.close()
+    assert page_errors == []
+
+
+_PLACEHOLDERS = """() => {
+    // Each field's placeholder and whether it fits inside the field (measured in its font).
+    const canvas = document.createElement('canvas').getContext('2d');
+    return ['#free-code', '#race-code', '#race-invite'].map(sel => {
+        const el = document.querySelector(sel);
+        const style = getComputedStyle(el);
+        canvas.font = style.font;
+        const room = el.clientWidth - parseFloat(style.paddingLeft)
+            - parseFloat(style.paddingRight);
+        return [sel, el.placeholder, canvas.measureText(el.placeholder).width <= room];
+    });
+}"""
+
+
+async def test_the_code_fields_placeholders_fit_and_look_like_no_code(
+    browser: Browser, make_server: ServerFactory, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    for name, viewport in (("Dee", DESKTOP), ("Pip", PHONE)):
+        context, page = await open_page(browser, base, page_errors, viewport=viewport)
+        await register(page, name)
+        await page.click(".race-create summary")
+        await expect(page.locator("#race-code")).to_be_visible()
+        for lang in ("en", "zh-Hant"):
+            await page.select_option("#lang-select", lang)
+            await expect(page.locator("html")).to_have_attribute("lang", lang)
+            fields = await page.evaluate(_PLACEHOLDERS)
+            assert all(fits for _, _, fits in fields), (viewport, lang, fields)
+            # An invite code is 6 of these letters and digits: the placeholder is none.
+            invite = next(text for sel, text, _ in fields if sel == "#race-invite")
+            assert not re.fullmatch(r"[34679ACDEFGHJKMNPQRTUVWXY]{6}", invite), invite
+        await context.close()
     assert page_errors == []

@@ -51,6 +51,7 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     await page.check("#set-show-playable")
     await page.click("#settings-close")
 
+    await expect(page.locator("#btn-daily")).to_have_text("Play today's daily")
     await page.click("#btn-daily")
     await expect(page.locator("#board")).to_be_visible()
     await expect(page.locator("#play-title")).to_contain_text("2026-03-14")
@@ -100,7 +101,7 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     if final["status"] == "won":
         await expect(page.locator("#end-title")).to_have_text("You cleared the peaks!")
     else:
-        await expect(page.locator("#end-title")).to_have_text("No more moves available.")
+        await expect(page.locator("#end-title")).to_have_text("Blocked: no more moves.")
     await expect(page.locator("#end-note")).to_contain_text("2026-03-14")
     await expect(page.locator("#end-par")).to_have_text(
         re.compile(rf"^Par \d+ · your score {final['score']} \(\d+%\)$")
@@ -125,6 +126,14 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     await expect(page.locator("#lb-info")).to_have_text("There was no daily challenge on this day.")
     await page.click("#lb-today")
     await expect(page.locator("#lb-table tr.me")).to_have_count(1)
+    await expect(page.locator("#lb-table tr.me a.player-link")).to_have_text("Ada (you)")
+
+    # Back at the menu, today's daily is done: its button offers the result, not a game.
+    await page.click("#nav-home")
+    await expect(page.locator("#btn-daily")).to_have_text("See your daily result")
+    await page.click("#btn-daily")
+    await expect(page.locator("#end-panel")).to_be_visible()
+    await page.click("#nav-leaderboard")
 
     # The next day the code of 2026-03-14 is published, and the page offers to replay it.
     clock.advance(days=1)

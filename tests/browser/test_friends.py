@@ -154,6 +154,14 @@ async def test_the_lobby_lists_followed_players_online_and_invites_one(
         told = await guest_ws.until("race_invite")
         assert told == {"type": "race_invite", "invite": invite, "from": told["from"]}
         assert told["from"]["name"] == "Hana"
+
+        # Gus takes a seat: nobody online is missing, and the lobby does not say nobody is on.
+        await guest_ws.request({"type": "race_join", "invite": invite})
+        await expect(page.locator("#race-players")).to_contain_text("Gus")
+        await expect(friends).to_have_count(0)
+        await expect(page.locator("#race-friends-none")).to_have_text(
+            "Everyone you follow who is online is already in this room."
+        )
         await guest_ws.close()
         await context.close()
     assert page_errors == []

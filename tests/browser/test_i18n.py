@@ -19,18 +19,29 @@ async def test_language_switch_to_traditional_chinese(
     base = str(server.make_url("")).rstrip("/")
     context, page = await open_page(browser, base, page_errors)
     await register(page, "小明")
+    await expect(page.locator("#nav-home")).to_have_attribute("aria-label", "TriPeaks: home")
+    await expect(page.locator("#home-title")).to_have_text("Choose a game")
 
     await page.select_option("#lang-select", "zh-Hant")
     await expect(page.locator("html")).to_have_attribute("lang", "zh-Hant")
     await expect(page.locator("#btn-daily")).to_have_text("開始今日挑戰")
     await expect(page.locator("#nav-leaderboard")).to_have_text("排行榜")
     await expect(page.locator("#who")).to_have_text("玩家：小明")
+    await expect(page.locator("#nav-home")).to_have_attribute("aria-label", "TriPeaks：首頁")
+    await expect(page.locator("h1#home-title")).to_have_text("選擇玩法")
+    await expect(page.locator("#race-invite")).to_have_attribute("placeholder", "6 個字母或數字")
+    # My own name is marked with a full-width bracket and no space before it.
+    await page.click("#menu-profile")
+    await expect(page.locator("#profile-title")).to_have_text("小明（你）")
+    await page.click("#nav-home")
+    await expect(page.locator("#home-title")).to_be_visible()
 
     await page.fill("#free-code", CODE.lower())
     await page.click("#btn-play-code")
     await expect(page.locator("#board")).to_be_visible()
     await expect(page.locator("#play-title")).to_have_text(f"自由牌局 · {CODE} · 簡單")
-    await expect(page.locator("#btn-undo")).to_contain_text("復原")
+    # Undo is 還原, never 復原 (that is the recovery code's, 復原碼).
+    await expect(page.locator("#btn-undo")).to_contain_text("還原")
     await expect(page.locator('#peaks .card[data-pos="18"]')).to_have_attribute(
         "aria-label", "黑桃 4"
     )
@@ -46,9 +57,9 @@ async def test_language_switch_to_traditional_chinese(
     await page.click('#peaks .card[data-pos="0"]')  # face down
     await shown(page, "#message", "這張牌被擋住了")
 
-    # King names follow the rule text ("梅花國王"); the drawn KH shows as 紅心國王.
+    # A king is a letter like the queen and the jack (and as in the rule text, "K 與 A 相連").
     await page.click("#stock")
-    await expect(page.locator("#waste-card")).to_have_attribute("aria-label", "棄牌：紅心國王")
+    await expect(page.locator("#waste-card")).to_have_attribute("aria-label", "棄牌：紅心 K")
 
     # The choice is remembered, and switching back brings English texts and messages.
     await page.reload()

@@ -13,6 +13,7 @@ from playwright.async_api import Browser, expect
 from server.engine import Action, GameCode
 from server.services.clock import FakeClock
 from tests.browser.support import (
+    DESKTOP,
     PHONE,
     game_state,
     no_overflow,
@@ -338,4 +339,48 @@ async def test_the_lobby_shows_who_is_reconnecting_gone_or_watching(
         await expect(players).to_contain_text("Hana")
         await host_ctx.close()  # before the client closes the server (TestClient does)
 
+    assert page_errors == []
+
+
+async def test_the_results_fit_the_panel_beside_the_table(
+    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+) -> None:
+    """On a desktop the results sit in the narrow panel beside the table: each row (long names,
+    a status over the cards left, the replay link) stays inside it."""
+    server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
+    client = TestClient(server)  # closed at the end: it would close the server
+    await client.start_server()
+    host_info = await register_rest(client, "Hostess Maximiliana Q")
+    host, _ = await WsPlayer.connect(client, host_info["token"])
+    created = await host.request({"type": "race_create", "rules": "E", "time_limit_s": 60})
+    invite = created["race"]["invite"]
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors, f"/race/{invite}", viewport=DESKTOP)
+    await register(page, "Bartholomew Quincy Jones")
+    await page.click("#invite-join")
+    await expect(page.locator("#race-players")).to_contain_text("Bartholomew Quincy Jones")
+    await host.request({"type": "race_start", "invite": invite})
+    game = (await host.until("race_go", invite=invite))["game"]
+    await expect(page.locator("#race-countdown")).to_contain_text("Go!")
+    clock.advance(seconds=1)
+    await host.request({"type": "resign", "game_id": game["game_id"]})
+    await page.click("#btn-resign")
+    await page.click("#resign-yes")
+    results = page.locator("#race-results tbody tr")
+    await expect(results).to_have_count(2)
+    await expect(page.locator("#race-results a.replay-link")).to_have_count(2)
+    await expect(page.locator("#board")).to_be_visible()  # the panel is the one beside it
+    outside = await page.evaluate(
+        """() => {
+            const panel = document.querySelector('#race-panel').getBoundingClientRect();
+            return [...document.querySelectorAll('#race-results tr, #race-results a')]
+                .map(el => el.getBoundingClientRect())
+                .filter(r => r.left < panel.left || r.right > panel.right)
+                .map(r => [r.left, r.right, panel.left, panel.right]);
+        }"""
+    )
+    assert outside == []
+    await host.close()
+    await context.close()
+    await client.close()
     assert page_errors == []

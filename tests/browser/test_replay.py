@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from playwright.async_api import Browser, Page, expect
 
 from server.config import Settings
-from server.engine import Action, ActionKind, Game, GameCode, RuleSet
+from server.engine import START_SCORE, Action, ActionKind, Game, GameCode, RuleSet
 from server.engine.solver import solve, solve_game
 from server.services.clock import FakeClock
 from tests.browser.support import open_page, register
@@ -98,6 +98,8 @@ async def test_a_finished_daily_is_replayed_from_its_leaderboard_row(
     total = len(line)
     engine = Game.new(code, ranked=True)
     await _at_step(page, engine, 0, total)
+    # Before the first move the score is the one every game starts at, as at the table.
+    await expect(page.locator("#replay-score")).to_have_text(str(START_SCORE))
     await expect(page.locator("#replay-moves li")).to_have_count(total)
     await expect(page.locator("#replay-line li")).to_have_count(
         len(solve(code.deal(), code.rules).line)

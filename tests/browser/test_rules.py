@@ -20,6 +20,7 @@ from server.engine import (
     PEAKS,
     POSITION_COUNT,
     ROWS,
+    START_SCORE,
     Action,
     ActionKind,
     DealVersion,
@@ -101,6 +102,7 @@ _READ_RULES = """async ([cards, states]) => {
         rowOf: positions.map(rules.rowOf),
         coveredBy: positions.map(p => [...rules.coveredBy(p)]),
         peaks: rules.peaks().map(peak => [...peak]),
+        startScore: rules.START_SCORE,
         neighbours,
         states: states.map(game => ({
             removable: positions.filter(p => rules.canRemove(game, p)),
@@ -125,6 +127,7 @@ async def test_the_pages_rules_are_the_engines(
     assert seen["rowOf"] == [next(i for i, row in enumerate(ROWS) if p in row) for p in range(28)]
     assert seen["coveredBy"] == [list(above) for above in COVERED_BY]
     assert seen["peaks"] == [sorted(peak) for peak in PEAKS]
+    assert seen["startScore"] == START_SCORE
     for rules in RuleSet:
         expected = [[is_neighbour(a, b, rules) for b in FULL_DECK] for a in FULL_DECK]
         assert seen["neighbours"][rules.value] == expected, rules

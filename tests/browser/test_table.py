@@ -176,7 +176,7 @@ async def test_a_blocked_free_game_can_be_undone(
         await page.click("#stock")
         await expect(page.locator("#stat-moves")).to_have_text(str(n))
     await expect(page.locator("#stock")).to_have_attribute("aria-label", "Stock: empty")
-    await expect(page.locator("#end-title")).to_have_text("No more moves available.")
+    await expect(page.locator("#end-title")).to_have_text("Blocked: no more moves.")
     await page.locator("#end-actions").get_by_role("button", name="Undo").click()
     await expect(page.locator("#end-panel")).to_be_hidden()
     await expect(page.locator("#stock-count")).to_have_text("1")

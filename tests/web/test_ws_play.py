@@ -91,7 +91,7 @@ async def test_free_game_to_a_blocked_end_then_undo_out_of_it(
     game = (await ws.request({"type": "new_game", "code": str(code)}))["game"]
     game = await ws.play(game, line)
     assert game["status"] == "blocked"
-    assert game["message"] == "已無可走的步驟"
+    assert game["message"] == "僵局：已無可走的步驟"
     assert game["stock_count"] == 0
     assert game["can_undo"] is True
     reply = await ws.act(game, "draw")

@@ -101,10 +101,7 @@ export function has(key) {
 /** The spoken name of a card, e.g. "7 of spades" / "黑桃 7". */
 export function cardName(card) {
   if (!card || card.length !== 2) return "";
-  const rank = card[0];
-  const suit = card[1];
-  const template = has(`card.name.${rank}`) ? `card.name.${rank}` : "card.name";
-  return t(template, { rank: t(`rank.${rank}`), suit: t(`suit.${suit}`) });
+  return t("card.name", { rank: t(`rank.${card[0]}`), suit: t(`suit.${card[1]}`) });
 }
 
 /** Fill every element marked with data-i18n (text), data-i18n-placeholder, data-i18n-aria-label. */

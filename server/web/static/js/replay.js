@@ -1,13 +1,14 @@
 // A replay's stepping: the table at every step of a finished game, worked out from its deal's
 // layout and its stored actions (GET /api/v1/games/{id}/replay, docs/protocol.md §12.16), in
 // the STATE's shape the table draws. Which card is face up is the cover map's (rules.js); the
-// score is the server's (each action's score_after). Nothing here asks the server anything.
-import { coveredBy, POSITIONS } from "./rules.js";
+// score is the server's (each action's score_after; before the first, every game's starting
+// score, rules.js). Nothing here asks the server anything.
+import { coveredBy, POSITIONS, START_SCORE } from "./rules.js";
 
 /**
  * The tables of a replay: element 0 is the deal, element i the table after actions[i − 1].
  * Each is {game_id, seq (the step), rules, status, tableau (card | "down" | null), waste,
- * stock_count, score (null before the first action), moves, undos, can_undo: false}: the table
+ * stock_count, score (the starting score before the first action, as at the table), moves, undos, can_undo: false}: the table
  * animates one step to the next as it does a game's moves.
  */
 export function replayStates(replay) {
@@ -17,7 +18,7 @@ export function replayStates(replay) {
   let drawn = 0;
   let moves = 0;
   let undos = 0;
-  let score = null;
+  let score = START_SCORE;
   const states = [];
   const snapshot = (status) => ({
     game_id: game.id,

@@ -28,6 +28,9 @@ export function coveredBy(pos) {
   return COVERED_BY[pos];
 }
 
+/** The score of every game before its first action (§2 "Score"). */
+export const START_SCORE = ENGINE.start_score;
+
 const PEAKS = ENGINE.peaks.map((peak) => Object.freeze([...peak]));
 
 /** The peaks' positions (left, middle, right): a peak is cleared when all of them are empty (§1). */

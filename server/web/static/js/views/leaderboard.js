@@ -203,7 +203,8 @@ export class Leaderboard {
             this.render();
           },
         },
-        followed ? t("friends.unfollow") : t("friends.follow"),
+        // A phone shows a mark instead (app.css: + or ✓); the label names the action.
+        h("span", { class: "btn-text" }, followed ? t("friends.unfollow") : t("friends.follow")),
       ),
     );
   }
@@ -216,8 +217,15 @@ export class Leaderboard {
     };
     return h(
       "a",
-      { href: `/replay/${entry.game_id}`, class: "replay-link", onclick: open, "aria-label": t("replay.watchOf", { name: entry.name }) },
-      t("replay.watch"),
+      {
+        href: `/replay/${entry.game_id}`,
+        class: "replay-link",
+        onclick: open,
+        "aria-label": t("replay.watchOf", { name: entry.name }),
+        title: t("replay.watchOf", { name: entry.name }),
+      },
+      // A phone shows a mark instead (app.css: ▶); the label names the link.
+      h("span", { class: "btn-text" }, t("replay.watch")),
     );
   }
 
@@ -233,7 +241,7 @@ export class Leaderboard {
           this.ctx.openProfile(entry.player_id);
         },
       },
-      mine ? `${entry.name} ${t("lb.you")}` : entry.name,
+      mine ? t("lb.you", { name: entry.name }) : entry.name,
     );
   }
 
@@ -249,9 +257,9 @@ export class Leaderboard {
           "tr",
           {},
           h("th", { scope: "col" }, t("lb.rank")),
-          h("th", { scope: "col" }, t("lb.name")),
+          h("th", { scope: "col", class: "name" }, t("lb.name")),
           h("th", { scope: "col" }, t("lb.score")),
-          h("th", { scope: "col" }, t("lb.moves")),
+          h("th", { scope: "col", class: "opt" }, t("lb.moves")),
           h("th", { scope: "col", class: "opt" }, t("lb.undos")),
           h("th", { scope: "col" }, t("lb.time")),
           h("th", { scope: "col", class: "opt" }, t("lb.status")),
@@ -268,14 +276,14 @@ export class Leaderboard {
             "tr",
             { class: mine ? "me" : null, "aria-current": mine ? "true" : null, dataset: { player: String(e.player_id) } },
             h("td", {}, String(e.rank)),
-            h("td", {}, this._nameLink(e, mine)),
+            h("td", { class: "name" }, this._nameLink(e, mine)),
             h("td", {}, String(e.score)),
-            h("td", {}, String(e.moves)),
+            h("td", { class: "opt" }, String(e.moves)),
             h("td", { class: "opt" }, String(e.undos)),
             h("td", {}, formatTime(e.elapsed_ms)),
             h("td", { class: "opt" }, t(`lb.status.${e.status}`)),
             this._followButton(e, mine),
-            h("td", {}, e.replayable ? this._replayLink(e) : null),
+            h("td", { class: "replay-cell" }, e.replayable ? this._replayLink(e) : null),
           );
         }),
       ),

@@ -104,9 +104,24 @@ export async function renderHome() {
     }
     info.textContent = text;
     const mine = games.find((g) => g.mode === "daily" && g.daily_date === daily.date);
-    $("#btn-daily").textContent = mine ? t("home.daily.resume") : t("home.daily.play");
+    const over = !mine && (await dailyOver(daily.date));
+    $("#btn-daily").textContent = t(mine ? "home.daily.resume" : over ? "home.daily.result" : "home.daily.play");
   } catch (err) {
     info.textContent = errorText(err.code);
+  }
+}
+
+/**
+ * Whether my daily of `date` is over (won, blocked or resigned), read from my profile's days;
+ * false when signed out or when the profile cannot be read.
+ */
+async function dailyOver(date) {
+  if (!store.player) return false;
+  try {
+    const profile = await api.player(store.player.id);
+    return profile.days.some((d) => d.date === date && d.status !== "playing");
+  } catch (err) {
+    return false;
   }
 }
 

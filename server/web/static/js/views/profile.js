@@ -81,7 +81,7 @@ export class ProfileView {
       return;
     }
     const me = this.ctx.me();
-    title.textContent = me && me.id === p.id ? `${p.name} ${t("lb.you")}` : p.name;
+    title.textContent = me && me.id === p.id ? t("lb.you", { name: p.name }) : p.name;
     body.append(
       h("p", { class: "muted", id: "profile-since" }, t("profile.since", { date: p.member_since })),
       h(

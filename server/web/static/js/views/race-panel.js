@@ -142,7 +142,11 @@ class RacePanel {
     const following = store.following ? [...store.following.values()] : [];
     const online = following.filter((p) => p.online && !seated.has(p.id));
     const title = h("h3", { id: "race-friends-title" }, t("friends.onlineTitle"));
-    if (!online.length) return [title, h("p", { class: "muted", id: "race-friends-none" }, t("friends.noneOnline"))];
+    if (!online.length) {
+      // Those online may all be seated here already: then nobody is missing, say so.
+      const here = following.some((p) => p.online && seated.has(p.id));
+      return [title, h("p", { class: "muted", id: "race-friends-none" }, t(here ? "friends.allHere" : "friends.noneOnline"))];
+    }
     const list = h("ul", { class: "friends-online", id: "race-friends", "aria-labelledby": "race-friends-title" });
     for (const p of online) {
       const key = `${room.invite}:${p.id}`;
@@ -199,8 +203,15 @@ class RacePanel {
     };
     return h(
       "a",
-      { href: `/replay/${result.game_id}`, class: "replay-link", onclick: open, "aria-label": t("replay.watchOf", { name: result.name }) },
-      t("replay.watch"),
+      {
+        href: `/replay/${result.game_id}`,
+        class: "replay-link",
+        onclick: open,
+        "aria-label": t("replay.watchOf", { name: result.name }),
+        title: t("replay.watchOf", { name: result.name }),
+      },
+      // The panel is narrow: a mark shows instead (app.css: ▶); the label names the link.
+      h("span", { class: "btn-text" }, t("replay.watch")),
     );
   }
 
@@ -213,7 +224,7 @@ class RacePanel {
         "tr",
         { class: this.me && r.player_id === this.me.id ? "me" : null },
         h("td", {}, String(r.rank)),
-        h("td", {}, r.name),
+        h("td", { class: "name" }, r.name),
         h(
           "td",
           {},
@@ -223,7 +234,7 @@ class RacePanel {
         ),
         h("td", {}, String(r.score)),
         // Every racer's game is public once the results exist (docs/rules.md §4 "Replays").
-        h("td", {}, r.game_id ? this._replayLink(r) : null),
+        h("td", { class: "replay-cell" }, r.game_id ? this._replayLink(r) : null),
       );
     });
     this.el.append(
@@ -237,7 +248,7 @@ class RacePanel {
             "tr",
             {},
             h("th", { scope: "col" }, t("race.rank")),
-            h("th", { scope: "col" }, t("race.player")),
+            h("th", { scope: "col", class: "name" }, t("race.player")),
             h("th", { scope: "col" }, t("race.result")),
             h("th", { scope: "col" }, t("stat.score")),
             h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("replay.column"))),

@@ -76,7 +76,10 @@ export function showSignedOutNote(visible) {
 }
 
 export function renderWho() {
-  $("#who").textContent = store.player ? t("player.signedIn", { name: store.player.name }) : "";
+  const who = store.player ? t("player.signedIn", { name: store.player.name }) : "";
+  // The top bar's line is hidden on a phone: the menu says it there.
+  $("#who").textContent = who;
+  $("#home-who").textContent = who;
 }
 
 /** "You are invited to race …" above the form, and its button saying so. */

@@ -210,7 +210,7 @@ export class ReplayView {
     const total = this.states.length - 1;
     $("#replay-slider", root).value = String(this.step);
     $("#replay-step", root).textContent = t("replay.step", { n: this.step, total });
-    $("#replay-score", root).textContent = state.score === null ? "—" : String(state.score);
+    $("#replay-score", root).textContent = String(state.score);
     $("#replay-moves-count", root).textContent = String(state.moves);
     $("#replay-back", root).disabled = this.step === 0;
     $("#replay-first", root).disabled = this.step === 0;
