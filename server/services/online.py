@@ -54,6 +54,7 @@ class OnlineRecorder:
         self.out_of_line = False
         #: Writes made (each one transaction), for the metrics and the tests.
         self.writes = 0
+        self._closed = False
 
     async def connected(self, key: str, player_id: int) -> None:
         """Record that connection ``key`` said hello for the player (now).
@@ -64,12 +65,14 @@ class OnlineRecorder:
         await self._submit([(key, player_id)], ())
 
     async def disconnected(self, key: str) -> None:
-        """Forget connection ``key``.
+        """Forget connection ``key`` (nothing once :meth:`close` ran: the process's record,
+        dropped at its shutdown, takes its connections' with it).
 
         Raises:
             StorageError: the write failed (:meth:`reconcile` forgets it later).
         """
-        await self._submit((), [key])
+        if not self._closed:
+            await self._submit((), [key])
 
     async def connected_all(self, connections: Iterable[tuple[int, str]]) -> None:
         """Record every ``(player_id, key)`` again (after this process's records were dropped
@@ -108,14 +111,23 @@ class OnlineRecorder:
             raise
 
     async def close(self) -> None:
-        """Wait for the write in flight (a caller still waiting gets its outcome)."""
+        """At shutdown, before the process's record goes: write what is waiting (its callers
+        get their outcome) and write nothing more (a hello after this fails with
+        :class:`~server.errors.StorageUnavailable`; a close is a no-op)."""
+        self._closed = True
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 await self._writer
 
     async def _submit(self, added: Iterable[tuple[str, int]], removed: Iterable[str]) -> None:
         """Put the changes in the next batch, start the writer if it is idle, and wait for the
-        batch's write (not cancelled with the caller: the others in the batch wait for it)."""
+        batch's write (not cancelled with the caller: the others in the batch wait for it).
+
+        Raises:
+            StorageError: the write failed, or the recorder is closed.
+        """
+        if self._closed:
+            raise StorageUnavailable("the server is stopping")
         if self._next is None:
             self._next = _Batch()
         batch = self._next

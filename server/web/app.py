@@ -193,6 +193,11 @@ async def _open_services(
     stack.push_async_callback(
         _bounded, "the presence records", _later(services.presence.unregister)
     )
+    # Runs before the line above: the last closes' records are written while this process's
+    # record stands (a write after it would make the record again).
+    stack.push_async_callback(
+        _bounded, "the online records", _later(services.friends.records.close)
+    )
     listener = Listener(direct_url, hub.handle, hub.resync)
     await listener.start()
     stack.push_async_callback(_bounded, "the event listener", _later(listener.stop))

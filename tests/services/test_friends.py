@@ -381,3 +381,18 @@ async def test_a_follow_answers_the_follow_made_even_if_undone_at_once(backend: 
     for _ in range(5):
         followed, _ = await asyncio.gather(friends.follow(me, ada), friends.unfollow(me, ada))
         assert (followed.id, followed.name) == (ada, "Ada")
+
+
+async def test_at_shutdown_the_waiting_records_are_written_and_no_more(backend: Backend) -> None:
+    me, ada = await backend.add_players(["Me", "Ada"])
+    friends = _service(backend)
+    await friends.follow(me, ada)
+    hello = asyncio.create_task(friends.connected("ws-1", ada))
+    await asyncio.sleep(0)  # one turn of the loop: the hello is handed to the recorder
+    await friends.records.close()
+    await hello  # written, not dropped
+    assert [p.online for p in await friends.following(me)] == [True]
+    with pytest.raises(StorageError):
+        await friends.connected("ws-2", ada)
+    await friends.disconnected("ws-1")  # the process record's removal takes it
+    assert await backend.online.own_keys(INSTANCE) == ["ws-1"]
