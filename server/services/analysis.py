@@ -291,7 +291,8 @@ class Analyzer:
     def close(self) -> None:
         """Stop the worker processes: waiting solves are cancelled, and a process still
         solving or still starting is terminated and waited for (at most
-        :data:`CLOSE_WAIT_S` each). A process still starting when its pool shuts down may
+        :data:`CLOSE_WAIT_S` each; killed, and waited for as long again, if it is still
+        there). A process still starting when its pool shuts down may
         otherwise never end, and the interpreter's exit waits on the pool for ever (a server
         stopped within a second of its start)."""
         # The executor's processes (CPython's ProcessPoolExecutor keeps them by pid); none are
@@ -303,6 +304,9 @@ class Analyzer:
                 process.terminate()
         for process in processes:
             process.join(CLOSE_WAIT_S)
+            if process.is_alive():  # slow to act on SIGTERM (a loaded machine): SIGKILL
+                process.kill()
+                process.join(CLOSE_WAIT_S)
 
 
 def _divergence_key(

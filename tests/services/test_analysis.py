@@ -136,6 +136,10 @@ async def test_closing_the_solver_pool_ends_its_processes_even_while_they_start(
     processes = list(analyzer._pool._processes.values())
     assert processes and any(p.is_alive() for p in processes)
     analyzer.close()
+    # Ended by close (terminated, else killed); on a loaded machine the kernel may take a
+    # moment more to reap one.
+    for process in processes:
+        process.join(60)
     assert not any(p.is_alive() for p in processes)
     solving.cancel()
     await asyncio.gather(solving, return_exceptions=True)
