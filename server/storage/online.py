@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy import func, select, text
-from sqlalchemy.dialects.postgresql import insert
 
 from server.storage.events import RaceInvited, publish
 from server.storage.models import PlayerConnection, ServerInstance
@@ -41,6 +40,7 @@ _FORGET = text(
     "DELETE FROM player_connections"
     " WHERE instance_id = :instance AND connection = ANY(CAST(:keys AS varchar[]))"
 )
+_PROCESS = text("INSERT INTO server_instances (id) VALUES (:instance) ON CONFLICT DO NOTHING")
 _RECORD = text(
     "INSERT INTO player_connections (instance_id, connection, player_id, connected_at)"
     " SELECT :instance, c.key, c.player_id, c.at"
@@ -111,9 +111,7 @@ class PostgresOnlineStore:
             if removed:
                 await session.execute(_FORGET, {"instance": instance, "keys": sorted(set(removed))})
             if added:
-                await session.execute(
-                    insert(ServerInstance).values(id=instance).on_conflict_do_nothing()
-                )
+                await session.execute(_PROCESS, {"instance": instance})
                 await session.execute(
                     _RECORD,
                     {
