@@ -101,6 +101,7 @@ class ErrorCode(StrEnum):
     FOLLOWING_LIMIT = "following_limit"
     NOT_FOLLOWING = "not_following"
     PLAYER_OFFLINE = "player_offline"
+    PLAYER_BANNED = "player_banned"
     ALREADY_IN_RACE = "already_in_race"
     TOO_MANY_INVITES = "too_many_invites"
     # HTTP itself (REST)

@@ -251,7 +251,8 @@ class FriendService:
         Raises:
             ConflictError: ``already_started`` / ``race_closed``: the room is no lobby;
                 ``already_in_race``: the player sits in it; ``player_offline``: they have no
-                open connection; ``too_many_invites``: over the limits (see the module).
+                open connection; ``player_banned``: they are banned from ranked play;
+                ``too_many_invites``: over the limits (see the module).
             ForbiddenError: ``not_in_race``: the sender has no seat in the room;
                 ``not_following``: the sender does not follow the player.
             StorageError: the database failed; nobody was told.
@@ -275,6 +276,10 @@ class FriendService:
             )
         if not await self._online.online_among([player_id], self.instance_timeout_s):
             raise ConflictError(f"player {player_id} is not online", code=ErrorCode.PLAYER_OFFLINE)
+        if await self._follows.banned(player_id):  # they could not take the seat
+            raise ConflictError(
+                f"player {player_id} is banned from ranked play", code=ErrorCode.PLAYER_BANNED
+            )
         now = self._clock.now()
         # Checked and counted with no await between: invitations sent at the same moment
         # cannot all pass the limits before any is counted.

@@ -82,6 +82,10 @@ class FollowStore(Protocol):
         """Whether ``follower_id`` follows ``followed_id``."""
         ...
 
+    async def banned(self, player_id: int) -> bool:
+        """Whether the player is banned from ranked play (docs/rules.md §4 "Moderation")."""
+        ...
+
 
 def _in_range(player_id: int) -> bool:
     return 0 < player_id <= MAX_PLAYER_ID
@@ -196,6 +200,18 @@ class PostgresFollowStore:
             return False
         async with self._sessions() as session:
             return bool(await session.scalar(select(_pair(follower_id, followed_id))))
+
+    async def banned(self, player_id: int) -> bool:
+        """See :meth:`FollowStore.banned` (the player's row).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        if not _in_range(player_id):
+            return False
+        async with self._sessions() as session:
+            since = await session.scalar(select(Player.banned_at).where(Player.id == player_id))
+            return since is not None
 
 
 def _pair(follower_id: int, followed_id: int) -> Exists:

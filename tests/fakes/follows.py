@@ -64,6 +64,11 @@ class MemoryFollowStore:
         await self._db.query()
         return (follower_id, followed_id) in self._db.follows
 
+    async def banned(self, player_id: int) -> bool:
+        await self._db.query()
+        player = self._db.players.get(player_id)
+        return player is not None and player.banned_at is not None
+
 
 class MemoryOnlineStore:
     """Open connections kept in a :class:`MemoryDatabase` (every process counts as seen in

@@ -396,3 +396,17 @@ async def test_at_shutdown_the_waiting_records_are_written_and_no_more(backend: 
         await friends.connected("ws-2", ada)
     await friends.disconnected("ws-1")  # the process record's removal takes it
     assert await backend.online.own_keys(INSTANCE) == ["ws-1"]
+
+
+async def test_a_player_banned_from_ranked_play_is_not_invited(backend: Backend) -> None:
+    me, ada = await backend.add_players(["Me", "Ada"])
+    friends = _service(backend)
+    await friends.follow(me, ada)
+    await friends.connected("ws-1", ada)
+    await backend.ban(ada, "cheating")
+    async with backend.events() as events:
+        with pytest.raises(ConflictError) as banned:
+            await friends.invite(PlayerInfo(me, "Me"), _room(me, (me, "Me")), ada)
+    assert banned.value.code is ErrorCode.PLAYER_BANNED
+    assert not any(isinstance(e, RaceInvited) for e in events)
+    assert [p.id for p in await friends.following(me)] == [ada]  # following them stays open
