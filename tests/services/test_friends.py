@@ -35,10 +35,16 @@ T0 = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
 INSTANCE = "test-process"
 
 
-def _service(backend: Backend, clock: FakeClock | None = None, limit: int = 500) -> FriendService:
+def _service(
+    backend: Backend,
+    clock: FakeClock | None = None,
+    limit: int = 500,
+    *,
+    online: OnlineStore | None = None,
+) -> FriendService:
     return FriendService(
         backend.follows,
-        backend.online,
+        online or backend.online,
         LeaderboardService(backend.leaderboards),
         clock or FakeClock(T0),
         instance=INSTANCE,
@@ -152,14 +158,7 @@ async def test_online_follows_the_connections_and_the_sweep_mends_failed_writes(
 ) -> None:
     me, ada, bob = await backend.add_players(["Me", "Ada", "Bob"])
     online = FlakyOnline(backend.online)
-    friends = FriendService(
-        backend.follows,
-        online,
-        LeaderboardService(backend.leaderboards),
-        FakeClock(T0),
-        instance=INSTANCE,
-        instance_timeout_s=60.0,
-    )
+    friends = _service(backend, online=online)
     await friends.follow(me, ada)
     await friends.follow(me, bob)
     await friends.connected("ws-1", ada)
@@ -357,14 +356,7 @@ async def test_invitations_sent_at_the_same_moment_keep_to_the_limits(backend: B
 async def test_an_invitation_nobody_was_told_of_does_not_count(backend: Backend) -> None:
     me, ada = await backend.add_players(["Me", "Ada"])
     online = FlakyOnline(backend.online)
-    friends = FriendService(
-        backend.follows,
-        online,
-        LeaderboardService(backend.leaderboards),
-        FakeClock(T0),
-        instance=INSTANCE,
-        instance_timeout_s=60.0,
-    )
+    friends = _service(backend, online=online)
     await friends.follow(me, ada)
     await friends.connected("ws-1", ada)
     room = _room(me, (me, "Me"))
