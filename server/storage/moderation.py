@@ -187,11 +187,14 @@ _GAME_COLUMNS = (
 )
 
 
-def _player(row: Any) -> PlayerRecord:
+def player_record(row: Any) -> PlayerRecord:
+    """A :class:`PlayerRecord` from any row with the player's columns by name (a database
+    row, or the in-memory tables' for tests)."""
     return PlayerRecord(row.id, row.name, row.banned_at, row.ban_reason, row.ban_action_id)
 
 
-def _game(row: Any) -> GameRecord:
+def game_record(row: Any) -> GameRecord:
+    """A :class:`GameRecord` from any row with the game's columns by name."""
     return GameRecord(
         row.id,
         row.player_id,
@@ -241,12 +244,12 @@ class PostgresModerationTransaction:
         if lock:
             query = query.with_for_update()
         row = (await self._session.execute(query)).first()
-        return None if row is None else _player(row)
+        return None if row is None else player_record(row)
 
     async def player_by_name_key(self, key: str) -> PlayerRecord | None:
         query = select(*_PLAYER_COLUMNS).where(Player.name_key == key)
         row = (await self._session.execute(query)).first()
-        return None if row is None else _player(row)
+        return None if row is None else player_record(row)
 
     async def game_by_id(self, game_id: int, *, lock: bool = False) -> GameRecord | None:
         if not 0 < game_id <= MAX_ID:
@@ -255,7 +258,7 @@ class PostgresModerationTransaction:
         if lock:
             query = query.with_for_update()
         row = (await self._session.execute(query)).first()
-        return None if row is None else _game(row)
+        return None if row is None else game_record(row)
 
     async def action_by_id(self, action_id: int) -> ActionRecord | None:
         query = _ACTIONS.where(ModerationAction.id == action_id).limit(1)
@@ -306,7 +309,7 @@ class PostgresModerationTransaction:
     async def _games(self, *where: ColumnElement[bool]) -> list[GameRecord]:
         """The games matching ``where``, in date order."""
         query = select(*_GAME_COLUMNS).where(*where).order_by(Game.daily_date, Game.id)
-        return [_game(row) for row in await self._session.execute(query)]
+        return [game_record(row) for row in await self._session.execute(query)]
 
     async def set_hidden(
         self, games: Sequence[GameRecord], action_id: int | None, at: dt.datetime | None
@@ -359,7 +362,7 @@ async def ban_of(db: SessionOrFactory, player_id: int) -> PlayerRecord | None:
     else:
         async with db() as session:
             row = (await session.execute(query)).first()
-    return None if row is None else _player(row)
+    return None if row is None else player_record(row)
 
 
 async def schema_revision(session: AsyncSession) -> str | None:
@@ -382,5 +385,7 @@ __all__ = [
     "PostgresModerationTransaction",
     "SessionOrFactory",
     "ban_of",
+    "game_record",
+    "player_record",
     "schema_revision",
 ]

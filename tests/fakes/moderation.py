@@ -25,6 +25,8 @@ from server.storage.moderation import (
     ActionStamp,
     GameRecord,
     PlayerRecord,
+    game_record,
+    player_record,
 )
 from tests.fakes.database import (
     GameRecord as GameRow,
@@ -34,28 +36,6 @@ from tests.fakes.database import (
     MemoryTransaction,
     ModerationActionRecord,
 )
-from tests.fakes.database import (
-    PlayerRecord as PlayerRow,
-)
-
-
-def _player(row: PlayerRow) -> PlayerRecord:
-    return PlayerRecord(row.id, row.name, row.banned_at, row.ban_reason, row.ban_action_id)
-
-
-def _game(row: GameRow) -> GameRecord:
-    return GameRecord(
-        row.id,
-        row.player_id,
-        row.mode,
-        row.daily_date,
-        row.status,
-        row.score,
-        row.moves,
-        row.elapsed_ms,
-        row.hidden_at,
-        row.hidden_by,
-    )
 
 
 def _date_order(row: GameRow) -> tuple[bool, dt.date, int]:
@@ -83,12 +63,12 @@ class MemoryModerationTransaction:
         if lock and player_id in self._db.players:
             await self._tx.lock("players", player_id)
         row = self._db.players.get(player_id)
-        return None if row is None else _player(row)
+        return None if row is None else player_record(row)
 
     async def player_by_name_key(self, key: str) -> PlayerRecord | None:
         await self._db.query()
         row = next((p for p in self._db.players.values() if p.name_key == key), None)
-        return None if row is None else _player(row)
+        return None if row is None else player_record(row)
 
     async def game_by_id(self, game_id: int, *, lock: bool = False) -> GameRecord | None:
         await self._db.query()
@@ -97,7 +77,7 @@ class MemoryModerationTransaction:
         if lock and game_id in self._db.games:
             await self._tx.lock("games", game_id)
         row = self._db.games.get(game_id)
-        return None if row is None else _game(row)
+        return None if row is None else game_record(row)
 
     async def action_by_id(self, action_id: int) -> ActionRecord | None:
         await self._db.query()
@@ -164,7 +144,7 @@ class MemoryModerationTransaction:
     def _games(self, where: Any) -> list[GameRecord]:
         """The games matching ``where``, in date order."""
         rows = sorted((g for g in self._db.games.values() if where(g)), key=_date_order)
-        return [_game(g) for g in rows]
+        return [game_record(g) for g in rows]
 
     async def set_hidden(
         self, games: Sequence[GameRecord], action_id: int | None, at: dt.datetime | None
