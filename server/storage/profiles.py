@@ -15,7 +15,16 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import Boolean, case, func, literal_column, select, type_coerce
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    ScalarSelect,
+    case,
+    func,
+    literal_column,
+    select,
+    type_coerce,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 
 from server.engine.actions import Status
@@ -102,32 +111,29 @@ _WON = Race.results.op("@>", return_type=Boolean)(
 )
 
 
+def _finished_races(*more: ColumnElement[bool]) -> ScalarSelect[int]:
+    """How many of the player's race games belong to a finished race (and meet ``more``)."""
+    return (
+        select(func.count())
+        .select_from(Game)
+        .join(Race, Race.id == Game.race_id)
+        .where(
+            Game.player_id == Player.id,
+            Game.mode == literal_column("'race'"),
+            Race.status == RaceStatus.FINISHED,
+            *more,
+        )
+        .scalar_subquery()
+    )
+
+
 #: The player's name and registration, and their finished races and those they won (both
 #: through ``ix_games_player_id``): add the player's id to its WHERE.
 _PLAYER = select(
     Player.name,
     Player.created_at,
-    select(func.count())
-    .select_from(Game)
-    .join(Race, Race.id == Game.race_id)
-    .where(
-        Game.player_id == Player.id,
-        Game.mode == literal_column("'race'"),
-        Race.status == RaceStatus.FINISHED,
-    )
-    .scalar_subquery()
-    .label("races_played"),
-    select(func.count())
-    .select_from(Game)
-    .join(Race, Race.id == Game.race_id)
-    .where(
-        Game.player_id == Player.id,
-        Game.mode == literal_column("'race'"),
-        Race.status == RaceStatus.FINISHED,
-        _WON,
-    )
-    .scalar_subquery()
-    .label("races_won"),
+    _finished_races().label("races_played"),
+    _finished_races(_WON).label("races_won"),
 )
 
 #: A daily game not hidden that is an entry of its date's board (docs/rules.md §4).
