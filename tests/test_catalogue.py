@@ -148,6 +148,12 @@ def test_other_or_missing_tags_fall_back_to_english(tag: str | None) -> None:
         (Rejection.NOT_ADJACENT, Locale.ZH_HANT, "點數必須大一級或小一級"),
         (Rejection.BLOCKED, Locale.EN, "This card is blocked."),
         (Rejection.BLOCKED, Locale.ZH_HANT, "這張牌被擋住了"),
+        (
+            Rejection.RANKED_NO_UNDO,
+            Locale.EN,
+            "Ranked games have no undo: what you have seen cannot be unseen.",
+        ),
+        (Rejection.RANKED_NO_UNDO, Locale.ZH_HANT, "排名賽不能還原：看過的牌就無法當作沒看過。"),
         ("stale_seq", Locale.EN, "The game moved on; here is its current state."),
         ("stale_seq", Locale.ZH_HANT, "牌局已更新，以下是目前的狀態。"),
         ("daily_closed", Locale.EN, "This daily challenge is closed."),

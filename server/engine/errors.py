@@ -100,6 +100,7 @@ class Rejection(StrEnum):
     NOTHING_TO_UNDO = "nothing_to_undo"
     GAME_OVER = "game_over"
     ACTION_LIMIT = "action_limit"
+    RANKED_NO_UNDO = "ranked_no_undo"
 
 
 class IllegalActionError(EngineError):

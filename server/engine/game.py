@@ -91,8 +91,9 @@ class Game:
     Args:
         deal: the cards.
         rules: Easy or Classic.
-        ranked: ``True`` for the daily challenge and races: a blocked game is over at once and
-            refuses undo. ``False`` (free play): a blocked game may be undone out of.
+        ranked: ``True`` for the daily challenge and races: undo is refused
+            (``ranked_no_undo``, docs/rules.md §4 "Ranked play") and a blocked game is over at
+            once. ``False`` (free play): undo as §2 "Undo" says, out of a blocked game too.
 
     Every action is checked in the order of docs/rules.md §2 "Order of checks"; a refused action
     raises :class:`IllegalActionError` and changes nothing. Undo history: each removal/draw is
@@ -111,6 +112,7 @@ class Game:
         "_peak_left",
         "_pushes",
         "_ranked",
+        "_rebuilding",
         "_rules",
         "_score",
         "_shown",
@@ -137,6 +139,9 @@ class Game:
         self._pushes = 0  # removals/draws ever pushed on the history (its serial counter)
         self._log: list[Action] = []
         self._limit: int | None = MAX_ACTIONS  # None only while a stored log is rebuilt
+        # True only while a stored log is rebuilt: a ranked game stored before ranked play
+        # refused undo still rebuilds from its undos (docs/rules.md §4 "Ranked play").
+        self._rebuilding = False
         # What a player sees at each position (the card, FACE_DOWN or None once removed), kept
         # up to date as actions apply so that a view costs no rule check.
         self._shown: list[Card | str | None] = [
@@ -173,14 +178,18 @@ class Game:
         Returns:
             The rebuilt :class:`Game`.
 
+        A log stored before a rule existed still rebuilds: one longer than the action limit
+        (docs/rules.md §2 "Length of a game"), and a ranked game's undos (§4 "Ranked play"); the
+        rebuilt game then follows today's rules for every further action.
+
         Raises:
             IllegalActionError: an action of the log is refused (the log is not a legal game).
         """
         game = cls(deal, rules, ranked=ranked)
-        game._limit = None  # a log stored before the limit existed still rebuilds
+        game._limit, game._rebuilding = None, True
         for action in actions:
             game.apply(action)
-        game._limit = MAX_ACTIONS
+        game._limit, game._rebuilding = MAX_ACTIONS, False
         return game
 
     def copy(self) -> Game:
@@ -193,7 +202,7 @@ class Game:
         twin._deal, twin._rules, twin._ranked = self._deal, self._rules, self._ranked
         twin._tableau, twin._stock = list(self._tableau), list(self._stock)
         twin._waste, twin._log = list(self._waste), list(self._log)
-        twin._limit = self._limit
+        twin._limit, twin._rebuilding = self._limit, self._rebuilding
         twin._score, twin._moves, twin._undos = self._score, self._moves, self._undos
         twin._cards_left, twin._peak_left = self._cards_left, list(self._peak_left)
         twin._history, twin._pushes = list(self._history), self._pushes
@@ -267,8 +276,9 @@ class Game:
             when it went back onto the stock), the restored score and the new status.
 
         Raises:
-            IllegalActionError: ``game_over`` (won, resigned, or blocked in ranked play), or
-                ``nothing_to_undo``.
+            IllegalActionError: ``game_over`` (won, resigned, or blocked in ranked play),
+                ``action_limit``, ``ranked_no_undo`` (a ranked game: docs/rules.md §4 "Ranked
+                play"), or ``nothing_to_undo``, in that order.
         """
         return self.apply(_UNDO)
 
@@ -308,6 +318,8 @@ class Game:
         elif action.kind is ActionKind.DRAW:
             if not self._stock:
                 return Rejection.STOCK_EMPTY
+        elif self._ranked and not self._rebuilding:
+            return Rejection.RANKED_NO_UNDO
         elif not self._history:
             return Rejection.NOTHING_TO_UNDO
         return None
@@ -392,7 +404,8 @@ class Game:
 
     @property
     def ranked(self) -> bool:
-        """Whether this is a ranked game (blocked means over; docs/rules.md §4 "Ranked play")."""
+        """Whether this is a ranked game: no undo, and blocked means over (docs/rules.md §4
+        "Ranked play")."""
         return self._ranked
 
     @property
@@ -589,4 +602,6 @@ class Game:
             )
         if rejection is Rejection.STOCK_EMPTY:
             return "the stock is empty"
+        if rejection is Rejection.RANKED_NO_UNDO:
+            return "a ranked game takes no undo"
         return "no removal or draw left to undo"

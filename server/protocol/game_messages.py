@@ -53,6 +53,7 @@ class PlayerText(StrEnum):
     NOT_ADJACENT = "rejected.not_adjacent"
     BLOCKED = "rejected.blocked"
     ACTION_LIMIT = "rejected.action_limit"
+    RANKED_NO_UNDO = "rejected.ranked_no_undo"
     #: … and for those the services add.
     STALE_SEQ = "rejected.stale_seq"
     DAILY_CLOSED = "rejected.daily_closed"
@@ -66,6 +67,7 @@ _REJECTION_TEXT: dict[str, PlayerText] = {
     Rejection.NOT_ADJACENT: PlayerText.NOT_ADJACENT,
     Rejection.BLOCKED: PlayerText.BLOCKED,
     Rejection.ACTION_LIMIT: PlayerText.ACTION_LIMIT,
+    Rejection.RANKED_NO_UNDO: PlayerText.RANKED_NO_UNDO,
     "stale_seq": PlayerText.STALE_SEQ,
     "daily_closed": PlayerText.DAILY_CLOSED,
     "race_not_started": PlayerText.RACE_NOT_STARTED,

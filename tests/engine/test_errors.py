@@ -27,6 +27,7 @@ def test_rejection_codes_have_their_wire_values() -> None:
         "NOTHING_TO_UNDO": "nothing_to_undo",
         "GAME_OVER": "game_over",
         "ACTION_LIMIT": "action_limit",
+        "RANKED_NO_UNDO": "ranked_no_undo",
     }
 
 

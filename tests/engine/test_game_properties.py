@@ -107,9 +107,8 @@ def check_against_model(game: Game, model: Model, resigned: bool = False) -> Non
     assert game.seq == model.pushes + model.undos == len(game.actions)
     assert game.status is model.status(resigned)
     assert game.undo_depth == model.undoable()
-    undo_allowed = game.status is Status.PLAYING or (
-        game.status is Status.BLOCKED and not game.ranked
-    )
+    # Undo is free play's alone (docs/rules.md §4 "Ranked play"), out of a blocked game too.
+    undo_allowed = not game.ranked and game.status in (Status.PLAYING, Status.BLOCKED)
     assert game.can_undo is (undo_allowed and model.undoable() > 0)
     # The view hides every face-down and stock card.
     view = game.view()

@@ -240,11 +240,57 @@ def test_ranked_blocked_game_refuses_undo_with_game_over() -> None:
     assert full_state(game) == before
 
 
-def test_ranked_game_may_undo_while_it_is_still_in_play() -> None:
+def test_ranked_game_refuses_undo_after_a_draw_and_changes_nothing() -> None:
     game = chain_game(ranked=True)
-    game.remove(23)
+    game.draw()
+    before = full_state(game)
+    assert not game.can_undo and Action.undo() not in game.legal_actions()
+    assert game.would_accept(Action.undo()) is Rejection.RANKED_NO_UNDO
+    with pytest.raises(IllegalActionError) as raised:
+        game.undo()
+    assert raised.value.code is Rejection.RANKED_NO_UNDO
+    assert full_state(game) == before and game.stock_count == 22 and game.undos == 0
+
+
+def test_ranked_game_refuses_undo_after_a_removal_that_turned_cards_face_up() -> None:
+    game = chain_game(ranked=True)
+    play(game, [23, 22])  # 22 and 23 gone: 13 (covered by them) is face up now
+    assert game.is_face_up(13)
+    before = full_state(game)
+    with pytest.raises(IllegalActionError) as raised:
+        game.undo()
+    assert raised.value.code is Rejection.RANKED_NO_UNDO
+    assert full_state(game) == before and game.is_face_up(13)
+
+
+def test_ranked_game_with_nothing_done_is_ranked_no_undo_not_nothing_to_undo() -> None:
+    game = chain_game(ranked=True)
+    with pytest.raises(IllegalActionError) as raised:
+        game.undo()
+    assert raised.value.code is Rejection.RANKED_NO_UNDO
+
+
+def test_free_game_still_undoes_what_a_ranked_one_refuses() -> None:
+    game = chain_game()
+    play(game, [23, 22])
     game.undo()
-    assert game.tableau_card(23) == C("QD") and game.undos == 1
+    assert game.tableau_card(22) == C("JD") and not game.is_face_up(13) and game.undos == 1
+
+
+def test_stored_ranked_game_with_undos_still_rebuilds_then_refuses_undo() -> None:
+    # A ranked game stored before ranked play refused undo: its log holds undos.
+    free = chain_game()
+    play(free, [23, 22])
+    free.undo()
+    free.draw()
+    free.undo()
+    rebuilt = Game.replay(free.deal, free.rules, free.actions, ranked=True)
+    assert rebuilt.undos == 2 and rebuilt.seq == 5 and board(rebuilt) == board(free)
+    assert (rebuilt.score, rebuilt.moves) == (free.score, free.moves)
+    assert rebuilt.would_accept(Action.undo()) is Rejection.RANKED_NO_UNDO
+    assert rebuilt.copy().would_accept(Action.undo()) is Rejection.RANKED_NO_UNDO
+    rebuilt.remove(22)  # play goes on under today's rules
+    assert rebuilt.would_accept(Action.undo()) is Rejection.RANKED_NO_UNDO
 
 
 # ------------------------------------------------------------------ replay
