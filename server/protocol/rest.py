@@ -132,7 +132,8 @@ class DailyChallenge(msgspec.Struct, frozen=True):
 class LeaderboardEntry(msgspec.Struct, frozen=True):
     """One row of a daily leaderboard; entries equal on score, moves and elapsed time share a
     rank. ``game_id`` is the daily game's id; ``replayable`` says whether its replay is served
-    (``GET /api/v1/games/{game_id}/replay``: once the date is over)."""
+    (``GET /api/v1/games/{game_id}/replay``: once the date is over). ``undos`` is 0 but for a
+    game stored before ranked play refused undo (docs/rules.md §4 "Ranked play")."""
 
     rank: RowId
     player_id: RowId
