@@ -24,13 +24,22 @@ async def open_page(
     *,
     viewport: ViewportSize | None = None,
     locale: str = "en-US",
+    ranked_note_read: bool = True,
     **context_options: Any,
 ) -> tuple[BrowserContext, Page]:
     """A fresh browser profile (its own local storage) on the app; ``context_options`` go to
-    Playwright's ``new_context`` (``reduced_motion="reduce"``, ``has_touch=True``, …)."""
+    Playwright's ``new_context`` (``reduced_motion="reduce"``, ``has_touch=True``, …).
+
+    ``ranked_note_read``: the profile has already read the one-time note that ranked games have
+    no undo (so a daily or race starts at one click); ``False`` for a profile that never saw it.
+    """
     context = await browser.new_context(
         viewport=viewport or DESKTOP, locale=locale, **context_options
     )
+    if ranked_note_read:
+        await context.add_init_script(
+            "try { localStorage.setItem('tripeaks.rankedNoteSeen', 'true'); } catch (e) {}"
+        )
     context.set_default_timeout(WAIT_MS)
     page = await context.new_page()
     watch(page, errors, base_url)

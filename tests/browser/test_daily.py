@@ -1,5 +1,5 @@
-"""A player's whole day in the browser: register, play the daily (with an undo and rejected
-moves), finish it, and find themselves on the leaderboard."""
+"""A player's whole day in the browser: register, play the daily (rejected moves, an undo it
+does not take), finish it, and find themselves on the leaderboard."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, expect
 
 from server.config import Settings
-from server.engine import Action, RuleSet
+from server.engine import RuleSet
 from server.services.clock import FakeClock
 from tests.browser.support import (
     game_state,
@@ -81,18 +81,21 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     await shown(page, "#message", "Must be one rank higher or lower")
     assert (await game_state(page))["moves"] == 0  # rejections are not moves
 
-    # Draw, then undo it with the keyboard: the score comes back, the moves counter does not.
-    await play_action(page, Action.draw())
-    await expect(page.locator("#stat-score")).to_have_text("499")
-    await page.keyboard.press("u")
-    await expect(page.locator("#stat-score")).to_have_text("500")
-    await expect(page.locator("#stat-moves")).to_have_text("1")
-    assert (await game_state(page))["undos"] == 1
-
-    # Finish: win when the deal allows it, otherwise play into a block.
+    # Finish: win when the deal allows it, otherwise play into a block. A ranked game has no
+    # Undo button, and U after the first move says why it does nothing (docs/rules.md §4
+    # "Ranked play"); the move stands.
     line = find_winning_line(deal, code.rules) or blocking_line(deal, code.rules)
     assert line is not None
-    await play_line(page, line)
+    await expect(page.locator("#btn-undo")).to_be_hidden()
+    await play_action(page, line[0])
+    await record_texts(page, "#message")
+    await page.keyboard.press("u")
+    await shown(page, "#message", "Ranked games have no undo: what you have seen cannot be unseen.")
+    await expect(page.locator("#stat-score")).to_have_text("499")
+    state = await game_state(page)
+    assert (state["moves"], state["undos"], state["seq"]) == (1, 0, 1)
+    await expect(page.locator("#btn-undo")).to_be_hidden()
+    await play_line(page, line[1:])
     final = await game_state(page)
     assert final["status"] in ("won", "blocked")
     assert await page.locator("#peaks .card.hint").count() == 0

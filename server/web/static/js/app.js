@@ -40,6 +40,7 @@ import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/me
 import { errorText, renderInvitations, setMessage } from "./views/notices.js";
 import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
+import { initRankedNote } from "./views/ranked-note.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
 import { ReplayView } from "./views/replay.js";
 import { initRegister, openSignIn, renderInviteNote, renderWho, showSignedOutNote } from "./views/register.js";
@@ -217,6 +218,7 @@ function boot() {
   initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard(), openProfile });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
   initRecovery();
+  initRankedNote();
   initRegister(signedIn);
   initInvitePage();
   renderWho();

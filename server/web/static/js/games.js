@@ -7,6 +7,7 @@ import { show } from "./router.js";
 import { request } from "./session.js";
 import { dropGame, forgetCurrentGame, leaveRaceContext, notify, setGame, setOpenGames, store } from "./store.js";
 import { checkHinted, focusTable, showHint } from "./views/game.js";
+import { rankedNoteRead } from "./views/ranked-note.js";
 import { announce, codeError, codeErrorText, errorText, homeError, setMessage } from "./views/notices.js";
 
 /**
@@ -15,6 +16,8 @@ import { announce, codeError, codeErrorText, errorText, homeError, setMessage } 
  */
 export async function startGame(message, { quiet = false, field = null } = {}) {
   homeError("");
+  // The daily's clock starts with its game: the note on ranked play is read first.
+  if (message.type === "join_daily") await rankedNoteRead();
   const reply = await request(message);
   if (reply.type === "game") {
     if (field) codeError(field, "");
@@ -37,6 +40,7 @@ function enterGame(game) {
   showPlay();
   focusTable();
   if (game.mode === "free") checkHinted(game);
+  else rankedNoteRead(); // a ranked game begun on another device: the note, if not read here
 }
 
 /** Show the table view, with the race panel as the race followed (if any) stands. */
@@ -55,6 +59,11 @@ export function act(kind, pos) {
   const game = store.game;
   if (!game || store.view !== "play") return;
   if (game.status === "won" || game.status === "resigned") return;
+  // A ranked game takes no undo: the server would refuse it, so it is not sent.
+  if (kind === "undo" && game.mode !== "free") {
+    setMessage(t("rejected.ranked_no_undo"));
+    return;
+  }
   // A blocked game is over in ranked play; in free play only undo can bring it back.
   if (game.status === "blocked" && (game.mode !== "free" || kind !== "undo")) return;
   if (store.queue.length >= 3) return;

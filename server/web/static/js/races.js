@@ -11,11 +11,13 @@ import { dropGame, followRace, forgetCurrentGame, leaveRaceContext, notify, reme
 import { focusTable, renderGame } from "./views/game.js";
 import { announce, codeError, codeErrorText, errorText, homeError, setMessage } from "./views/notices.js";
 import { raceError } from "./views/race-panel.js";
+import { rankedNoteRead } from "./views/ranked-note.js";
 
 /** Open a race (on a code's deal, or a random one under `rules`) and enter its room. */
 export async function createRace({ code, rules, timeLimit }) {
   homeError("");
   codeError("race-code", "");
+  await rankedNoteRead(); // a racer's game is ranked: the note on ranked play is read first
   const message = { type: "race_create", time_limit_s: timeLimit };
   if (code) message.code = code;
   else message.rules = rules;
@@ -35,6 +37,7 @@ export async function joinRace(invite, { watch = false } = {}) {
   homeError("");
   const clean = String(invite).trim();
   if (!clean) return;
+  if (!watch) await rankedNoteRead(); // a racer's game is ranked: the note is read first
   const message = { type: "race_join", invite: clean };
   if (watch) message.watch = true;
   const reply = await request(message);

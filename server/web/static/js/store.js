@@ -20,6 +20,7 @@ const KEY = {
   errorHelp: "tripeaks.errorHelp",
   showPlayable: "tripeaks.showPlayable",
   raceGames: "tripeaks.raceGames",
+  rankedNoteSeen: "tripeaks.rankedNoteSeen", // the note that ranked games have no undo was read
   current: "tripeaks.current", // sessionStorage: the game on the table, resumed after a reload
 };
 
@@ -46,6 +47,7 @@ export const store = {
   player: load(KEY.player, null),
   errorHelp: load(KEY.errorHelp, true) !== false,
   showPlayable: load(KEY.showPlayable, false) === true,
+  rankedNoteSeen: load(KEY.rankedNoteSeen, false) === true,
   view: null,
   welcomeGames: [], // the open games the last welcome listed (kept current by goHome)
   game: null,
@@ -114,6 +116,12 @@ export function setSetting(name, value) {
   store[name] = value;
   save(KEY[name], value);
   notify(name);
+}
+
+/** The note that ranked games have no undo has been read: it is not shown again. */
+export function setRankedNoteSeen() {
+  store.rankedNoteSeen = true;
+  save(KEY.rankedNoteSeen, true);
 }
 
 export function savedLocale() {

@@ -60,7 +60,9 @@ export function renderEnd(game, before) {
     resigned: t("end.resigned.title"),
   };
   $("#end-title").textContent = titles[game.status] || "";
-  $("#end-summary").textContent = t("end.summary", {
+  // Undos are counted in free play only: a ranked game takes none (one stored before may have).
+  const summaryKey = game.mode === "free" || game.undos ? "end.summary" : "end.summaryRanked";
+  $("#end-summary").textContent = t(summaryKey, {
     score: game.score,
     moves: game.moves,
     undos: game.undos,

@@ -129,7 +129,11 @@ export class Table {
       game.stock_count ? t("table.stockLabel", { cards: tn("count.cards", game.stock_count) }) : t("table.stockEmpty"),
     );
     this.stock.dataset.count = String(game.stock_count);
-    if (this.undoButton) this.undoButton.disabled = !game.can_undo;
+    if (this.undoButton) {
+      // A ranked game (daily, race) has no undo at all (docs/rules.md §4 "Ranked play").
+      this.undoButton.hidden = game.mode !== "free";
+      this.undoButton.disabled = !game.can_undo;
+    }
     // Keep the keyboard where it was: a removed card hands focus to the nearest card.
     if (focusedPos !== null && this.buttons[focusedPos].hidden) this._focusNear(focusedPos);
     if (change) this._move(change, from);
