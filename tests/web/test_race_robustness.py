@@ -259,7 +259,7 @@ async def test_a_racer_reconnecting_mid_race_gets_the_room_and_their_game_back(
             ]
 
 
-async def test_a_race_survives_a_server_restart_with_its_undo_history(
+async def test_a_race_survives_a_server_restart_with_its_action_history(
     make_server: ServerFactory, clock: FakeClock
 ) -> None:
     assert WIN is not None and BLOCK is not None
@@ -286,14 +286,11 @@ async def test_a_race_survives_a_server_restart_with_its_undo_history(
             assert rejoined["game"] == state
             states[ws] = rejoined["game"]
 
-        # The undo history survived the restart.
-        undone = await host.act(states[host], "undo")
-        assert undone["type"] == "accepted", undone
-        redone = await host.play(undone["game"], WIN[9:10])
-        ignored = {"seq": 0, "undos": 0, "moves": 0}
-        assert redone | ignored == host_state | ignored  # the same position and score
-        assert (redone["seq"], redone["undos"], redone["moves"]) == (12, 1, 11)
-        final_host = await host.play(redone, WIN[10:])
+        # The game rebuilt from its stored actions is a ranked one still: no undo.
+        refused = await host.act(states[host], "undo")
+        assert (refused["type"], refused["code"]) == ("rejected", "ranked_no_undo"), refused
+        assert refused["game"] == host_state
+        final_host = await host.play(states[host], WIN[10:])
         assert final_host["status"] == "won"
         final_ann = await ann.play(states[ann], BLOCK[3:])
         assert final_ann["status"] == "blocked"
@@ -455,7 +452,8 @@ async def test_a_stalled_spectator_stays_bounded_and_does_not_slow_the_racers(
     limit = 16
     server = await make_server(**RACE_SETTINGS, ws_send_queue=limit)
     async with TestClient(server) as client:
-        racers = [await _player(client, name) for name in ("Host", "Ann", "Bob")]
+        names = ("Host", "Ann", "Bob", "Cy", "Di", "Ed")
+        racers = [await _player(client, name) for name in names]
         host = racers[0]
         invite = await _open_room(host, *racers[1:])
         games = await _start(host, invite, racers, clock)
@@ -468,22 +466,21 @@ async def test_a_stalled_spectator_stays_bounded_and_does_not_slow_the_racers(
             transport = _choke(session)
             # From here on the spectator reads nothing while the racers play fast.
             worst_ack = most_pending = most_buffered = 0.0
-            rounds = 70  # some 400 progress messages: the writer stalls after half
+            line = WIN[:-1]  # each racer all but wins: some 240 progress messages in all
 
             async def churn(ws: WsPlayer, game: dict[str, Any]) -> None:
                 nonlocal worst_ack, most_pending, most_buffered
-                for _ in range(rounds):
-                    for action in ("draw", "undo"):
-                        t0 = time.monotonic()
-                        reply = await ws.act(game, action)
-                        worst_ack = max(worst_ack, time.monotonic() - t0)
-                        assert reply["type"] == "accepted", reply
-                        game = reply["game"]
-                        most_pending = max(most_pending, session.outbox.pending)
-                        most_buffered = max(most_buffered, transport.get_write_buffer_size())
+                for action in line:
+                    t0 = time.monotonic()
+                    reply = await ws.act(game, action.kind.value, action.pos)
+                    worst_ack = max(worst_ack, time.monotonic() - t0)
+                    assert reply["type"] == "accepted", reply
+                    game = reply["game"]
+                    most_pending = max(most_pending, session.outbox.pending)
+                    most_buffered = max(most_buffered, transport.get_write_buffer_size())
 
             await asyncio.gather(*(churn(ws, games[ws]) for ws in racers))
-            published = 2 * rounds * len(racers)
+            published = len(line) * len(racers)
             assert worst_ack < 2.0, worst_ack  # generous: an ack takes milliseconds
             # Progress is coalesced per racer, and the room per room: never more queued than
             # there are racers, plus the room (the announcement of the spectator's own arrival
@@ -497,7 +494,7 @@ async def test_a_stalled_spectator_stays_bounded_and_does_not_slow_the_racers(
             # were dropped on the way), and the race goes on being followed to its results.
             latest: dict[int, int] = {}
             received = 0
-            while latest != {ws.player_id: 2 * rounds for ws in racers}:
+            while latest != {ws.player_id: len(line) for ws in racers}:
                 message = await raw.recv()
                 if message["type"] == "race_room":  # its own arrival, at most once
                     assert _watching(message, watcher_id), message
@@ -512,7 +509,7 @@ async def test_a_stalled_spectator_stays_bounded_and_does_not_slow_the_racers(
                 assert message["type"] == "race_room" or (
                     message["type"] == "race_progress" and message["status"] == "resigned"
                 ), message
-            assert [r["status"] for r in message["race"]["results"]] == ["resigned"] * 3
+            assert [r["status"] for r in message["race"]["results"]] == ["resigned"] * len(names)
         finally:
             raw.close()
 
@@ -580,12 +577,14 @@ async def test_a_spectator_vanishing_mid_broadcast_does_not_disturb_the_racers(
     assert WIN is not None and BLOCK is not None
     async with TestClient(race_server) as client:
         host, ann, stays = [await _player(client, n) for n in ("Host", "Ann", "Stays")]
-        invite = await _open_room(host, ann)
+        # Four more racers, so that the racers' moves (no undo in a race) fill the pipe.
+        more = [await _player(client, f"Racer{i}") for i in range(4)]
+        invite = await _open_room(host, ann, *more)
         gone, gone_id = await _raw_player(client, race_server, "Gone")
         joined = await gone.request({"type": "race_join", "invite": invite, "watch": True}, "j")
         race_id = joined["race"]["race_id"]
         await stays.request({"type": "race_join", "invite": invite, "watch": True})
-        games = await _start(host, invite, [host, ann], clock)
+        games = await _start(host, invite, [host, ann, *more], clock)
         session = _session_of(race_server, race_id, gone_id)
         transport = _choke(session)
 
@@ -601,27 +600,35 @@ async def test_a_spectator_vanishing_mid_broadcast_does_not_disturb_the_racers(
 
         deadline = time.monotonic() + TIMEOUT
 
-        async def churn(ws: WsPlayer, state: dict[str, Any]) -> dict[str, Any]:
-            while not writing():
-                assert time.monotonic() < deadline, (
-                    "the spectator's pipe never filled: "
-                    f"{transport.get_write_buffer_size()} bytes buffered, paused: "
-                    f"{protocol.writing_paused}, {session.outbox.pending} queued, "
-                    f"closed: {session.outbox.closed}"
-                )
-                for action in ("draw", "undo"):  # back where it was, two actions on
-                    state = (await ws.act(state, action))["game"]
-            return state
+        async def churn(
+            ws: WsPlayer, state: dict[str, Any], line: list[Action]
+        ) -> tuple[dict[str, Any], list[Action]]:
+            """Play ``line`` until the spectator's writer waits; the game and what is left."""
+            while line and not writing():
+                assert time.monotonic() < deadline, "the spectator's pipe did not fill in time"
+                state = (await ws.act(state, line[0].kind.value, line[0].pos))["game"]
+                line = line[1:]
+            return state, line
 
-        states = await asyncio.gather(churn(host, games[host]), churn(ann, games[ann]))
+        assert WIN is not None and BLOCK is not None
+        lines = {host: WIN, ann: BLOCK, **{ws: WIN for ws in more}}
+        played = await asyncio.gather(*(churn(ws, games[ws], lines[ws]) for ws in lines))
+        assert writing(), (
+            "the spectator's pipe never filled: "
+            f"{transport.get_write_buffer_size()} bytes buffered, paused: "
+            f"{protocol.writing_paused}, {session.outbox.pending} queued, "
+            f"closed: {session.outbox.closed}"
+        )
         gone.abort()
-        final_host, final_ann = await asyncio.gather(
-            host.play(states[0], WIN), ann.play(states[1], BLOCK)
+        final_host, final_ann, *_ = await asyncio.gather(
+            *(ws.play(*left) for ws, left in zip(lines, played, strict=True))
         )
         assert (final_host["status"], final_ann["status"]) == ("won", "blocked")
         seen = await _until_results(stays)
-        assert [r["name"] for r in seen[-1]["race"]["results"]] == ["Host", "Ann"]
-        await _eventually(lambda: race_server.app[HUB].subscribers(race_id) == 3, "gone dropped")
+        results = [r["name"] for r in seen[-1]["race"]["results"]]
+        assert sorted(results[:-1]) == ["Host", "Racer0", "Racer1", "Racer2", "Racer3"]
+        assert results[-1] == "Ann"  # the winners, then the one blocked
+        await _eventually(lambda: race_server.app[HUB].subscribers(race_id) == 7, "gone dropped")
         assert session.outbox.closed
         errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
         assert errors == []

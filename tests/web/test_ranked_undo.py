@@ -14,7 +14,13 @@ from server.config import Settings
 from server.engine import FACE_DOWN, Action, ActionKind, Game, GameCode, RuleSet
 from server.services.clock import FakeClock
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, daily_code, register
+from tests.helpers import (
+    WsPlayer,
+    blocking_line,
+    daily_code,
+    find_winning_line,
+    register,
+)
 
 Client = TestClient[Any, Any]
 CODE = GameCode.parse("TP1-E-AAAAAAB")
@@ -158,3 +164,59 @@ async def test_a_race_game_refuses_undo_and_free_play_on_the_same_deal_takes_it(
         )
         stored, log = await _stored(database_url, free["game_id"])
         assert stored[4] == 2 and [entry[1] for entry in log].count("undo") == 2
+
+
+async def test_a_daily_stored_with_an_undo_before_the_rule_resumes_finishes_and_ranks(
+    make_server: ServerFactory, settings: Settings, clock: FakeClock, database_url: str
+) -> None:
+    assert settings.daily_secret
+    code = daily_code(settings.daily_secret.encode(), clock.now().date(), RuleSet.EASY)
+    first = await make_server()
+    async with TestClient(first) as client:
+        info = await register(client, "Olde")
+        ws, _ = await WsPlayer.connect(client, info["token"])
+        state = (await ws.request({"type": "join_daily"}))["game"]
+        drawn = (await ws.act(state, "draw"))["game"]
+    # Stored as a daily played before ranked play refused undo: the draw, then its undo.
+    game_id = drawn["game_id"]
+    engine = Game.new(code)
+    card = engine.draw().card
+    engine.undo()
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "INSERT INTO game_actions (game_id, seq, kind, pos, card, score_after, created_at)"
+                " SELECT id, 2, 'undo', NULL, $2, 500, created_at FROM games WHERE id = $1",
+                game_id,
+                str(card),
+            )
+            await conn.execute(
+                "UPDATE games SET seq = 2, undos = 1, score = 500 WHERE id = $1", game_id
+            )
+    finally:
+        await conn.close()
+
+    # Another server process rebuilds it from its log: the undo stands, a new one is refused.
+    second = await make_server()
+    async with TestClient(second) as client:
+        ws, welcome = await WsPlayer.connect(client, info["token"])
+        resumed = next(g for g in welcome["games"] if g["game_id"] == game_id)
+        assert (resumed["seq"], resumed["undos"], resumed["moves"], resumed["score"]) == (
+            2,
+            1,
+            1,
+            500,
+        )
+        assert resumed["stock_count"] == 23 and resumed["can_undo"] is False
+        refused = await ws.act(resumed, "undo")
+        assert refused["code"] == "ranked_no_undo" and refused["game"] == resumed
+        # The undo put the deal back as dealt: a line from the deal finishes it.
+        line = find_winning_line(code.deal(), code.rules) or blocking_line(code.deal(), code.rules)
+        assert line is not None
+        final = await ws.play(resumed, line)
+        assert final["status"] in ("won", "blocked") and final["undos"] == 1
+        assert final["moves"] == 1 + len(line)
+        today = clock.now().date().isoformat()
+        board = await (await client.get(f"/api/v1/daily/{today}/leaderboard")).json()
+        assert [(e["name"], e["rank"], e["undos"]) for e in board["entries"]] == [("Olde", 1, 1)]

@@ -528,12 +528,14 @@ async def test_a_whole_daily_leaks_neither_its_code_nor_a_hidden_card_before_its
     clock.advance(seconds=30)
     await _browse_daily(everyone, game_ids, today)
 
-    # Ben: a draw, its undo, a draw again; then refused requests: a face-down card, a card that
-    # does not fit, a hint, and Ann's game; then he resigns having seen little.
+    # Ben: a draw, an undo refused (ranked play has none), a draw again; then refused requests:
+    # a face-down card, a card that does not fit, a hint, and Ann's game; then he resigns
+    # having seen little.
     sb = socks["Ben"]
-    game = games["Ben"]
-    for action in (Action.draw(), Action.undo(), Action.draw()):
-        game = await ben.play(sb, game, [action])
+    game = await ben.play(sb, games["Ben"], [Action.draw()])
+    reply = await ben.act(sb, game, Action.undo())
+    assert (reply["type"], reply["code"]) == ("rejected", "ranked_no_undo")
+    game = await ben.play(sb, game, [Action.draw()])
     reply = await ben.act(sb, game, Action.remove(0))
     assert (reply["type"], reply["code"]) == ("rejected", "blocked")
     pos = misfit(game, rules)
@@ -716,11 +718,12 @@ async def test_a_random_race_leaks_neither_its_code_nor_a_card_before_its_result
         late = await sl.request({"type": "race_join", "invite": invite})
         assert late["role"] == "spectator" and "game" not in late
 
-        # Ivo: a draw, its undo, a draw again, a face-down card refused; then he comes back on
-        # a second connection, as after a lost one.
-        game = games["Ivo"]
-        for action in (Action.draw(), Action.undo(), Action.draw()):
-            game = await ivo.play(si, game, [action])
+        # Ivo: a draw, an undo refused (ranked play has none), a draw again, a face-down card
+        # refused; then he comes back on a second connection, as after a lost one.
+        game = await ivo.play(si, games["Ivo"], [Action.draw()])
+        reply = await ivo.act(si, game, Action.undo())
+        assert (reply["type"], reply["code"]) == ("rejected", "ranked_no_undo")
+        game = await ivo.play(si, game, [Action.draw()])
         reply = await ivo.act(si, game, Action.remove(0))
         assert (reply["type"], reply["code"]) == ("rejected", "blocked")
         si2, welcome = await ivo.connect()
@@ -765,7 +768,7 @@ async def test_a_random_race_leaks_neither_its_code_nor_a_card_before_its_result
         if ending == "time_limit":
             # (sent as is, not as Ivo's move: the server refuses it, nothing more is shown)
             refused = await si.request(
-                {"type": "action", "game_id": game_ids["Ivo"], "seq": 3, "action": "draw"}
+                {"type": "action", "game_id": game_ids["Ivo"], "seq": 2, "action": "draw"}
             )
             assert (refused["type"], refused["code"]) == ("rejected", "race_over")
             assert refused["game"]["code"] == str(code)

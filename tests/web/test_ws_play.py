@@ -11,7 +11,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from server.config import Settings
-from server.engine import Action, GameCode, RuleSet
+from server.engine import GameCode, RuleSet
 from server.services.clock import FakeClock
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, blocking_line, daily_code, find_winning_line, register
@@ -232,16 +232,20 @@ async def test_players_play_the_daily_to_the_end_and_are_ranked_over_rest(
     assert len({g["game_id"] for g in games.values()}) == 4
     clock.advance(seconds=30)
     # Ben and Dee win with the same line at the same server time: they share rank 1.
-    # Ann draws and undoes first (an undo keeps the score but the move counts): rank 3.
-    # Cy ends blocked: rank 4.
+    # Ann tries to take back a draw (refused: ranked play has no undo), then wins with the same
+    # line 5 s later: same score and moves, a longer time, rank 3. Cy ends blocked: rank 4.
     final = {
         "Ben": await sockets["Ben"].play(games["Ben"], win),
         "Dee": await sockets["Dee"].play(games["Dee"], win),
-        "Ann": await sockets["Ann"].play(games["Ann"], [Action.draw(), Action.undo(), *win]),
-        "Cy": await sockets["Cy"].play(games["Cy"], block),
     }
+    refused = await sockets["Ann"].act(games["Ann"], "undo")
+    assert refused["code"] == "ranked_no_undo"
+    assert refused["game"] == games["Ann"] | {"elapsed_ms": 30_000}  # unchanged but its time
+    clock.advance(seconds=5)
+    final["Ann"] = await sockets["Ann"].play(games["Ann"], win)
+    final["Cy"] = await sockets["Cy"].play(games["Cy"], block)
     assert final["Ann"]["score"] == final["Ben"]["score"] == 500 - len(win) + 300
-    assert final["Ann"]["moves"] == len(win) + 1 and final["Ann"]["undos"] == 1
+    assert final["Ann"]["moves"] == len(win) and final["Ann"]["undos"] == 0
     assert final["Cy"]["status"] == "blocked"
 
     today = clock.now().date().isoformat()
@@ -257,7 +261,8 @@ async def test_players_play_the_daily_to_the_end_and_are_ranked_over_rest(
     assert board["next_cursor"] is None
     cy_entry = board["entries"][-1]
     assert cy_entry["status"] == "blocked" and cy_entry["score"] == final["Cy"]["score"]
-    assert board["entries"][2]["undos"] == 1 and board["entries"][0]["elapsed_ms"] == 30_000
+    assert [e["elapsed_ms"] for e in board["entries"][:3]] == [30_000, 30_000, 35_000]
+    assert {e["undos"] for e in board["entries"]} == {0}
     daily = await (await client.get("/api/v1/daily")).json()
     assert daily["players"] == 4 and daily["code"] is None
     # Joining again resumes the same attempt.
