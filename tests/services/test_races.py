@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from server.engine import GameCode
 from server.errors import ConflictError, InvalidInputError, ServiceError
+from server.protocol.race_room import RaceResult
 from server.services.clock import FakeClock
 from server.services.daily import DailyService
 from server.services.game_views import Outcome
@@ -31,7 +33,7 @@ from server.services.races import (
     normalize_invite,
     rank_results,
 )
-from server.services.rooms import new_invite, results_of
+from server.services.rooms import new_invite, results_of, shown_results
 from server.storage.seats import RacerGameRow
 from tests.backends import Backend
 from tests.helpers import find_winning_line
@@ -188,6 +190,31 @@ def test_results_of_a_races_games_count_the_last_removal_from_the_start() -> Non
         (r["player_id"], r["rank"], r["game_id"], r["cards_removed"], r["last_removal_ms"])
         for r in results_of(games, starts_at)
     ] == [(2, 1, 12, 3, 4_002), (1, 2, 11, 0, None)]
+
+
+def test_results_are_shown_as_results_with_their_cards_removed_old_ones_as_stored() -> None:
+    fresh = rank_results([_row(1, "resigned", 500, 28, 300, None) | {"game_id": 11}])
+    shown = msgspec.json.decode(msgspec.json.encode(msgspec.convert(fresh, list[RaceResult])))
+    assert shown == fresh  # every member, a null last removal included
+    assert shown[0]["last_removal_ms"] is None and shown[0]["cards_removed"] == 0
+    # Results stored before the order by progress: their ranks as they were, the cards removed
+    # worked out, no time of a last removal (nor a game before replays).
+    old = {
+        "name": "Ben",
+        "rank": 2,
+        "moves": 2,
+        "score": 498,
+        "status": "resigned",
+        "cleared": False,
+        "player_id": 12,
+        "cards_left": 26,
+        "elapsed_ms": 498,
+    }
+    as_shown = shown_results([old])
+    assert as_shown == [old | {"cards_removed": 2}]
+    encoded = msgspec.json.encode(msgspec.convert(as_shown, list[RaceResult]))
+    assert msgspec.json.decode(encoded) == [old | {"cards_removed": 2}]
+    assert shown_results(None) is None
 
 
 _STATUSES = ("won", "blocked", "resigned", "playing")
@@ -396,6 +423,43 @@ async def test_simultaneous_final_actions_finish_the_race_once_with_a_shared_ran
     # Finishing again changes nothing.
     assert await services.races.maybe_finish(started.id) is False
     assert (await services.races.room(room.invite)).results == done.results
+
+
+async def test_a_racer_who_removed_cards_and_resigned_ranks_above_those_who_resigned_at_once(
+    services: Services, clock: FakeClock
+) -> None:
+    line = find_winning_line(CODE.deal(), CODE.rules)
+    assert line is not None and [a.kind.value for a in line[:3]] == ["remove"] * 3
+    host, ann, bob = await _players(services, "Host", "Ann", "Bob")
+    room = await services.races.create(host, CODE)
+    for p in (ann, bob):
+        await services.races.join(p, room.invite)
+    started = await services.races.start(host, room.invite)
+    assert started.starts_at is not None
+    games = {s.player_id: s.game_id for s in started.seats if s.game_id is not None}
+    clock.advance(seconds=2)  # one second into the race
+    for seq, action in enumerate(line[:3]):
+        clock.advance(seconds=1)
+        await services.games.act(ann.id, games[ann.id], seq, action)
+    clock.advance(seconds=5)
+    for p in (host, bob, ann):
+        await services.games.resign(p.id, games[p.id])
+    done = await services.races.room(room.invite)
+    assert done.status == "finished" and done.results is not None
+    assert [
+        (r["player_id"], r["rank"], r["status"], r["cards_removed"], r["score"])
+        for r in done.results
+    ] == [
+        (ann.id, 1, "resigned", 3, 497),
+        (host.id, 2, "resigned", 0, 500),  # equal results: a shared rank, by player id
+        (bob.id, 2, "resigned", 0, 500),
+    ]
+    # Ann's third removal came 4 s after starts_at; her game ended 5 s after it.
+    assert [(r["last_removal_ms"], r["elapsed_ms"]) for r in done.results] == [
+        (4_000, 9_000),
+        (None, 9_000),
+        (None, 9_000),
+    ]
 
 
 async def test_concurrent_finishers_at_the_time_limit_finish_it_exactly_once(

@@ -441,11 +441,12 @@ async def test_resigning_at_once_ranks_below_playing_on_on_either_process(
         assert blocked["status"] == "blocked"
         await resign(eve)  # the last game still being played: the race finishes
 
-        rooms, progress = [], []
+        rooms: list[dict[str, Any]] = []
+        progress: list[dict[int, dict[str, Any]]] = []
         for ws in racers:
-            seen = await _until_results(ws)
-            progress.append(_last_progress(seen))
-            rooms.append(seen[-1]["race"])
+            messages = await _until_results(ws)
+            progress.append(_last_progress(messages))
+            rooms.append(messages[-1]["race"])
         results = rooms[0]["results"]
         assert [(r["name"], r["rank"], r["status"]) for r in results] == [
             ("Host", 1, "resigned"),
@@ -471,10 +472,11 @@ async def test_resigning_at_once_ranks_below_playing_on_on_either_process(
             ws.player_id: games[ws]["game_id"] for ws in racers
         }
         assert all(room["results"] == results for room in rooms)
-        for seen in progress:  # the progress pushed during the race ends where the results say
-            assert {pid: (m["status"], m["cards_left"], m["score"]) for pid, m in seen.items()} == {
-                r["player_id"]: (r["status"], r["cards_left"], r["score"]) for r in results
-            }
+        final = {r["player_id"]: (r["status"], r["cards_left"], r["score"]) for r in results}
+        for last_seen in progress:  # the progress pushed during the race ends at the results
+            assert {
+                pid: (m["status"], m["cards_left"], m["score"]) for pid, m in last_seen.items()
+            } == final
         for client in (on_a, on_b):
             body = await (await client.get(f"/api/v1/races/{invite}")).json()
             assert (body["status"], body["results"]) == ("finished", results)
