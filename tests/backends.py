@@ -196,8 +196,11 @@ class Backend:
         as a process that stalled would be."""
         raise NotImplementedError
 
-    async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
-        """Store a game's action log straight: ``steps`` (kind, position) as seqs 1, 2, …"""
+    async def add_actions(
+        self, game_id: int, steps: Sequence[Step], times: Sequence[dt.datetime] | None = None
+    ) -> None:
+        """Store a game's action log straight: ``steps`` (kind, position) as seqs 1, 2, …,
+        made at ``times`` (one per step; all at ``SEED_AT`` when None)."""
         raise NotImplementedError
 
     async def set_address(self, player_id: int, address_hash: bytes) -> None:
@@ -328,9 +331,12 @@ class MemoryBackend(Backend):
             row = self.database.instances[instance]
             self.database.instances[instance] = dataclasses.replace(row, seen_at=seen)
 
-    async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
-        for seq, (kind, pos) in enumerate(steps, start=1):
-            action = ActionRecord(game_id, seq, kind, pos, "AS", 0, SEED_AT)
+    async def add_actions(
+        self, game_id: int, steps: Sequence[Step], times: Sequence[dt.datetime] | None = None
+    ) -> None:
+        logged = zip(steps, _times(steps, times), strict=True)
+        for seq, ((kind, pos), at) in enumerate(logged, start=1):
+            action = ActionRecord(game_id, seq, kind, pos, "AS", 0, at)
             self.database.check_action(action)
             self.database.actions[(game_id, seq)] = action
 
@@ -543,14 +549,20 @@ class PostgresBackend(Backend):
                 .values(seen_at=func.statement_timestamp() - dt.timedelta(seconds=ago_s))
             )
 
-    async def add_actions(self, game_id: int, steps: Sequence[Step]) -> None:
+    async def add_actions(
+        self, game_id: int, steps: Sequence[Step], times: Sequence[dt.datetime] | None = None
+    ) -> None:
+        if not steps:
+            return
         async with self.engine.begin() as conn:
             await conn.execute(
                 insert(GameAction),
                 [
                     {"game_id": game_id, "seq": seq, "kind": kind, "pos": pos}
-                    | {"card": "AS", "score_after": 0, "created_at": SEED_AT}
-                    for seq, (kind, pos) in enumerate(steps, start=1)
+                    | {"card": "AS", "score_after": 0, "created_at": at}
+                    for seq, ((kind, pos), at) in enumerate(
+                        zip(steps, _times(steps, times), strict=True), start=1
+                    )
                 ],
             )
 
@@ -723,6 +735,13 @@ async def backend(backend_url: str | None) -> AsyncIterator[Backend]:
     """The stores of one test, in memory or in PostgreSQL."""
     async with open_backend("memory" if backend_url is None else "postgres", backend_url) as b:
         yield b
+
+
+def _times(steps: Sequence[Step], times: Sequence[dt.datetime] | None) -> Sequence[dt.datetime]:
+    """When each of ``steps`` was made: ``times`` (one each), or all at ``SEED_AT``."""
+    if times is None:
+        return [SEED_AT] * len(steps)
+    return times
 
 
 def _token_hashes(names: Sequence[str], tokens: Sequence[str] | None) -> list[bytes]:

@@ -154,6 +154,31 @@ class RoomWatcher(msgspec.Struct, frozen=True):
     presence: Presence | None
 
 
+class RaceResult(msgspec.Struct, frozen=True):
+    """A RESULT of a finished race: one racer's place (docs/protocol.md §11.7).
+
+    ``rank`` is 1 + how many racers rank strictly ahead (equal results share it: 1, 1, 3);
+    ``cleared`` is true for a racer who won (removed all 28 cards); ``cards_removed`` is
+    28 − ``cards_left``; ``elapsed_ms`` runs from ``starts_at`` to the end of their game (null:
+    stopped by the time limit); ``last_removal_ms`` from ``starts_at`` to their last removal
+    still in effect (null: none), absent from the results of races finished before it was
+    kept; ``game_id`` their race game, absent from those of races finished before replays.
+    """
+
+    rank: int
+    player_id: int
+    name: str
+    status: str
+    cleared: bool
+    score: int
+    cards_left: int
+    cards_removed: int
+    moves: int
+    elapsed_ms: int | None
+    last_removal_ms: int | msgspec.UnsetType | None = msgspec.UNSET
+    game_id: int | msgspec.UnsetType = msgspec.UNSET
+
+
 class RoomState(msgspec.Struct, frozen=True):
     """The ROOM object: a race room as anyone with its invite sees it (never a card).
 
@@ -182,7 +207,7 @@ class RoomState(msgspec.Struct, frozen=True):
     watchers: list[RoomWatcher]
     watchers_total: int
     grace_s: float
-    results: list[dict[str, Any]] | None
+    results: list[RaceResult] | None
 
 
 def room_state(room: RoomView, now: dt.datetime) -> RoomState:
@@ -208,7 +233,7 @@ def room_state(room: RoomView, now: dt.datetime) -> RoomState:
         watchers=[RoomWatcher(w.player_id, w.name, presence(w.presence)) for w in room.watchers],
         watchers_total=room.watchers_total,
         grace_s=room.grace_s,
-        results=room.results,
+        results=None if room.results is None else msgspec.convert(room.results, list[RaceResult]),
     )
 
 
@@ -231,6 +256,7 @@ __all__ = [
     "Presence",
     "PresenceView",
     "Progress",
+    "RaceResult",
     "RoomPlayer",
     "RoomState",
     "RoomView",

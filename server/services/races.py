@@ -331,12 +331,12 @@ class RaceService:
             race = await self._store.lock(tx, race_id)
             if race is None or race.status != RaceStatus.RUNNING:
                 return False
-            assert race.ends_at is not None
+            assert race.starts_at is not None and race.ends_at is not None
             now = self._clock.now()
             games = await self._store.seats.games(tx, race_id)
             if now < race.ends_at and any(g.status == Status.PLAYING for g in games):
                 return False
-            results = results_of(games)
+            results = results_of(games, race.starts_at)
             await self._store.finish(tx, race, min(now, race.ends_at), results)
             await tx.commit()
             log.info("race %s finished", race.invite)

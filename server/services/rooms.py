@@ -8,15 +8,15 @@ change rooms; this module only describes them.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from server.engine.actions import Status
 from server.engine.codes import GameCode, RuleSet
+from server.engine.layout import POSITION_COUNT
 from server.errors import ConflictError, ErrorCode, InvalidInputError
 from server.services.clock import elapsed_ms
 from server.storage.presence import PresenceState
@@ -188,31 +188,60 @@ def normalize_invite(raw: str) -> str:
     return invite
 
 
-def rank_results(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Order racers for the results (docs/rules.md §4): those who cleared all 28 cards first, by
-    finish time; then the rest by score (higher first), then cards left (fewer first); then player
-    id.
+def result_key(row: Mapping[str, Any]) -> tuple[int, ...]:
+    """A racer's standing in the results order (docs/rules.md §4 "Results order"): the smaller,
+    the better; equal keys are equal results, which share a rank.
+
+    Those who cleared all 28 cards come first, by ``elapsed_ms`` (quickest first); then
+    everyone else by cards removed (most first), then score (highest first), then the time of
+    their last removal still in effect, ``last_removal_ms`` (earliest first; None, nothing
+    removed, after any time).
 
     Args:
-        rows: one dict per racer with ``player_id``, ``name``, ``status``, ``score``,
-            ``cards_left``, ``moves`` and ``elapsed_ms`` (ms from the start to their end, or
-            None for a game still going when the race ended).
+        row: a racer's game: ``status``, ``elapsed_ms``, ``cards_left``, ``score`` and
+            ``last_removal_ms``.
+    """
+    if row["status"] == Status.WON:
+        return (0, row["elapsed_ms"])
+    last = row["last_removal_ms"]
+    return (
+        1,
+        row["cards_left"] - POSITION_COUNT,  # minus the cards removed
+        -row["score"],
+        1 if last is None else 0,
+        0 if last is None else last,
+    )
+
+
+def rank_results(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Order racers for the results (docs/rules.md §4 "Results order", :func:`result_key`),
+    equal results sharing a rank.
+
+    Args:
+        rows: one mapping per racer with ``player_id``, ``name``, ``status``, ``score``,
+            ``cards_left``, ``moves``, ``elapsed_ms`` (ms from the start to their end, or None
+            for a game still going when the race ended) and ``last_removal_ms`` (ms from the
+            start to their last removal still in effect, or None when they have none).
 
     Returns:
-        New dicts with ``rank`` (1, 2, 3, … — one agreed order, no shared ranks) and
-        ``cleared`` added.
+        New dicts, best first (equal results by player id), with ``rank`` (1 + how many
+        racers rank strictly ahead: 1, 1, 3, … as on the daily leaderboard), ``cleared``
+        (won) and ``cards_removed`` added.
     """
-
-    def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        if row["status"] == Status.WON:
-            return (0, row["elapsed_ms"], 0, 0, row["player_id"])
-        return (1, 0, -row["score"], row["cards_left"], row["player_id"])
-
-    ordered = sorted(rows, key=key)
-    return [
-        {**row, "rank": i, "cleared": row["status"] == Status.WON}
-        for i, row in enumerate(ordered, 1)
-    ]
+    ordered = sorted(rows, key=lambda row: (result_key(row), row["player_id"]))
+    ranked: list[dict[str, Any]] = []
+    for i, row in enumerate(ordered):
+        key = result_key(row)
+        rank = ranked[-1]["rank"] if i and result_key(ordered[i - 1]) == key else i + 1
+        ranked.append(
+            {
+                **row,
+                "rank": rank,
+                "cleared": row["status"] == Status.WON,
+                "cards_removed": POSITION_COUNT - row["cards_left"],
+            }
+        )
+    return ranked
 
 
 def new_invite() -> str:
@@ -220,9 +249,39 @@ def new_invite() -> str:
     return "".join(secrets.choice(INVITE_ALPHABET) for _ in range(INVITE_LENGTH))
 
 
-def results_of(games: Sequence[RacerGameRow]) -> list[dict[str, Any]]:
-    """The ranked results (:func:`rank_results`) of a race's games."""
-    return rank_results([dataclasses.asdict(game) for game in games])
+def results_of(games: Sequence[RacerGameRow], starts_at: dt.datetime) -> list[dict[str, Any]]:
+    """The ranked results (:func:`rank_results`) of a race's games, as stored: each game's
+    last removal still in effect as ``last_removal_ms``, whole ms from ``starts_at`` (as a
+    game's ``elapsed_ms`` counts)."""
+    return rank_results(
+        [
+            {
+                "player_id": game.player_id,
+                "name": game.name,
+                "status": game.status,
+                "score": game.score,
+                "cards_left": game.cards_left,
+                "moves": game.moves,
+                "elapsed_ms": game.elapsed_ms,
+                "game_id": game.game_id,
+                "last_removal_ms": (
+                    None
+                    if game.last_removal_at is None
+                    else elapsed_ms(starts_at, game.last_removal_at)
+                ),
+            }
+            for game in games
+        ]
+    )
+
+
+def shown_results(results: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """A race's stored results as shown: those of a race finished before results counted the
+    cards removed get ``cards_removed`` from their ``cards_left`` (their ranks stay as
+    stored)."""
+    if results is None:
+        return None
+    return [{"cards_removed": POSITION_COUNT - r["cards_left"], **r} for r in results]
 
 
 def room_view(
@@ -278,7 +337,7 @@ def room_view(
         ends_at=race.ends_at,
         finished_at=race.finished_at,
         seats=tuple(shown),
-        results=race.results,
+        results=shown_results(race.results),
         watchers=tuple(
             Watcher(w.player_id, w.name, presence_of(w.presence.state, w.presence.since, grace_s))
             for w in watchers
@@ -302,6 +361,8 @@ __all__ = [
     "normalize_invite",
     "presence_of",
     "rank_results",
+    "result_key",
     "results_of",
     "room_view",
+    "shown_results",
 ]

@@ -102,7 +102,7 @@ class ProfileStore(Protocol):
 
 #: The race's results rank the game's player first (``results`` is the ranked list of
 #: :func:`server.services.rooms.rank_results`, each racer's object with ``player_id`` and
-#: ``rank``).
+#: ``rank``; every racer sharing rank 1 has won it).
 _WON = Race.results.op("@>", return_type=Boolean)(
     type_coerce(
         func.jsonb_build_array(func.jsonb_build_object("player_id", Game.player_id, "rank", 1)),

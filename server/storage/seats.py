@@ -15,10 +15,10 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import case, delete, func, insert, select
+from sqlalchemy import Subquery, case, delete, func, insert, or_, select
 
 from server.storage.enums import OPEN_RACE_STATUSES, PresenceRole, PresenceState
-from server.storage.models import Game, Player, Race, RacePlayer, RacePresence
+from server.storage.models import Game, GameAction, Player, Race, RacePlayer, RacePresence
 from server.storage.transactions import Transaction, session_of
 
 #: ``race_presence`` joined to ``race_players``: a seat's presence (none on record: NULLs).
@@ -81,8 +81,15 @@ class WatcherRow:
 @dataclass(frozen=True, slots=True)
 class RacerGameRow:
     """A racer's race game, for the results: its status, score, cards left, moves and stored
-    time (``elapsed_ms`` from the start to its end; None while it is being played), and its id
-    (the results link to its replay)."""
+    time (``elapsed_ms`` from the start to its end; None while it is being played), its id
+    (the results link to its replay), and when its last removal still in effect was made.
+
+    Attributes:
+        last_removal_at: the time (UTC, as stored with the action) of the game's last removal
+            that no undo took back (docs/rules.md §2 "Undo": an undo takes back the most recent
+            removal or draw not yet taken back); None when every removal was taken back or
+            there was none.
+    """
 
     player_id: int
     name: str
@@ -92,6 +99,7 @@ class RacerGameRow:
     moves: int
     elapsed_ms: int | None
     game_id: int
+    last_removal_at: dt.datetime | None
 
 
 class SeatStore(Protocol):
@@ -152,7 +160,8 @@ class SeatStore(Protocol):
         ...
 
     async def games(self, tx: Transaction, race_id: int) -> list[RacerGameRow]:
-        """The race's games (one per racer who started), in no particular order."""
+        """The race's games (one per racer who started), in no particular order, each with the
+        time of its last removal still in effect (read from its action log)."""
         ...
 
 
@@ -321,6 +330,7 @@ class PostgresSeatStore:
 
     async def games(self, tx: Transaction, race_id: int) -> list[RacerGameRow]:
         session = session_of(tx)
+        last = _last_removals(race_id)
         rows = await session.execute(
             select(
                 Game.player_id,
@@ -331,11 +341,65 @@ class PostgresSeatStore:
                 Game.moves,
                 Game.elapsed_ms,
                 Game.id,
+                last.c.created_at,
             )
             .join(Player, Player.id == Game.player_id)
+            .outerjoin(last, last.c.game_id == Game.id)
             .where(Game.race_id == race_id)
         )
         return [RacerGameRow(*row) for row in rows]
+
+
+def _last_removals(race_id: int) -> Subquery:
+    """Each game of the race that has a removal still in effect: its ``game_id`` and the
+    ``created_at`` of the last such removal.
+
+    The undo history is a stack (docs/rules.md §2 "Undo"): a removal or draw pushes, an undo
+    pops the most recent one not yet taken back. After each action the log's *depth* is the
+    number of pushes less the number of undos so far; an action that pushed to depth d was
+    taken back exactly when the depth later fell below d. So a removal is still in effect when
+    no later action's depth is below its own.
+    """
+    push = case((GameAction.kind == "undo", -1), else_=1)
+    steps = (
+        select(
+            GameAction.game_id,
+            GameAction.seq,
+            GameAction.kind,
+            GameAction.created_at,
+            func.sum(push)
+            .over(partition_by=GameAction.game_id, order_by=GameAction.seq)
+            .label("depth"),
+        )
+        .join(Game, Game.id == GameAction.game_id)
+        .where(Game.race_id == race_id)
+        .subquery("steps")
+    )
+    marked = select(
+        steps,
+        func.min(steps.c.depth)
+        .over(partition_by=steps.c.game_id, order_by=steps.c.seq, rows=(1, None))
+        .label("lowest_after"),
+    ).subquery("marked")
+    kept = (
+        select(
+            marked.c.game_id,
+            marked.c.created_at,
+            func.row_number()
+            .over(partition_by=marked.c.game_id, order_by=marked.c.seq.desc())
+            .label("newest"),
+        )
+        .where(
+            marked.c.kind == "remove",
+            or_(marked.c.lowest_after.is_(None), marked.c.lowest_after >= marked.c.depth),
+        )
+        .subquery("kept")
+    )
+    return (
+        select(kept.c.game_id, kept.c.created_at)
+        .where(kept.c.newest == 1)
+        .subquery("last_removals")
+    )
 
 
 __all__ = [

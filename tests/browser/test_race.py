@@ -146,6 +146,7 @@ async def test_two_browsers_race_from_invite_to_results(
         await expect(results.nth(0)).to_contain_text("cleared")
         await expect(results.nth(1)).to_contain_text("Gus")
         await expect(results.nth(1)).to_contain_text("gave up")
+        await expect(results.nth(1)).to_contain_text("0 removed")  # two draws, no removal
         await expect(page.locator("#race-panel")).to_contain_text(str(CODE))
         await expect(page.locator("#race-deal")).to_have_text(HOST_DEAL)
         await expect(page.locator("#race-code-shown")).to_have_text(str(CODE))
@@ -369,6 +370,8 @@ async def test_the_results_fit_the_panel_beside_the_table(
     results = page.locator("#race-results tbody tr")
     await expect(results).to_have_count(2)
     await expect(page.locator("#race-results a.replay-link")).to_have_count(2)
+    # Both resigned at once: equal results, one shared rank.
+    await expect(results.locator("td:first-child")).to_have_text(["1", "1"])
     await expect(page.locator("#board")).to_be_visible()  # the panel is the one beside it
     outside = await page.evaluate(
         """() => {
@@ -381,6 +384,54 @@ async def test_the_results_fit_the_panel_beside_the_table(
     )
     assert outside == []
     await host.close()
+    await context.close()
+    await client.close()
+    assert page_errors == []
+
+
+async def test_the_results_show_shared_ranks_as_they_are_and_the_cards_removed(
+    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+) -> None:
+    """Two racers remove the same two cards at the same moment and share first place; the
+    player on the page resigns at once and is third: the page shows 1, 1, 3, each with the
+    cards they removed."""
+    win = find_winning_line(CODE.deal(), CODE.rules)
+    assert win is not None
+    server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
+    client = TestClient(server)  # closed at the end: it would close the server
+    await client.start_server()
+    racers = []
+    for name in ("Ada", "Ben"):
+        info = await register_rest(client, name)
+        racers.append((await WsPlayer.connect(client, info["token"]))[0])
+    ada, ben = racers
+    created = await ada.request({"type": "race_create", "code": str(CODE), "time_limit_s": 60})
+    invite = created["race"]["invite"]
+    assert (await ben.request({"type": "race_join", "invite": invite}))["role"] == "racer"
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors, f"/race/{invite}", viewport=DESKTOP)
+    await register(page, "Cleo")
+    await page.click("#invite-join")
+    await expect(page.locator("#race-players li")).to_have_count(3)
+    await ada.request({"type": "race_start", "invite": invite})
+    games = {ws: (await ws.until("race_go", invite=invite))["game"] for ws in racers}
+    await expect(page.locator("#race-countdown")).to_contain_text("Go!")
+    clock.advance(seconds=1)
+    for ws in racers:  # the same two cards at the same moment (the clock stands still)
+        await ws.play(games[ws], win[:2])
+    await page.click("#btn-resign")
+    await page.click("#resign-yes")
+    for ws in racers:
+        await ws.request({"type": "resign", "game_id": games[ws]["game_id"]})
+    results = page.locator("#race-results tbody tr")
+    await expect(results).to_have_count(3)
+    await expect(results.locator("td:first-child")).to_have_text(["1", "1", "3"])
+    await expect(results.locator("td.name")).to_have_text(["Ada", "Ben", "Cleo"])
+    for row, removed in enumerate(("2 removed", "2 removed", "0 removed")):
+        await expect(results.nth(row)).to_contain_text(removed)
+    await expect(results.nth(2)).to_have_class("me")
+    for ws in racers:
+        await ws.close()
     await context.close()
     await client.close()
     assert page_errors == []

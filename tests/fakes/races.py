@@ -38,6 +38,7 @@ from server.storage.races import INVITE_KEY, RaceRow
 from server.storage.seats import PresenceRow, RacerGameRow, RoomSeatRow, SeatRow, WatcherRow
 from server.storage.transactions import Transaction
 from tests.fakes.database import (
+    ActionRecord,
     ConnectionRecord,
     InstanceRecord,
     MemoryDatabase,
@@ -216,10 +217,24 @@ class MemorySeatStore:
                 g.moves,
                 g.elapsed_ms,
                 g.id,
+                _last_removal_at(self._db.game_actions(g.id)),
             )
             for g in self._db.games.values()
             if g.race_id == race_id
         ]
+
+
+def _last_removal_at(log: Sequence[ActionRecord]) -> dt.datetime | None:
+    """When the last removal still in effect of an action log (in seq order) was made: the log
+    replayed on a stack, an undo taking back the most recent removal or draw not yet taken
+    back (docs/rules.md §2 "Undo"); None when no removal is left on it."""
+    kept: list[ActionRecord] = []
+    for action in log:
+        if action.kind != "undo":
+            kept.append(action)
+        elif kept:  # a stored undo always had one to take back
+            kept.pop()
+    return next((a.created_at for a in reversed(kept) if a.kind == "remove"), None)
 
 
 def _unseen(database: MemoryDatabase, instance: str, timeout_s: float) -> list[str]:

@@ -379,14 +379,107 @@ async def test_simultaneous_final_actions_on_two_processes_get_one_agreed_order(
 
         rooms = [(await ws.until("race_results"))["race"] for ws in (host, ann, sam, sue)]
         results = rooms[0]["results"]
-        assert [r["rank"] for r in results] == [1, 2]
+        # Equal finish times: one shared first place, listed the same way everywhere (by player
+        # id), and a race won for each of them.
+        assert [r["rank"] for r in results] == [1, 1]
         assert all(r["cleared"] and r["status"] == "won" for r in results)
-        # Equal finish times: the tie is broken the same way everywhere (by player id).
+        assert results[0]["elapsed_ms"] == results[1]["elapsed_ms"]
         assert [r["player_id"] for r in results] == sorted([host.player_id, ann.player_id])
         assert all(room["results"] == results for room in rooms)
         for client in (on_a, on_b):
             body = await (await client.get(f"/api/v1/races/{invite}")).json()
             assert body["results"] == results
+            for ws in (host, ann):
+                profile = await (await client.get(f"/api/v1/players/{ws.player_id}")).json()
+                assert (profile["races_played"], profile["races_won"]) == (1, 1)
+
+
+async def test_resigning_at_once_ranks_below_playing_on_on_either_process(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    """Results by progress (docs/rules.md §4 "Results order"): racers who removed cards and
+    then resigned or were blocked rank above those who resigned at once, whatever the score;
+    as many cards at the same score are parted by who got there first; those who resigned at
+    once share a rank. Every follower on either process, and either process's REST, reads the
+    same results, which agree with the progress pushed during the race."""
+    assert WIN is not None and BLOCK is not None
+    server_a = await make_server(**RACE_SETTINGS)
+    server_b = await make_server(**RACE_SETTINGS)
+    async with TestClient(server_a) as on_a, TestClient(server_b) as on_b:
+        host, dan, cy = [await _player(on_a, n) for n in ("Host", "Dan", "Cy")]
+        ann, bob, eve = [await _player(on_b, n) for n in ("Ann", "Bob", "Eve")]
+        racers = [host, ann, bob, cy, dan, eve]
+        invite = await _open_room(host, *racers[1:])
+        update = await host.until("race_room")  # seats taken on B, seen on A
+        while len(update["race"]["players"]) < len(racers):
+            update = await host.until("race_room")
+        games = await _start(host, invite, racers, clock)
+
+        async def resign(ws: WsPlayer) -> dict[str, Any]:
+            reply = await ws.request({"type": "resign", "game_id": games[ws]["game_id"]})
+            assert reply["game"]["status"] == "resigned", reply
+            state: dict[str, Any] = reply["game"]
+            return state
+
+        # Ann and Bob resign at once: 500 points, nothing removed.
+        await resign(ann)
+        await resign(bob)
+        # Host removes three cards and resigns: 497.
+        await host.play(games[host], WIN[:3])
+        await resign(host)
+        # Dan removes two cards, and Eve the same two, two seconds later: 498 each.
+        await dan.play(games[dan], WIN[:2])
+        clock.advance(seconds=2)
+        await eve.play(games[eve], WIN[:2])
+        await resign(dan)
+        # Cy draws the whole stock and removes two cards: blocked at 475.
+        assert sum(a.kind.value == "remove" for a in BLOCK) == 2
+        blocked = await cy.play(games[cy], BLOCK)
+        assert blocked["status"] == "blocked"
+        await resign(eve)  # the last game still being played: the race finishes
+
+        rooms: list[dict[str, Any]] = []
+        progress: list[dict[int, dict[str, Any]]] = []
+        for ws in racers:
+            messages = await _until_results(ws)
+            progress.append(_last_progress(messages))
+            rooms.append(messages[-1]["race"])
+        results = rooms[0]["results"]
+        assert [(r["name"], r["rank"], r["status"]) for r in results] == [
+            ("Host", 1, "resigned"),
+            ("Dan", 2, "resigned"),
+            ("Eve", 3, "resigned"),
+            ("Cy", 4, "blocked"),
+            ("Ann", 5, "resigned"),
+            ("Bob", 5, "resigned"),
+        ]
+        assert [(r["cards_removed"], r["score"]) for r in results] == [
+            (3, 497),
+            (2, 498),
+            (2, 498),
+            (2, 475),
+            (0, 500),
+            (0, 500),
+        ]
+        last = {r["name"]: r["last_removal_ms"] for r in results}
+        assert last["Ann"] is None and last["Bob"] is None
+        assert last["Eve"] == last["Dan"] + 2000  # the same two cards, two seconds later
+        assert last["Cy"] == next(r["elapsed_ms"] for r in results if r["name"] == "Cy")
+        assert {r["player_id"]: r["game_id"] for r in results} == {
+            ws.player_id: games[ws]["game_id"] for ws in racers
+        }
+        assert all(room["results"] == results for room in rooms)
+        final = {r["player_id"]: (r["status"], r["cards_left"], r["score"]) for r in results}
+        for last_seen in progress:  # the progress pushed during the race ends at the results
+            assert {
+                pid: (m["status"], m["cards_left"], m["score"]) for pid, m in last_seen.items()
+            } == final
+        for client in (on_a, on_b):
+            body = await (await client.get(f"/api/v1/races/{invite}")).json()
+            assert (body["status"], body["results"]) == ("finished", results)
+            won = await (await client.get(f"/api/v1/players/{host.player_id}")).json()
+            lost = await (await client.get(f"/api/v1/players/{ann.player_id}")).json()
+            assert (won["races_won"], lost["races_won"]) == (1, 0)
 
 
 # --------------------------------------------------------------------------- the time limit

@@ -80,8 +80,10 @@ async def test_three_players_race_from_invite_to_results(
             assert results["status"] == "finished"
             assert results["code"] == str(CODE)
             ranked = [(r["rank"], r["name"], r["status"]) for r in results["results"]]
-            assert ranked[0] == (1, "Host", "won")
-            assert {r[1] for r in ranked[1:]} == {"Ann", "Bob"}
+            # Ann removed two cards before she was blocked (475 points); Bob resigned at once
+            # (500): the cards removed come before the score.
+            assert ranked == [(1, "Host", "won"), (2, "Ann", "blocked"), (3, "Bob", "resigned")]
+            assert [r["cards_removed"] for r in results["results"]] == [28, 2, 0]
 
         resp = await client.get(f"/api/v1/races/{invite}")
         assert resp.status == 200

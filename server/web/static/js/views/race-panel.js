@@ -218,11 +218,13 @@ class RacePanel {
   _finished(room) {
     this.el.append(h("h2", { id: "race-results-title" }, t("race.results")));
     const rows = (room.results || []).map((r) => {
-      // Winners rank by finish time, the others by score then cards left (docs/rules.md §4).
-      const detail = r.status === "won" ? formatTime(r.elapsed_ms) : t("race.cardsLeft", { n: r.cards_left });
+      // Winners rank by finish time, the others by cards removed, then score, then who got
+      // there first (docs/rules.md §4 "Results order"). The server ranks: equal results share a
+      // rank (1, 1, 3), shown as it comes.
+      const detail = r.status === "won" ? formatTime(r.elapsed_ms) : t("race.cardsRemoved", { n: r.cards_removed });
       return h(
         "tr",
-        { class: this.me && r.player_id === this.me.id ? "me" : null },
+        { class: this.me && r.player_id === this.me.id ? "me" : null, dataset: { rank: String(r.rank) } },
         h("td", {}, String(r.rank)),
         h("td", { class: "name" }, r.name),
         h(
