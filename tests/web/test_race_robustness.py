@@ -559,6 +559,7 @@ async def test_a_stalled_spectator_stays_bounded_and_does_not_slow_the_racers(
             transport = _choke(session)
             # From here on the spectator reads nothing while the racers play fast.
             worst_ack = most_pending = most_buffered = 0.0
+            assert WIN is not None
             line = WIN[:-1]  # each racer all but wins: some 240 progress messages in all
 
             async def churn(ws: WsPlayer, game: dict[str, Any]) -> None:
