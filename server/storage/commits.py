@@ -71,9 +71,10 @@ import asyncpg
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from server.storage.db import process_statement_name
 from server.storage.driver_errors import DriverError, database_error, unsent
 from server.storage.events import CHANNEL, Event, encode_event
-from server.storage.sessions import as_storage_error
+from server.storage.sessions import DATABASE_FAILURES, as_storage_error
 from server.storage.today import DATABASE_TODAY_SQL
 
 log = logging.getLogger(__name__)
@@ -473,7 +474,7 @@ class GroupCommitter:
             return True
         try:
             await link.driver.execute("RESET statement_timeout", timeout=self._timeout_s)
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        except DATABASE_FAILURES:
             return False
         return True
 
@@ -564,7 +565,9 @@ class GroupCommitter:
                 rows = await link.driver.fetch(COMMIT_BATCH_SQL, *arguments, timeout=bound)
             else:
                 if link.prepared is None:
-                    link.prepared = await link.driver.prepare(COMMIT_BATCH_SQL, timeout=bound)
+                    link.prepared = await link.driver.prepare(
+                        COMMIT_BATCH_SQL, name=process_statement_name(), timeout=bound
+                    )
                     link.info[_PREPARED_KEY] = (link.driver, link.prepared)
                     self.prepares += 1
                 rows = await link.prepared.fetch(*arguments, timeout=bound)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
+import uuid
 import warnings
 import weakref
 from pathlib import Path
@@ -65,24 +67,64 @@ Pooler = Literal["none", "transaction"]
 #: refuses any other startup parameter unless configured to ignore it.
 SERVER_SETTINGS = {"application_name": "tripeaks", "timezone": "UTC"}
 
+#: Names of this process's prepared statements: ``(pid, tag)`` of the process that drew the tag
+#: (a process started by fork draws its own), and a counter.
+_statement_tag: tuple[int, str] | None = None
+_statement_numbers = itertools.count(1)
+
+
+def process_statement_name() -> str:
+    """A name for a prepared statement that no other process uses: ``__tp_<tag>_<n>__``, with a
+    random tag drawn once per process and a counter.
+
+    The driver's own names (``__asyncpg_stmt_<n>__``) come from a counter per Python process, so
+    two server processes name different statements alike; wherever a server session can be
+    handed from one client to another (a pooler, in session mode without its ``DISCARD ALL``),
+    the second process's statement would then be refused (``prepared statement
+    "__asyncpg_stmt_5__" already exists``).
+    """
+    global _statement_tag
+    pid = os.getpid()
+    if _statement_tag is None or _statement_tag[0] != pid:
+        _statement_tag = (pid, uuid.uuid4().hex[:16])
+    return f"__tp_{_statement_tag[1]}_{next(_statement_numbers):x}__"
+
+
+def unnamed_statement() -> str:
+    """The name of every statement behind a transaction pooler: the empty one, PostgreSQL's
+    unnamed statement (see :data:`TRANSACTION_POOLER_CONNECT_ARGS`)."""
+    return ""
+
+
 #: Driver options behind a transaction pooler, where consecutive statements of one client may run
-#: on different server sessions: no prepared statement may outlive its statement. With asyncpg's
-#: cache off (``statement_cache_size=0``) and SQLAlchemy's off
-#: (``prepared_statement_cache_size=0``), each statement is prepared unnamed and parsed again in
-#: the same message sequence that binds and executes it (asyncpg >= 0.29), so it never depends
-#: on an earlier round trip.
+#: on different server sessions, each shared with other clients (other processes): no prepared
+#: statement may outlive its statement, and none may have a name.
 #:
-#: SQLAlchemy's recipe also names each statement uniquely (``prepared_statement_name_func``);
-#: that makes it a named statement prepared in one round trip and executed in the next, which a
-#: statement outside a transaction (our AUTOCOMMIT reads and group commits) may run on another
-#: server session. Measured through PgBouncer 1.18 in transaction mode, 300 AUTOCOMMIT
-#: statements at a time on 20 connections: with unique names one statement failed with
-#: "prepared statement ... does not exist" in each of three runs (900, 3,000 and 9,000
-#: statements) and the names stayed allocated (440 on one server session after 9,000); unnamed,
-#: none failed in 9,000 and none stayed; with the default caches 5,723 of 9,000 failed.
+#: SQLAlchemy prepares every statement (``Connection.prepare``) in one round trip and runs it in
+#: the next. Given no name, asyncpg names it ``__asyncpg_stmt_<n>__`` from a counter of its
+#: process — whatever its statement caches — so two processes behind one PgBouncer name
+#: different statements alike on the server sessions they share: ``prepared statement
+#: "__asyncpg_stmt_5__" already exists`` (SQLAlchemy 2.1.9, asyncpg 0.30, PgBouncer 1.18). A
+#: name unique to the process does not help either: a statement outside a transaction (the
+#: AUTOCOMMIT reads) may be prepared on one server session and run on another (``… does not
+#: exist``), and its name stays allocated on the first. So the statement gets the empty name,
+#: PostgreSQL's unnamed statement (``prepared_statement_name_func``): with asyncpg's statement
+#: cache off (``statement_cache_size=0``) asyncpg marks an unnamed statement unprepared and
+#: sends it again (Parse, Bind, Execute, Sync) in the message sequence that runs it, so it never
+#: depends on an earlier round trip or on which server session runs it. SQLAlchemy's cache of
+#: prepared statements is off too (``prepared_statement_cache_size=0``): a cached unnamed
+#: statement would be overwritten by the next. asyncpg's own statements (its type introspection,
+#: the group commit's batch) are unnamed with its cache off.
 TRANSACTION_POOLER_CONNECT_ARGS: dict[str, Any] = {
     "statement_cache_size": 0,
     "prepared_statement_cache_size": 0,
+    "prepared_statement_name_func": unnamed_statement,
+}
+
+#: Driver options otherwise (PostgreSQL itself, or a pooler in session mode): statements stay
+#: prepared on their connection, named uniquely to the process (:func:`process_statement_name`).
+DIRECT_CONNECT_ARGS: dict[str, Any] = {
+    "prepared_statement_name_func": process_statement_name,
 }
 
 #: Engines created for a transaction pooler: :func:`migrate` refuses them.
@@ -108,7 +150,9 @@ def create_engine(url: str, *, pool_size: int = 10, pooler: Pooler = "none") -> 
     }
     if pooler == "transaction":
         connect_args.update(TRANSACTION_POOLER_CONNECT_ARGS)
-    elif pooler != "none":
+    elif pooler == "none":
+        connect_args.update(DIRECT_CONNECT_ARGS)
+    else:
         raise DatabaseConfigError(f"unknown pooler {pooler!r}: none or transaction")
     engine = create_async_engine(
         async_url(url),

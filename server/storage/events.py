@@ -28,6 +28,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.storage.db import direct_dsn
+from server.storage.sessions import DATABASE_FAILURES
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,9 @@ class Listener:
             engine's own query options, such as ``prepared_statement_cache_size``, are left out).
         handler: called on the event loop with each decoded event.
         on_reconnect: called after a lost connection is re-established.
+        on_restart: called when the listener failed other than by losing its connection (a
+            driver's state it did not expect), before it reconnects all the same: it never
+            stops listening until :meth:`stop`.
     """
 
     def __init__(
@@ -182,10 +186,13 @@ class Listener:
         url: str,
         handler: Callable[[Event], None],
         on_reconnect: Callable[[], None] | None = None,
+        *,
+        on_restart: Callable[[], None] | None = None,
     ) -> None:
         self._dsn = direct_dsn(url)
         self._handler = handler
         self._on_reconnect = on_reconnect
+        self._on_restart = on_restart
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -229,13 +236,21 @@ class Listener:
     async def _run(self, conn: asyncpg.Connection) -> None:
         try:
             while True:
-                await self._watch(conn)
-                log.warning("event listener lost its database connection; reconnecting")
+                try:
+                    await self._watch(conn)
+                    log.warning("event listener lost its database connection; reconnecting")
+                except Exception:  # not the connection's loss: a failure of its own
+                    log.exception("event listener failed; reconnecting")
+                    if self._on_restart is not None:
+                        self._on_restart()
                 with contextlib.suppress(Exception):
                     await conn.close(timeout=1)
                 conn = await self._reconnect()
                 if self._on_reconnect is not None:
-                    self._on_reconnect()
+                    try:
+                        self._on_reconnect()
+                    except Exception:
+                        log.exception("event listener: resynchronising after a reconnection failed")
         finally:
             with contextlib.suppress(Exception):
                 await conn.close(timeout=1)
@@ -247,7 +262,7 @@ class Listener:
             await asyncio.sleep(1.0)
             try:
                 await asyncio.wait_for(conn.execute("SELECT 1"), timeout=5)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            except DATABASE_FAILURES:
                 return
 
     async def _reconnect(self) -> asyncpg.Connection:

@@ -3,7 +3,13 @@
 Every query of the server runs in a session opened here (or in the group commit, which
 translates its own failures the same way, :mod:`server.storage.commits`), so above the storage
 layer no SQLAlchemy or driver exception is ever seen: :func:`storage_errors` is the one
-translation.
+translation, and :data:`DATABASE_FAILURES` what it translates.
+
+Not every driver error reaches SQLAlchemy's own translation: a pooled connection is set up by
+SQLAlchemy's connect hook (``set_type_codec`` for JSON on asyncpg), which lets the driver's
+exceptions through as they are — a backend killed meanwhile raises
+``ConnectionDoesNotExistError``, ``InternalClientError`` ("cannot switch to state …") or a
+``BrokenPipeError`` out of ``Session.execute``. They are database failures all the same.
 """
 
 from __future__ import annotations
@@ -11,11 +17,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
+import asyncpg
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from server.errors import StorageBusy, StorageConflict, StorageError, StorageUnavailable
+
+#: What a failure of the database, the driver or the connection may be raised as: SQLAlchemy's
+#: exceptions, the driver's own (from the connect hook, or from statements sent on the driver's
+#: connection), and the socket's (``OSError``: refused, reset, a broken pipe, a time-out).
+DATABASE_FAILURES: tuple[type[BaseException], ...] = (
+    SQLAlchemyError,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 
 
 def as_storage_error(exc: BaseException) -> BaseException:
@@ -26,7 +44,8 @@ def as_storage_error(exc: BaseException) -> BaseException:
         :class:`StorageBusy` for the pool's time-out, :class:`StorageConflict` for a constraint
         that refused a write (``constraint`` names it when known), :class:`StorageUnavailable`
         for any other failure of the database, the driver or the connection (a refused or
-        dropped connection, a statement time-out); ``exc`` itself otherwise.
+        dropped connection, a statement time-out, one of the driver's own exceptions: see
+        :data:`DATABASE_FAILURES`); ``exc`` itself otherwise.
     """
     error: StorageError
     if isinstance(exc, StorageError):
@@ -36,7 +55,7 @@ def as_storage_error(exc: BaseException) -> BaseException:
     elif isinstance(exc, IntegrityError):
         diag = getattr(exc.orig, "__cause__", None) or exc.orig
         error = StorageConflict(getattr(diag, "constraint_name", None))
-    elif isinstance(exc, SQLAlchemyError | OSError):
+    elif isinstance(exc, DATABASE_FAILURES):
         error = StorageUnavailable(f"database failure: {exc.__class__.__name__}")
     else:
         return exc
@@ -50,7 +69,7 @@ def storage_errors() -> Iterator[None]:
     :func:`as_storage_error`)."""
     try:
         yield
-    except (SQLAlchemyError, OSError) as exc:
+    except DATABASE_FAILURES as exc:
         raise as_storage_error(exc) from exc
 
 
