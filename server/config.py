@@ -28,6 +28,9 @@ Environment variables (all optional):
   transaction pooler, for what holds a session: the event listener (``LISTEN``) and the
   migrations (a session-level advisory lock). Defaults to ``DATABASE_URL``; required with
   ``TRIPEAKS_DB_POOLER=transaction``.
+- ``TRIPEAKS_DB_START_TIMEOUT_S``: how long the start waits for the database (its migrations,
+  this process's records, the event listener) before the process exits saying what it waited
+  for (60); it says so every 10 s meanwhile.
 - ``TRIPEAKS_DB_WRITE_TIMEOUT_S``: how long an action whose game row another transaction holds
   locked keeps being tried before it is answered ``unavailable`` (5; other games never wait).
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
@@ -98,6 +101,7 @@ class Settings(BaseSettings):
     db_pooler: Literal["none", "transaction"] = "none"
     direct_database_url: str | None = None
     db_write_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    db_start_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)

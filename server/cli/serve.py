@@ -67,7 +67,7 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
 
     from server.errors import StorageError
     from server.storage.sessions import as_storage_error
-    from server.web.app import create_app
+    from server.web.app import StartupTimeout, create_app
 
     app = create_app(settings, daily_secret=daily_secret, freeze_startup=True)
     try:
@@ -82,6 +82,8 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
             ),
             access_log=None,
         )
+    except StartupTimeout as exc:
+        raise click.ClickException(f"could not start: {exc}") from None
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             raise click.ClickException(

@@ -9,6 +9,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from aiohttp import WSCloseCode, web
 
@@ -24,6 +25,7 @@ from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
 from server.web import http, metrics, page_rules, routes, ws
 from server.web.admission import Admission
+from server.web.background import periodically
 from server.web.hub import Hub
 from server.web.keys import (
     ADMISSION,
@@ -36,9 +38,12 @@ from server.web.keys import (
     SHUTTING_DOWN,
     SOCKETS,
 )
+from server.web.metrics import BackgroundTask
 from server.web.outbox import CLOSE_GRACE_S
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -163,10 +168,8 @@ async def _open_services(
         )
         stack.callback(analyzer.close)
     if run_migrations:
-        if settings.direct_database_url:
-            await migrate_url(direct_url)
-        else:
-            await migrate(engine)
+        migrating = migrate_url(direct_url) if settings.direct_database_url else migrate(engine)
+        await _starting(settings, "migrating the schema", migrating)
     services = app[SERVICES] = Services.build(
         engine,
         app[CLOCK],
@@ -189,7 +192,7 @@ async def _open_services(
     stack.push_async_callback(_bounded, "the group committer", _later(services.close))
     hub = app[HUB] = Hub(services)
     stack.push_async_callback(_bounded, "the race hub", _later(hub.close))
-    await services.presence.register()
+    await _starting(settings, "recording this process", services.presence.register())
     stack.push_async_callback(
         _bounded, "the presence records", _later(services.presence.unregister)
     )
@@ -198,10 +201,74 @@ async def _open_services(
     stack.push_async_callback(
         _bounded, "the online records", _later(services.friends.records.close)
     )
-    listener = Listener(direct_url, hub.handle, hub.resync)
-    await listener.start()
+    listener = Listener(
+        direct_url,
+        hub.handle,
+        hub.resync,
+        on_restart=lambda: metrics.background_restarted(BackgroundTask.EVENT_LISTENER),
+    )
+    await _starting(settings, "listening for events", listener.start())
     stack.push_async_callback(_bounded, "the event listener", _later(listener.stop))
     return services, hub
+
+
+#: Seconds between the warnings of a start still waiting for the database.
+START_NOTICE_S = 10.0
+
+#: What a start that waits for the database may be waiting for.
+START_HINT = (
+    "a connection pooler whose server connections are all taken (in session mode each server "
+    "process holds up to 2 x TRIPEAKS_DB_POOL_SIZE connections to DATABASE_URL and one more to "
+    "the direct URL: the pooler's pool must cover every process's), or a database that does "
+    "not answer"
+)
+
+
+class StartupTimeout(Exception):
+    """A step of the start waited for the database longer than ``TRIPEAKS_DB_START_TIMEOUT_S``."""
+
+
+async def _starting(settings: Settings, what: str, step: Awaitable[T]) -> T:
+    """Await one database step of the start: warn every :data:`START_NOTICE_S` while it waits,
+    and give it up after ``settings.db_start_timeout_s``.
+
+    A statement behind a pooler whose pool is taken waits in the pooler's queue (PgBouncer's
+    ``query_wait_timeout``: two minutes), which the driver's connect time-out does not cover:
+    without this bound the process would wait there saying nothing.
+
+    Raises:
+        StartupTimeout: the step did not end in time (it is cancelled, and left behind if
+            cancelling does not end it within :data:`CLEANUP_STEP_S`).
+    """
+    task = asyncio.ensure_future(step)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + settings.db_start_timeout_s
+    try:
+        while True:
+            left = deadline - loop.time()
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, min(START_NOTICE_S, left)))
+            if done:
+                return task.result()
+            waited = loop.time() - started
+            if loop.time() >= deadline:
+                break
+            log.warning(
+                "start: still %s after %.0f s, waiting for the database: %s",
+                what,
+                waited,
+                START_HINT,
+            )
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    task.add_done_callback(lambda ended: ended.cancelled() or ended.exception())
+    task.cancel()
+    await asyncio.wait({task}, timeout=CLEANUP_STEP_S)
+    raise StartupTimeout(
+        f"the database did not answer within {settings.db_start_timeout_s:g} s "
+        f"(TRIPEAKS_DB_START_TIMEOUT_S) while {what}: {START_HINT}"
+    )
 
 
 def _start_loops(
@@ -209,7 +276,8 @@ def _start_loops(
 ) -> None:
     """Start the background loops, each stopped (bounded) at shutdown: the presence heartbeat,
     the race sweep, the presence sweep, the online sweep (the records of who is online), and
-    the daily deals prepared ahead. Separate loops, so that none holds up another."""
+    the daily deals prepared ahead. Separate loops, so that none holds up another; a failed
+    step is counted and tried again after a back-off (:func:`.background.periodically`)."""
 
     async def heartbeat() -> None:
         # This process's presence record, kept fresh on its own (a sweep held up by a locked
@@ -219,31 +287,33 @@ def _start_loops(
             await services.presence.refollow(hub.follows_all())
             await services.friends.reconnect(hub.signed_in_all())
 
-    def loop(what: str, every_s: float, step: Callable[[], Awaitable[object]], **kw: bool) -> None:
-        task = asyncio.create_task(_periodically(what, every_s, step, **kw))
-        stack.push_async_callback(_stop, what, task)
+    def loop(
+        task: BackgroundTask, every_s: float, step: Callable[[], Awaitable[object]], **kw: bool
+    ) -> None:
+        running = asyncio.create_task(periodically(task, every_s, step, **kw), name=task.value)
+        stack.push_async_callback(_stop, task.value, running)
 
     # Six beats per instance time-out are plenty to be seen in time (5 s by default).
     loop(
-        "the presence heartbeat",
+        BackgroundTask.PRESENCE_HEARTBEAT,
         max(settings.race_sweep_s, settings.instance_timeout / 6),
         heartbeat,
     )
-    loop("the race sweep", settings.race_sweep_s, services.races.sweep)
+    loop(BackgroundTask.RACE_SWEEP, settings.race_sweep_s, services.races.sweep)
     loop(
-        "the presence sweep",
+        BackgroundTask.PRESENCE_SWEEP,
         settings.race_sweep_s,
         lambda: services.presence.sweep(hub.open_keys),
     )
     loop(
-        "the online sweep",
+        BackgroundTask.ONLINE_SWEEP,
         settings.race_sweep_s,
         lambda: services.friends.sweep(hub.open_keys, hub.signed_in_all),
     )
     if settings.daily_prepare_every_s > 0:
         lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)
         loop(
-            "preparing the daily deals",
+            BackgroundTask.DAILY_PREPARE,
             settings.daily_prepare_every_s,
             lambda: services.daily.prepare_ahead(lead),
             at_once=True,
@@ -304,21 +374,6 @@ async def _bounded(what: str, step: Awaitable[object]) -> None:
             log.error("shutdown: %s was cancelled; going on", what)
     elif (exc := task.exception()) is not None:
         log.error("shutdown: stopping %s failed; going on", what, exc_info=exc)
-
-
-async def _periodically(
-    what: str, every_s: float, step: Callable[[], Awaitable[object]], *, at_once: bool = False
-) -> None:
-    """Run ``step`` every ``every_s`` seconds (first at once when ``at_once``, else after one
-    wait), logging a failed run and going on."""
-    if not at_once:
-        await asyncio.sleep(every_s)
-    while True:
-        try:
-            await step()
-        except Exception:
-            log.warning("%s failed; trying again", what, exc_info=True)
-        await asyncio.sleep(every_s)
 
 
 #: Allocations the collector lets pass before it looks at the youngest generation (Python's

@@ -10,6 +10,10 @@ when a player's tokens are revoked (:class:`TokensRevoked`, from any process), i
 database which of their sockets' tokens still exist and closes the others (4001, ``signed
 out``), as it does for every socket after the event connection was lost (events may have been
 missed meanwhile).
+
+Each of its tasks (a token check, a room read again, a deal released, an invitation) that
+fails other than as it expects is started again after a back-off and counted
+(:mod:`server.web.background`): a failure never ends a revoked-token check for good.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Protocol
 
 from server.catalogue import Locale
@@ -34,6 +38,8 @@ from server.storage.events import (
     RaceStarted,
     TokensRevoked,
 )
+from server.web.background import supervised
+from server.web.metrics import BackgroundTask
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +152,7 @@ class Hub:
         """Close those of ``connections`` whose token no longer exists (in a task of its
         own)."""
         if connections:
-            self.spawn(self._check_tokens(connections))
+            self.supervise(BackgroundTask.TOKEN_CHECK, lambda: self._check_tokens(connections))
 
     def _forget_signed_in(self, connection: Authenticated, player_id: int) -> None:
         connections = self._signed_in.get(player_id)
@@ -241,7 +247,7 @@ class Hub:
             return
         if isinstance(event, RaceInvited):
             if event.player_id in self._signed_in:
-                self.spawn(self._invite(event))
+                self.supervise(BackgroundTask.RACE_INVITATION, lambda: self._invite(event))
             return
         race_id = event.race_id
         if race_id not in self._rooms:
@@ -296,17 +302,22 @@ class Hub:
             self._reading[race_id] = True
             return
         self._reading[race_id] = False
-        self.spawn(self._send_room_until_settled(race_id))
+        self.spawn(self._refresh_until_settled(race_id))
 
-    async def _send_room_until_settled(self, race_id: int) -> None:
+    async def _refresh_until_settled(self, race_id: int) -> None:
         try:
-            while True:
-                await self._send_room(race_id)
-                if not self._reading.get(race_id):
-                    return
-                self._reading[race_id] = False
+            await supervised(
+                BackgroundTask.ROOM_REFRESH, lambda: self._send_room_until_settled(race_id)
+            )
         finally:
             self._reading.pop(race_id, None)
+
+    async def _send_room_until_settled(self, race_id: int) -> None:
+        while True:
+            await self._send_room(race_id)
+            if not self._reading.get(race_id):
+                return
+            self._reading[race_id] = False
 
     async def _send_room(self, race_id: int) -> None:
         invite = self._invites.get(race_id)
@@ -332,7 +343,10 @@ class Hub:
         delay = (starts_at - self._services.clock.now()).total_seconds()
         loop = asyncio.get_running_loop()
         self._timers[race_id] = loop.call_later(
-            max(0.0, delay), lambda: self.spawn(self._release(race_id, invite))
+            max(0.0, delay),
+            lambda: self.supervise(
+                BackgroundTask.RACE_RELEASE, lambda: self._release(race_id, invite)
+            ),
         )
 
     async def _release(self, race_id: int, invite: str) -> None:
@@ -356,6 +370,12 @@ class Hub:
                 log.warning("race %s: cannot load game %s (%s)", invite, game_id, exc)
                 continue
             subscriber.push(out.race_go(invite, out.game_state(snapshot, subscriber.locale)))
+
+    def supervise(self, task: BackgroundTask, run: Callable[[], Awaitable[object]]) -> None:
+        """Run ``run()`` in a task of its own (cancelled, if still running, by :meth:`close`),
+        started again after a back-off each time it fails, and counted
+        (:func:`server.web.background.supervised`)."""
+        self.spawn(supervised(task, run))
 
     def spawn(self, coro: Any) -> None:
         """Run ``coro`` in a task of its own, cancelled (if still running) by :meth:`close`."""

@@ -182,6 +182,50 @@ ADMISSION_BUSY = Counter(
 ADMISSION_QUEUE_FULL = ADMISSION_BUSY.labels("queue_full")
 ADMISSION_WAIT_TIMEOUT = ADMISSION_BUSY.labels("wait_timeout")
 
+# ------------------------------------------------------------------------- background tasks
+
+
+class BackgroundTask(StrEnum):
+    """A long-running task of the process (the ``task`` label of
+    ``tripeaks_background_restarts_total``)."""
+
+    #: This process's presence record, refreshed.
+    PRESENCE_HEARTBEAT = "presence_heartbeat"
+    #: Races whose time is up, finished.
+    RACE_SWEEP = "race_sweep"
+    #: Race presence moved along (reconnecting, gone).
+    PRESENCE_SWEEP = "presence_sweep"
+    #: The records of who is online, kept in line with this process's sockets.
+    ONLINE_SWEEP = "online_sweep"
+    #: Today's and tomorrow's daily deals, prepared ahead.
+    DAILY_PREPARE = "daily_prepare"
+    #: The event listener (LISTEN), reconnecting when its connection is lost.
+    EVENT_LISTENER = "event_listener"
+    #: Open websockets whose token was revoked, looked up and closed.
+    TOKEN_CHECK = "token_check"
+    #: A followed race room, read again and sent to its followers.
+    ROOM_REFRESH = "room_refresh"
+    #: A race's deal, released to this process's racers at its start.
+    RACE_RELEASE = "race_release"
+    #: A race invitation, checked and shown to the invited player.
+    RACE_INVITATION = "race_invitation"
+
+
+BACKGROUND_RESTARTS = Counter(
+    "tripeaks_background_restarts",
+    "Background tasks that failed and were started again after a back-off, by task: "
+    + ", ".join(t.value for t in BackgroundTask)
+    + ".",
+    ["task"],
+)
+_RESTARTS = {task: BACKGROUND_RESTARTS.labels(task.value) for task in BackgroundTask}
+
+
+def background_restarted(task: BackgroundTask) -> None:
+    """Count a background task that failed and is started again."""
+    _RESTARTS[task].inc()
+
+
 # ------------------------------------------------------------------------------------ solver
 
 SOLVER_CACHE = Counter(
@@ -243,9 +287,11 @@ __all__ = [
     "WEBSOCKETS_OPEN",
     "Activity",
     "ActivityReader",
+    "BackgroundTask",
     "CloseReason",
     "action_failed",
     "action_rejected",
+    "background_restarted",
     "observe_batch",
     "render",
     "solver_lookup",
