@@ -14,10 +14,15 @@ other's progress.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import sys
 import time
+import uuid
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,30 +31,26 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import ValidationError
 from sqlalchemy import make_url, text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from server.config import Settings
 from server.engine import GameCode, RuleSet
-from server.services.clock import FakeClock
-from server.storage import db as db_module
+from server.services.daily import derive_daily_code
 from server.storage.db import DatabaseConfigError, create_engine, migrate
 from server.storage.events import CHANNEL, Event, Listener, RaceRoomChanged, encode_event
-from tests.conftest import PgBouncer, ServerFactory, _admin
+from tests.conftest import PgBouncer, ServerFactory, _admin, _db_url
 from tests.helpers import (
     TIMEOUT,
-    WAIT_S,
     WsPlayer,
     blocking_line,
-    daily_code,
     find_winning_line,
     register,
 )
+from tests.pooler import DAILY_SECRET, Bouncer, PoolMode, ServerProcess
 
 Client = TestClient[Any, Any]
 CODE = GameCode.parse("TP1-E-AAAAAAB")
 WIN = find_winning_line(CODE.deal(), CODE.rules)
 BLOCK = blocking_line(CODE.deal(), CODE.rules)
-RACE_SETTINGS: dict[str, Any] = {"race_countdown_s": 0.05, "race_sweep_s": 0.05}
 
 
 @pytest.fixture
@@ -317,67 +318,6 @@ async def test_tripeaks_migrate_behind_the_pooler_uses_the_direct_url(
     assert "TRIPEAKS_DIRECT_DATABASE_URL" in out and "advisory lock" in out
 
 
-# ----------------------------------------------------------------------------------- playing
-
-
-async def test_a_free_game_a_resignation_and_a_ranked_daily_over_rest_through_the_pooler(
-    pooled_server: ServerFactory, settings: Settings, clock: FakeClock, database_url: str
-) -> None:
-    assert WIN is not None
-    server = await pooled_server()
-    async with TestClient(server) as client:
-        ann = await _player(client, "Ann")
-        game = (await ann.request({"type": "new_game", "code": str(CODE)}))["game"]
-        final = await ann.play(game, WIN)
-        assert final["status"] == "won"
-        resp = await client.get(f"/api/v1/games/{game['game_id']}")
-        assert resp.status == 200
-        body = await resp.json()
-        assert (body["status"], body["score"], len(body["actions"])) == (
-            "won",
-            final["score"],
-            len(WIN),
-        )
-        # A resignation runs in a transaction with SET LOCAL lock_timeout.
-        other = (await ann.request({"type": "new_game"}))["game"]
-        resigned = await ann.request({"type": "resign", "game_id": other["game_id"]})
-        assert resigned["game"]["status"] == "resigned", resigned
-
-        # The daily: three players, ranked over REST.
-        assert settings.daily_secret
-        code = daily_code(settings.daily_secret.encode(), clock.now().date(), RuleSet.EASY)
-        win, block = (
-            find_winning_line(code.deal(), code.rules),
-            blocking_line(code.deal(), code.rules),
-        )
-        assert win is not None and block is not None
-        players = {name: await _player(client, name) for name in ("Ben", "Cy", "Dee")}
-        dailies = {
-            n: (await ws.request({"type": "join_daily"}))["game"] for n, ws in players.items()
-        }
-        clock.advance(seconds=30)
-        await players["Ben"].play(dailies["Ben"], win)
-        await players["Cy"].play(dailies["Cy"], block)
-        await players["Dee"].play(dailies["Dee"], win)
-        today = clock.now().date().isoformat()
-        board = await (await client.get(f"/api/v1/daily/{today}/leaderboard")).json()
-        assert [(e["name"], e["rank"]) for e in board["entries"]] == [
-            ("Ben", 1),
-            ("Dee", 1),
-            ("Cy", 3),
-        ]
-        around = await client.get(
-            f"/api/v1/daily/{today}/leaderboard/around/{players['Cy'].player_id}"
-        )
-        assert around.status == 200
-        daily = await (await client.get("/api/v1/daily")).json()
-        assert (daily["players"], daily["ranked"]) == (3, 3)
-        for ws in (ann, *players.values()):
-            await ws.close()
-    stored = await _fetchval(database_url, "SELECT count(*) FROM game_actions")
-    assert stored == len(WIN) + 2 * len(win) + len(block)
-
-
 async def test_resigning_a_row_locked_elsewhere_waits_only_the_write_timeout_through_the_pooler(
     pooled_server: ServerFactory, database_url: str
 ) -> None:
@@ -402,152 +342,359 @@ async def test_resigning_a_row_locked_elsewhere_waits_only_the_write_timeout_thr
         await ann.close()
 
 
-async def test_twenty_players_play_at_once_through_the_pooler_without_unavailable(
-    pooled_server: ServerFactory, database_url: str
-) -> None:
-    """20 players register, play a deal to its end and resign a second game, all at once:
-    every request is answered, none ``unavailable`` (each outcome is counted, so a failure
-    shows how many)."""
-    assert WIN is not None
-    server = await pooled_server()
-    outcomes: Counter[str] = Counter()
+# ----------------------------------------------------- two server processes behind PgBouncer
+#
+# Real ``tripeaks serve`` processes (each with its own driver, statement names, pools and event
+# listener) behind a PgBouncer with its default pool size (20 server connections), in
+# transaction mode and in session mode. Before statements went out unnamed through a
+# transaction pooler, the two processes' ``__asyncpg_stmt_<n>__`` collided on the server
+# sessions they share: ``already exists``, players answered ``unavailable``, reads 503.
 
-    async def play(client: Client, name: str) -> None:
-        resp = await client.post("/api/v1/players", json={"name": name})
-        outcomes[f"register {resp.status}"] += 1
-        if resp.status != 201:
-            return
-        ws = WsPlayer(await client.ws_connect("/ws"))
+MODES: tuple[PoolMode, ...] = ("transaction", "session")
+#: ``TRIPEAKS_DB_POOL_SIZE`` of each process in session mode, where every connection a process
+#: holds open holds one of PgBouncer's server connections: two processes, each with up to twice
+#: this and its listener, fit PgBouncer's default pool of 20 (2 x (2 x 4 + 1) = 18).
+SESSION_POOL_SIZE = 4
+#: Seconds after PgBouncer is back within which every player is served again.
+RECOVERY_S = 10.0
+#: What a server's log never says: a failure that reached a handler, a task that died.
+NEVER_LOGGED = ("unexpected error", "internal_error", "Task exception was never retrieved")
+
+
+@dataclass
+class Deployment:
+    """Two server processes behind one PgBouncer, over one database."""
+
+    mode: PoolMode
+    bouncer: Bouncer
+    direct_url: str
+    servers: list[ServerProcess]
+
+    @property
+    def bases(self) -> list[str]:
+        return [server.base for server in self.servers]
+
+    def check_logs(self) -> None:
+        """No failure reached a handler, and no task died, in either process."""
+        for server in self.servers:
+            text = server.text()
+            for phrase in NEVER_LOGGED:
+                assert phrase not in text, f"{server.base} logged {phrase!r}:\n{text[-6000:]}"
+
+    async def check_acked(self, acked: set[tuple[int, int]]) -> None:
+        """Every action acknowledged ``accepted`` (game id, seq) is stored."""
+        conn = await asyncpg.connect(self.direct_url)
         try:
-            reply = await ws.request({"type": "hello", "token": (await resp.json())["token"]})
-            outcomes[f"hello {reply.get('code') or reply['type']}"] += 1
-            if reply["type"] != "welcome":
-                return
-            reply = await ws.request({"type": "new_game", "code": str(CODE)})
+            rows = await conn.fetch(
+                "SELECT game_id, seq FROM game_actions WHERE game_id = ANY($1::bigint[])",
+                sorted({game_id for game_id, _ in acked}),
+            )
+        finally:
+            await conn.close()
+        lost = acked - {(row["game_id"], row["seq"]) for row in rows}
+        assert not lost, f"{len(lost)} acknowledged actions are not stored: {sorted(lost)[:10]}"
+
+
+def _server_env(mode: PoolMode, pooled: str, direct: str, data: Path) -> dict[str, str]:
+    env = {
+        "DATABASE_URL": pooled,
+        "TRIPEAKS_DAILY_SECRET": DAILY_SECRET,
+        "TRIPEAKS_DATA_DIR": str(data),
+        "TRIPEAKS_SOLVER_WORKERS": "0",
+        "TRIPEAKS_REGISTER_PER_MINUTE": "100000",
+        "TRIPEAKS_WS_RATE_PER_SECOND": "1000",
+        "TRIPEAKS_RACE_COUNTDOWN_S": "0.5",
+        "TRIPEAKS_LOG_LEVEL": "WARNING",
+    }
+    if mode == "transaction":
+        env.update(TRIPEAKS_DB_POOLER="transaction", TRIPEAKS_DIRECT_DATABASE_URL=direct)
+    else:
+        env.update(TRIPEAKS_DB_POOL_SIZE=str(SESSION_POOL_SIZE))
+    return env
+
+
+@pytest.fixture(scope="module", params=MODES)
+def deployment(
+    request: pytest.FixtureRequest, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    """PgBouncer (the mode of the parameter, its default pool size) and two server processes
+    behind it over a fresh migrated database; everything stopped and dropped afterwards."""
+    mode: PoolMode = request.param
+    name = f"tripeaks_test_pooler_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"'))
+    direct = _db_url(name)
+    bouncer = Bouncer(mode)
+    servers: list[ServerProcess] = []
+    folder = tmp_path_factory.mktemp(f"pooler-{mode}")
+    try:
+        bouncer.start()
+        for i in range(2):
+            env = _server_env(mode, bouncer.pooled(direct), direct, folder / f"data{i}")
+            servers.append(ServerProcess(env, folder / f"server{i}.log"))
+        for server in servers:
+            server.start()
+
+        async def ready() -> None:
+            await asyncio.gather(*(server.ready() for server in servers))
+
+        asyncio.run(ready())
+        yield Deployment(mode, bouncer, direct, servers)
+        for server in servers:
+            assert server.stop() == 0, server.text()[-4000:]
+    finally:
+        for server in servers:
+            server.stop()
+        bouncer.close()
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _connect(http: aiohttp.ClientSession, base: str, name: str) -> WsPlayer:
+    """Register ``name`` on ``base`` and say hello on a websocket there."""
+    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+        assert resp.status == 201, await resp.text()
+        token = (await resp.json())["token"]
+    player = WsPlayer(await http.ws_connect(f"{base}/ws"))
+    welcome = await player.request({"type": "hello", "token": token})
+    assert welcome["type"] == "welcome", welcome
+    player.player_id = welcome["player"]["id"]
+    player.token = token
+    return player
+
+
+def _http() -> aiohttp.ClientSession:
+    """A client with every request in flight at once (no connection limit)."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+
+async def test_players_register_and_play_on_two_processes_behind_pgbouncer(
+    deployment: Deployment,
+) -> None:
+    """20 players at once, on either process: register, say hello, play a deal to its end and
+    resign a second game; every request is answered, none ``unavailable``, and every
+    acknowledged action is stored."""
+    assert WIN is not None
+    outcomes: Counter[str] = Counter()
+    acked: set[tuple[int, int]] = set()
+
+    async def play(http: aiohttp.ClientSession, i: int) -> None:
+        player = await _connect(http, deployment.bases[i % 2], f"Player {i}")
+        outcomes["welcome"] += 1
+        try:
+            reply = await player.request({"type": "new_game", "code": str(CODE)})
             outcomes[f"new_game {reply.get('code') or reply['type']}"] += 1
-            if reply["type"] != "game":
-                return
             game = reply["game"]
             for action in WIN:
-                reply = await ws.act(game, action.kind.value, action.pos)
+                reply = await player.act(game, action.kind.value, action.pos)
                 outcomes[f"action {reply.get('code') or reply['type']}"] += 1
                 if reply["type"] != "accepted":
                     return
                 game = reply["game"]
+                acked.add((game["game_id"], game["seq"]))
             outcomes[f"final {game['status']}"] += 1
-            spare = await ws.request({"type": "new_game"})
-            if spare["type"] == "game":
-                reply = await ws.request({"type": "resign", "game_id": spare["game"]["game_id"]})
-                outcomes[f"resign {reply.get('code') or reply['game']['status']}"] += 1
+            spare = (await player.request({"type": "new_game"}))["game"]
+            reply = await player.request({"type": "resign", "game_id": spare["game_id"]})
+            outcomes[f"resign {reply.get('code') or reply['game']['status']}"] += 1
         finally:
-            await ws.close()
+            await player.close()
 
-    async with TestClient(server) as client:
-        await asyncio.gather(*(play(client, f"Player {i}") for i in range(20)))
+    async with _http() as http:
+        await asyncio.gather(*(play(http, i) for i in range(20)))
     assert outcomes == {
-        "register 201": 20,
-        "hello welcome": 20,
+        "welcome": 20,
         "new_game game": 20,
         "action accepted": 20 * len(WIN),
         "final won": 20,
         "resign resigned": 20,
     }, outcomes
-    assert await _fetchval(database_url, "SELECT count(*) FROM game_actions") == 20 * len(WIN)
+    await deployment.check_acked(acked)
+    deployment.check_logs()
 
 
-async def test_a_thousand_concurrent_leaderboard_reads_through_the_pooler_all_succeed(
-    make_server: ServerFactory,
-    pooled_server: ServerFactory,
-    settings: Settings,
-    clock: FakeClock,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    assert settings.daily_secret
-    code = daily_code(settings.daily_secret.encode(), clock.now().date(), RuleSet.EASY)
-    block = blocking_line(code.deal(), code.rules)
-    assert block is not None
-    today = clock.now().date().isoformat()
-    # The board is filled through a server on the direct URL; only the reads go through the
-    # pooler.
-    async with TestClient(await make_server()) as client:
-        players = [await _player(client, f"Ranked {i}") for i in range(6)]
-        for i, ws in enumerate(players):
-            game = (await ws.request({"type": "join_daily"}))["game"]
-            clock.advance(seconds=i + 1)
-            await ws.play(game, block)
-            await ws.close()
-        board = await (await client.get(f"/api/v1/daily/{today}/leaderboard")).json()
-        assert len(board["entries"]) == 6
-    paths = [
-        f"/api/v1/daily/{today}/leaderboard",
-        f"/api/v1/daily/{today}/leaderboard?limit=3",
-        f"/api/v1/daily/{today}/leaderboard/around/{players[2].player_id}?radius=2",
-        f"/api/v1/daily/{today}",
-    ]
-    # The burst queues for the server's 20 connections; on a slow machine the last reads would
-    # wait past the pool's 10 s and be shed with 503 (the server's overload policy, not what is
-    # checked here): this server's reads may wait their turn however long it takes.
-    monkeypatch.setattr(
-        db_module,
-        "create_async_engine",
-        lambda *args, **kwargs: create_async_engine(*args, **{**kwargs, "pool_timeout": WAIT_S}),
-    )
-    server = await pooled_server()
-    # Every request in flight at once: a client session without a connection limit.
-    async with TestClient(server, connector=aiohttp.TCPConnector(limit=0)) as client:
-
-        async def read(path: str) -> tuple[int, Any]:
-            resp = await client.get(path)
-            return resp.status, await resp.json()
-
-        answers = await asyncio.gather(*(read(paths[i % len(paths)]) for i in range(1000)))
-    statuses = Counter(status for status, _ in answers)
-    assert statuses == {200: 1000}, statuses
-    firsts = [body for i, (_, body) in enumerate(answers) if i % len(paths) == 0]
-    assert all(body == board for body in firsts)
-
-
-# ------------------------------------------------------------------------------------- races
-
-
-async def test_a_race_between_two_processes_through_the_pooler_crosses_progress(
-    pooled_server: ServerFactory, clock: FakeClock
-) -> None:
-    """Events are published (``pg_notify`` in the committing transaction) through the pooler
-    and received on each process's direct ``LISTEN`` connection."""
+async def test_a_race_across_two_processes_behind_pgbouncer(deployment: Deployment) -> None:
+    """A host on one process, racers on both: seats taken on one are seen on the other, every
+    racer is dealt in, sees the others' progress and the results."""
     assert WIN is not None and BLOCK is not None
-    server_a = await pooled_server(**RACE_SETTINGS)
-    server_b = await pooled_server(**RACE_SETTINGS)
-    async with TestClient(server_a) as on_a, TestClient(server_b) as on_b:
-        host, guest = await _player(on_a, "Host"), await _player(on_b, "Guest")
+    a, b = deployment.bases
+    async with _http() as http:
+        host = await _connect(http, a, "Host")
+        guests = [await _connect(http, base, f"Guest {i}") for i, base in enumerate((b, b, a))]
+        racers = [host, *guests]
         created = await host.request({"type": "race_create", "code": str(CODE)})
         invite = created["race"]["invite"]
-        joined = await guest.request({"type": "race_join", "invite": invite})
-        assert joined["role"] == "racer", joined
-        room = await host.until("race_room")  # the guest's seat, taken on B, seen on A
-        while len(room["race"]["players"]) < 2:
+        for guest in guests:
+            joined = await guest.request({"type": "race_join", "invite": invite})
+            assert joined["role"] == "racer", joined
+        room = await host.until("race_room")
+        while len(room["race"]["players"]) < len(racers):
             room = await host.until("race_room")
         started = await host.request({"type": "race_start", "invite": invite})
         assert started["race"]["status"] == "running", started
-        games = {ws: (await ws.until("race_go", invite=invite))["game"] for ws in (host, guest)}
-        clock.advance(seconds=1)
-
-        # Both play at once; each sees the other's progress, pushed from the other process.
-        await asyncio.gather(host.play(games[host], BLOCK), guest.play(games[guest], WIN))
-        guest_won = await host.until("race_progress", player_id=guest.player_id, status="won")
-        assert guest_won["cards_left"] == 0
-        host_blocked = await guest.until(
-            "race_progress", player_id=host.player_id, status="blocked"
+        games = [(await ws.until("race_go", invite=invite))["game"] for ws in racers]
+        winner = guests[0]
+        lines = [WIN if ws is winner else BLOCK for ws in racers]
+        await asyncio.gather(
+            *(ws.play(g, line) for ws, g, line in zip(racers, games, lines, strict=True))
         )
-        assert host_blocked["seq"] == len(BLOCK)
-        for ws in (host, guest):
-            results = (await ws.until("race_results"))["race"]
-            assert [(r["rank"], r["name"]) for r in results["results"]] == [
-                (1, "Guest"),
-                (2, "Host"),
-            ]
-        for client in (on_a, on_b):
-            body = await (await client.get(f"/api/v1/races/{invite}")).json()
-            assert (body["status"], body["code"]) == ("finished", str(CODE))
-        await host.close()
-        await guest.close()
+        won = await host.until("race_progress", player_id=winner.player_id, status="won")
+        assert won["cards_left"] == 0
+        for ws in racers:
+            results = (await ws.until("race_results"))["race"]["results"]
+            assert (results[0]["rank"], results[0]["name"]) == (1, "Guest 0")
+            assert len(results) == len(racers)
+        for base in (a, b):
+            async with http.get(f"{base}/api/v1/races/{invite}") as resp:
+                body = await resp.json()
+                assert (body["status"], body["code"]) == ("finished", str(CODE))
+        for ws in racers:
+            await ws.close()
+    deployment.check_logs()
+
+
+async def test_a_burst_of_reads_over_every_read_endpoint_behind_pgbouncer(
+    deployment: Deployment,
+) -> None:
+    """400 reads at once, half on each process, over the daily, its board (a page, around a
+    player), a date's daily, a profile, a race room and a game record: every one answered 200
+    (the burst waits for the connections its process may hold, and PgBouncer's, in turn)."""
+    async with _http() as http:
+        players = [
+            await _connect(http, base, f"Reader {i}") for i, base in enumerate(deployment.bases)
+        ]
+        async with http.get(f"{deployment.bases[0]}/api/v1/daily") as resp:
+            today = (await resp.json())["date"]
+        # With the solver off the server deals the date's first candidate.
+        code = derive_daily_code(
+            DAILY_SECRET.encode(), dt.date.fromisoformat(today), RuleSet.EASY, 0
+        )
+        line = blocking_line(code.deal(), code.rules)
+        assert line is not None
+        dailies = []
+        for player in players:
+            game = (await player.request({"type": "join_daily"}))["game"]
+            dailies.append(await player.play(game, line))
+        assert dailies[0]["status"] == "blocked", dailies[0]
+        invite = (await players[1].request({"type": "race_create"}))["race"]["invite"]
+        pid = players[0].player_id
+        paths = [
+            "/api/v1/daily",
+            f"/api/v1/daily/{today}",
+            f"/api/v1/daily/{today}/leaderboard",
+            f"/api/v1/daily/{today}/leaderboard/around/{pid}",
+            f"/api/v1/players/{pid}",
+            f"/api/v1/races/{invite}",
+            f"/api/v1/games/{dailies[0]['game_id']}",
+        ]
+
+        async def read(i: int) -> tuple[str, int]:
+            path = paths[i % len(paths)]
+            async with http.get(deployment.bases[i % 2] + path) as resp:
+                await resp.read()
+                return path, resp.status
+
+        answers = await asyncio.gather(*(read(i) for i in range(400)))
+        for player in players:
+            await player.close()
+    statuses = Counter(status for _, status in answers)
+    assert statuses == {200: 400}, Counter(answers)
+    deployment.check_logs()
+
+
+@dataclass
+class Timeline:
+    """When PgBouncer went away and came back (event loop time; None: not yet)."""
+
+    stopped: float | None = None
+    back: float | None = None
+
+    def in_window(self, sent: float, answered: float) -> bool:
+        """Whether a request was in flight during the restart or within :data:`RECOVERY_S`
+        after it."""
+        if self.stopped is None or answered < self.stopped:
+            return False
+        return self.back is None or sent <= self.back + RECOVERY_S
+
+
+async def test_a_pgbouncer_restart_mid_play(deployment: Deployment) -> None:
+    """PgBouncer stopped (every client and server connection cut) and started again while
+    players play and read on both processes: no 5xx and no ``internal_error`` ever, errors
+    (``unavailable``, 503) only while it is away and right after, everyone served again after
+    it, and every acknowledged action stored."""
+    assert WIN is not None
+    loop = asyncio.get_running_loop()
+    timeline = Timeline()
+    stop = asyncio.Event()
+    acked: set[tuple[int, int]] = set()
+    #: (in the window, what) -> count
+    seen: Counter[tuple[bool, str]] = Counter()
+    served_after: Counter[str] = Counter()
+
+    def note(sent: float, what: str) -> None:
+        answered = loop.time()
+        seen[(timeline.in_window(sent, answered), what)] += 1
+        if timeline.back is not None and sent > timeline.back + RECOVERY_S:
+            served_after[what] += 1
+
+    async def play(player: WsPlayer) -> None:
+        game = (await player.request({"type": "new_game", "code": str(CODE)}))["game"]
+        while not stop.is_set():
+            if game["status"] != "playing":
+                sent = loop.time()
+                reply = await player.request({"type": "new_game", "code": str(CODE)})
+                note(sent, f"new_game {reply.get('code') or reply['type']}")
+                if reply["type"] == "game":
+                    game = reply["game"]
+                continue
+            action = WIN[game["seq"]]
+            sent = loop.time()
+            reply = await player.act(game, action.kind.value, action.pos)
+            note(sent, f"action {reply.get('code') or reply['type']}")
+            if reply["type"] == "accepted":
+                game = reply["game"]
+                acked.add((game["game_id"], game["seq"]))
+            else:  # its fate may be unknown: ask where the game is
+                await asyncio.sleep(0.05)
+                sent = loop.time()
+                reply = await player.request({"type": "resume", "game_id": game["game_id"]})
+                note(sent, f"resume {reply.get('code') or reply['type']}")
+                if reply["type"] == "game":
+                    game = reply["game"]
+
+    async def read(http: aiohttp.ClientSession, base: str, path: str) -> None:
+        while not stop.is_set():
+            sent = loop.time()
+            async with http.get(base + path) as resp:
+                await resp.read()
+                note(sent, f"GET {resp.status}")
+            await asyncio.sleep(0.02)
+
+    async with _http() as http:
+        players = [await _connect(http, deployment.bases[i % 2], f"Restart {i}") for i in range(6)]
+        profile = f"/api/v1/players/{players[0].player_id}"
+        tasks = [asyncio.create_task(play(player)) for player in players] + [
+            asyncio.create_task(read(http, base, path))
+            for base in deployment.bases
+            for path in ("/api/v1/daily", profile)
+        ]
+        try:
+            await asyncio.sleep(2)
+            timeline.stopped = loop.time()
+            await asyncio.to_thread(deployment.bouncer.stop)
+            await asyncio.sleep(1)
+            await asyncio.to_thread(deployment.bouncer.start)
+            timeline.back = loop.time()
+            await asyncio.sleep(RECOVERY_S + 3)
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks)
+        for player in players:
+            await player.close()
+    outside = {what: n for (inside, what), n in seen.items() if not inside}
+    inside = {what: n for (inside, what), n in seen.items() if inside}
+    allowed = {"action accepted", "new_game game", "resume game", "GET 200"}
+    assert set(outside) <= allowed, (outside, inside)
+    assert not any(what.startswith("GET 5") and what != "GET 503" for what in inside), inside
+    assert not any("internal_error" in what for what in inside), inside
+    assert served_after["action accepted"] >= len(players), (served_after, inside)
+    assert served_after["GET 200"] >= 4, served_after
+    await deployment.check_acked(acked)
+    deployment.check_logs()
