@@ -27,11 +27,12 @@ async def supervised(
     task: BackgroundTask,
     run: Callable[[], Awaitable[object]],
     *,
-    backoff_s: tuple[float, float] = RESTART_BACKOFF_S,
+    backoff_s: tuple[float, float] | None = None,
 ) -> None:
     """Run ``run()`` until it returns; each time it fails (any ``Exception``), log it, count it
-    and run it again after the back-off. Cancelling this cancels the run and ends it."""
-    first, longest = backoff_s
+    and run it again after the back-off (:data:`RESTART_BACKOFF_S` unless given). Cancelling
+    this cancels the run and ends it."""
+    first, longest = backoff_s or RESTART_BACKOFF_S
     delay = first
     loop = asyncio.get_running_loop()
     while True:
@@ -59,12 +60,14 @@ async def periodically(
     step: Callable[[], Awaitable[object]],
     *,
     at_once: bool = False,
-    longest_s: float = RESTART_BACKOFF_S[1],
+    longest_s: float | None = None,
 ) -> None:
     """Run ``step`` every ``every_s`` seconds (first at once when ``at_once``, else after one
     wait). A failed step is logged, counted as a restart of ``task`` and run again after a
-    back-off: ``every_s`` doubled per failure in a row, at most ``longest_s`` (or ``every_s``,
-    if longer); a step that succeeds brings back the usual pace."""
+    back-off: ``every_s`` doubled per failure in a row, at most ``longest_s`` (the longest of
+    :data:`RESTART_BACKOFF_S` unless given; or ``every_s``, if longer); a step that succeeds
+    brings back the usual pace."""
+    longest = RESTART_BACKOFF_S[1] if longest_s is None else longest_s
     if not at_once:
         await asyncio.sleep(every_s)
     failures = 0
@@ -73,7 +76,7 @@ async def periodically(
             await step()
         except Exception:
             failures += 1
-            pause = min(max(every_s, longest_s), every_s * 2 ** min(failures, 16))
+            pause = min(max(every_s, longest), every_s * 2 ** min(failures, 16))
             metrics.background_restarted(task)
             log.warning(
                 "%s failed (%d in a row); trying again in %.1f s",

@@ -698,3 +698,36 @@ async def test_a_pgbouncer_restart_mid_play(deployment: Deployment) -> None:
     assert served_after["GET 200"] >= 4, served_after
     await deployment.check_acked(acked)
     deployment.check_logs()
+
+
+async def test_a_start_behind_a_session_pooler_with_no_connection_free_says_so_and_exits(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Every server connection of a session pooler is held by other clients: the start waits
+    for one no longer than ``TRIPEAKS_DB_START_TIMEOUT_S`` and exits saying what it waited for
+    and why (it used to wait in PgBouncer's queue for minutes, saying nothing)."""
+    bouncer = Bouncer("session", pool_size=2)
+    holders: list[asyncpg.Connection] = []
+    try:
+        await asyncio.to_thread(bouncer.start)
+        pooled = bouncer.pooled(database_url)
+        for _ in range(2):  # in session mode a client keeps its server connection
+            holder = await asyncpg.connect(pooled, statement_cache_size=0)
+            await holder.fetchval("SELECT 1")
+            holders.append(holder)
+        env = _server_env("session", pooled, database_url, tmp_path / "data")
+        server = ServerProcess({**env, "TRIPEAKS_DB_START_TIMEOUT_S": "3"}, tmp_path / "log")
+        started = time.monotonic()
+        server.start()
+        assert server.process is not None
+        status = await asyncio.to_thread(server.process.wait, 60)
+        text = server.text()
+        assert status == 1, text
+        assert time.monotonic() - started < 30, text
+        assert "could not start: the database did not answer within 3 s" in text, text
+        assert "TRIPEAKS_DB_START_TIMEOUT_S" in text and "migrating the schema" in text, text
+        assert "TRIPEAKS_DB_POOL_SIZE" in text, text
+    finally:
+        for holder in holders:
+            await holder.close()
+        await asyncio.to_thread(bouncer.close)
