@@ -18,6 +18,8 @@ DRIVER_ERRORS = {
     "OperationalError",
     "InterfaceError",
     "PostgresError",
+    "InternalClientError",
+    "ConnectionDoesNotExistError",
 }
 #: Modules whose queries live in ``server/storage`` (one store per aggregate), so that they
 #: import nothing of SQLAlchemy or asyncpg (a room operation's transaction is storage's opaque
@@ -88,3 +90,25 @@ def test_store_contracts_kept_apart_import_nothing_of_sqlalchemy_or_the_driver()
         assert (SERVER / postgres).is_file(), postgres
         for module, _ in _imports(ast.parse(path.read_text(encoding="utf-8"))):
             assert module.split(".")[0] not in ("sqlalchemy", "asyncpg"), (name, module)
+
+
+def _module_name(path: Path) -> str:
+    parts = ["server", *path.relative_to(SERVER).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_two_storage_modules_import_each_other() -> None:
+    """Counting imports made only for the type checker: a module that needs a type of another
+    which imports it holds the type itself, or both take it from a third."""
+    modules = {_module_name(path): path for path in (SERVER / "storage").rglob("*.py")}
+    imports: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for module, names in _imports(ast.parse(path.read_text())):
+            found.add(module)
+            found.update(f"{module}.{imported}" for imported in names)
+        imports[name] = found & set(modules) - {name}
+    mutual = sorted(
+        (a, b) for a, theirs in imports.items() for b in theirs if a < b and a in imports[b]
+    )
+    assert not mutual, mutual

@@ -17,8 +17,9 @@ for :data:`OWN_MANY`; a cursor's values
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import (
     BigInteger,
@@ -42,8 +43,20 @@ from sqlalchemy.orm import aliased
 
 from server.storage.models import Game, LeaderboardCount, Player
 
-if TYPE_CHECKING:
-    from server.storage.leaderboards import BoardPosition
+
+class Placed(Protocol):
+    """Anything with a place in the board order: a position, a row (the order's columns)."""
+
+    @property
+    def score(self) -> int: ...
+    @property
+    def moves(self) -> int: ...
+    @property
+    def elapsed_ms(self) -> int: ...
+    @property
+    def finished_at(self) -> dt.datetime: ...
+    @property
+    def player_id(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +98,7 @@ _SELF = _Key(
 )
 
 
-def key_values(key: BoardPosition) -> dict[str, Any]:
+def key_values(key: Placed) -> dict[str, Any]:
     """The values of the :data:`_CURSOR` parameters for ``key``."""
     return {
         "k_score": key.score,
@@ -268,6 +281,7 @@ __all__ = [
     "NEXT_PAGE",
     "OWN",
     "OWN_MANY",
+    "Placed",
     "better_on_its_date",
     "key_values",
 ]

@@ -31,27 +31,13 @@ from server.storage.board_queries import (
     NEXT_PAGE,
     OWN,
     OWN_MANY,
+    Placed,
     key_values,
 )
 from server.storage.sessions import Sessions
 
 #: Largest player id (``players.id`` is a BIGINT); larger ids are on no board.
 MAX_PLAYER_ID = 2**63 - 1
-
-
-class Placed(Protocol):
-    """Anything with a place in the order: a position, a row."""
-
-    @property
-    def score(self) -> int: ...
-    @property
-    def moves(self) -> int: ...
-    @property
-    def elapsed_ms(self) -> int: ...
-    @property
-    def finished_at(self) -> dt.datetime: ...
-    @property
-    def player_id(self) -> int: ...
 
 
 def order_key(entry: Placed) -> tuple[int, int, int, dt.datetime, int]:
