@@ -1,7 +1,9 @@
 """Deal analysis with the solver, run off the event loop in a process pool and cached.
 
 A slow deal never delays other players: solving happens in worker processes, and each deal's
-answer is kept (per game code, which names the deal and the rule set).
+answer is kept (per game code, which names the deal and the rule set). So does grading a
+daily's candidate (:meth:`Analyzer.grade`: the solve and the difficulty measure of
+:mod:`server.engine.difficulty`, one task in one worker).
 
 Work that only adds to what a page shows — a replay's optimal line and its divergence, a
 profile's pars — runs on the solver's spare capacity (:meth:`Analyzer.spare`): at most
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from server.engine.codes import GameCode
+from server.engine.difficulty import Difficulty
 from server.engine.game import Action, ActionKind, Game
 
 log = logging.getLogger(__name__)
@@ -31,9 +34,9 @@ log = logging.getLogger(__name__)
 #: How a deal's analysis was found: in the cache, by waiting for the same deal's solve already
 #: running, or by solving it.
 Lookup = Literal["hit", "shared", "miss"]
-#: A solver task: a whole deal's analysis, the best action of a position (a hint), or where a
-#: replayed game first left every optimal path.
-Task = Literal["analyse", "hint", "divergence"]
+#: A solver task: a whole deal's analysis, the best action of a position (a hint), where a
+#: replayed game first left every optimal path, or a daily candidate's solve and difficulty.
+Task = Literal["analyse", "hint", "divergence", "grade"]
 #: Optional solver jobs (replays, profiles) running at once, per process.
 SPARE_SOLVES = 2
 
@@ -73,6 +76,15 @@ class DealAnalysis:
         return steps
 
 
+@dataclass(frozen=True, slots=True)
+class DealGrade:
+    """A deal's analysis and, when it is winnable, its difficulty (docs/rules.md §4
+    "Difficulty")."""
+
+    analysis: DealAnalysis
+    difficulty: Difficulty | None
+
+
 def _encode(actions: Sequence[Action]) -> list[tuple[str, int | None]]:
     return [(a.kind.value, a.pos) for a in actions]
 
@@ -87,6 +99,27 @@ def _solve_code(code_text: str) -> tuple[bool, int, list[tuple[str, int | None]]
     code = GameCode.parse(code_text)
     solution = solve(code.deal(), code.rules)
     return solution.winnable, solution.par, _encode(solution.line)
+
+
+Graded = tuple[bool, int, list[tuple[str, int | None]], Difficulty | None]
+
+
+def grade_code(code_text: str) -> Graded:
+    """In a solver process: solve a deal and, when it is winnable, measure its difficulty
+    (:func:`server.engine.difficulty.measure`, from its par). What :meth:`Analyzer.grade` runs,
+    and what ``benchmarks/daily_difficulty.py`` times.
+
+    Returns:
+        Winnable, par, the line encoded, and the :class:`Difficulty` or None.
+    """
+    from server.engine.difficulty import measure
+    from server.engine.solver import solve
+
+    code = GameCode.parse(code_text)
+    deal = code.deal()
+    solution = solve(deal, code.rules)
+    difficulty = measure(deal, code.rules, solution.par) if solution.winnable else None
+    return solution.winnable, solution.par, _encode(solution.line), difficulty
 
 
 def _best_action(

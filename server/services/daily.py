@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from server.engine.codes import TP2_CODE_SPACE, DealVersion, GameCode, RuleSet
+from server.engine.difficulty import Level
 from server.errors import ErrorCode, InvalidInputError, NotFoundError, UnavailableError
 from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
@@ -17,10 +18,30 @@ from server.storage.daily import DailyStore
 
 log = logging.getLogger(__name__)
 
-MAX_CANDIDATES = 64
+MAX_CANDIDATES = 128
+"""Candidates tried for a date before it is left without a daily (docs/rules.md §4
+"Choosing": each fits with probability about 0.243 under Easy and 0.185 under Classic, so 128
+all miss with probability below 10⁻¹¹)."""
+
+WEEKDAY_LEVELS: tuple[Level, ...] = (
+    Level.EASY,  # Monday
+    Level.EASY,
+    Level.MEDIUM,
+    Level.MEDIUM,
+    Level.HARD,
+    Level.EXPERT,
+    Level.EXPERT,  # Sunday
+)
+"""The level of each weekday's daily, Monday first: easiest early in the week, hardest at the
+weekend (docs/rules.md §4 "Choosing")."""
 _DIGEST_SPACE = 1 << 256
 _LIMIT = _DIGEST_SPACE - (_DIGEST_SPACE % TP2_CODE_SPACE)
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def level_for(date: dt.date) -> Level:
+    """The level ``date``'s daily is chosen for (:data:`WEEKDAY_LEVELS`)."""
+    return WEEKDAY_LEVELS[date.weekday()]
 
 
 def derive_daily_code(secret: bytes, date: dt.date, rules: RuleSet, candidate: int = 0) -> GameCode:
