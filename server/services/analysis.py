@@ -205,6 +205,9 @@ class Analyzer:
         #: Divergences found, by deal, par and line: a replay asked again costs no solve.
         self._divergences: OrderedDict[tuple[str, int, str], int | None] = OrderedDict()
         self._pending: dict[str, asyncio.Future[DealAnalysis]] = {}
+        #: Graded deals (daily candidates), by code, and the grades being worked out.
+        self._grades: OrderedDict[str, DealGrade] = OrderedDict()
+        self._grading: dict[str, asyncio.Future[DealGrade]] = {}
         self._cache_size = cache_size
         self._on_lookup = on_lookup
         self._on_solve = on_solve
@@ -233,9 +236,7 @@ class Analyzer:
             winnable, par, line = await loop.run_in_executor(self._pool, _solve_code, key)
             self._solved("analyse", started)
             result = DealAnalysis(winnable, par, _decode(line))
-            self._cache[key] = result
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            self._keep(self._cache, key, result)
             future.set_result(result)
             return result
         except BaseException as exc:
@@ -244,6 +245,49 @@ class Analyzer:
             raise
         finally:
             self._pending.pop(key, None)
+
+    async def grade(self, code: GameCode) -> DealGrade:
+        """A deal's analysis and, when it is winnable, its difficulty
+        (:func:`server.engine.difficulty.measure`), worked out in one task of a worker process
+        (:func:`grade_code`); cached, concurrent asks sharing one task. The analysis is kept
+        in :meth:`analyse`'s cache too."""
+        key = str(code)
+        cached = self._grades.get(key)
+        if cached is not None:
+            self._grades.move_to_end(key)
+            return cached
+        pending = self._grading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[DealGrade] = loop.create_future()
+        self._grading[key] = future
+        try:
+            started = time.perf_counter()
+            winnable, par, line, difficulty = await loop.run_in_executor(
+                self._pool, grade_code, key
+            )
+            self._solved("grade", started)
+            analysis = DealAnalysis(winnable, par, _decode(line))
+            result = DealGrade(analysis, difficulty)
+            self._keep(self._cache, key, analysis)
+            self._keep(self._grades, key, result)
+            future.set_result(result)
+            return result
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: the waiters re-raise it themselves
+            raise
+        finally:
+            self._grading.pop(key, None)
+
+    def _keep(self, cache: OrderedDict[str, Any], key: str, value: object) -> None:
+        """Put ``value`` in ``cache`` as its newest entry, forgetting the oldest beyond the
+        cache's size."""
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > self._cache_size:
+            cache.popitem(last=False)
 
     def cached(self, code: GameCode) -> DealAnalysis | None:
         """The deal's analysis if it is in the cache (no solve)."""
