@@ -83,14 +83,16 @@ GREEDY_WEIGHT: Final = 0.1
 """What one point of the greedy game's shortfall adds to the index (see
 :func:`difficulty_index`)."""
 
+# The quartiles of the index over 10,000 random winnable TP2 deals per rule set, printed by
+# ``python benchmarks/daily_difficulty.py --deals 10000 --seed 2027`` (README "Daily difficulty").
 THRESHOLDS: Final[Mapping[RuleSet, tuple[float, float, float]]] = MappingProxyType(
     {
-        RuleSet.EASY: (54.88, 97.2, 142.19),
-        RuleSet.CLASSIC: (108.11, 155.06, 200.31),
+        RuleSet.EASY: (54.16, 96.75, 143.61),
+        RuleSet.CLASSIC: (109.50, 154.61, 199.52),
     }
 )
 """Per rule set, the index at or below which a deal is easy, medium and hard (above the last:
-expert)."""
+expert): a quarter of winnable deals in each level."""
 
 _SEED_LABEL: Final = b"TriPeaks-difficulty:"
 _FULL: Final = (1 << POSITION_COUNT) - 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import doctest
 import hashlib
 import statistics
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -287,3 +288,11 @@ def test_the_index_weighs_the_greedy_shortfall_by_a_tenth() -> None:
 
 def test_docstring_examples_hold() -> None:
     assert doctest.testmod(difficulty, verbose=False).failed == 0
+
+
+def test_the_rules_state_the_thresholds_the_engine_holds() -> None:
+    rules_md = (Path(__file__).parents[2] / "docs" / "rules.md").read_text(encoding="utf-8")
+    easy, classic = THRESHOLDS[RuleSet.EASY], THRESHOLDS[RuleSet.CLASSIC]
+    for number, level in enumerate(("easy", "medium", "hard")):
+        row = f"| {level} | ≤ {easy[number]:.2f} | ≤ {classic[number]:.2f} |"
+        assert row in rules_md, row
