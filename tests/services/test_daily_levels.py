@@ -7,15 +7,18 @@ baselines only once the date is over. Without the solver: candidate 0, no level.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.engine import RuleSet, Status
 from server.engine.difficulty import Level
+from server.services import daily as daily_module
 from server.services.analysis import Analyzer
 from server.services.clock import FakeClock
 from server.services.daily import (
@@ -120,3 +123,17 @@ async def test_without_the_solver_candidate_0_is_dealt_with_no_level() -> None:
     past = await daily.info(MONDAY)
     assert past.code == derive_daily_code(SECRET, MONDAY, RuleSet.EASY, 0)
     assert (past.level, past.baselines) == (None, None)
+
+
+def test_the_service_leaves_solving_and_measuring_to_the_solver_processes() -> None:
+    # Nothing in the daily service solves or measures a deal itself (in the event loop): it
+    # asks the Analyzer, whose worker processes run grade_code.
+    tree = ast.parse(Path(daily_module.__file__).read_text(encoding="utf-8"))
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not {"measure", "solve", "is_winnable", "grade_code", "greedy_game"} & imported
+    assert "Analyzer" in imported
