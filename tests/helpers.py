@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import functools
 import inspect
 import json
 import os
@@ -20,7 +21,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from server.engine import COVERED_BY, Action, Deal, GameCode, RuleSet
-from server.services.daily import MAX_CANDIDATES, derive_daily_code
+from server.services.daily import MAX_CANDIDATES, derive_daily_code, level_for
 
 TIMEOUT = 10.0
 #: Longest a test polls for a condition to come about (see :func:`eventually`): generous, as a
@@ -236,15 +237,20 @@ def blocking_line(deal: Deal, rules: RuleSet) -> list[Action] | None:
     return None if removed == (1 << 28) - 1 else line
 
 
+@functools.cache
 def daily_code(secret: bytes, date: dt.date, rules: RuleSet) -> GameCode:
-    """The code a server with ``secret`` deals on ``date``: the first winnable candidate."""
-    from server.engine.solver import is_winnable
+    """The code a server with the solver and ``secret`` deals on ``date``: the first candidate
+    that is winnable and of the level the date's weekday asks for (graded as the solver's
+    processes grade it)."""
+    from server.services.analysis import grade_code
 
+    wanted = level_for(date)
     for candidate in range(MAX_CANDIDATES):
         code = derive_daily_code(secret, date, rules, candidate)
-        if is_winnable(code.deal(), code.rules):
+        difficulty = grade_code(str(code))[3]
+        if difficulty is not None and difficulty.level is wanted:
             return code
-    raise AssertionError(f"no winnable daily candidate on {date}")
+    raise AssertionError(f"no {wanted.value} daily candidate on {date}")
 
 
 class RawWs:

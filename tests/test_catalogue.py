@@ -16,6 +16,7 @@ import server
 from server import catalogue
 from server.catalogue import Locale, has, placeholders, table, text
 from server.engine import FULL_DECK, Rejection, RuleSet, Status
+from server.engine.difficulty import Level
 from server.protocol import game_messages
 from server.protocol.server import PlayerText, rejection_text
 from server.storage.games import GameMode
@@ -308,6 +309,10 @@ def test_the_values_the_page_builds_keys_from_all_have_a_text() -> None:
         assert f"profile.status.{status.value}" in EN, status
     for room in ("lobby", "running", "finished", "closed"):
         assert f"invite.status.{room}" in EN, room
+    for level in Level:
+        assert f"daily.level.{level.value}" in EN, level
+    for status in (Status.WON, Status.BLOCKED):
+        assert f"daily.greedy.{status.value}" in EN, status
     for card in map(str, FULL_DECK):
         assert {f"rank.{card[0]}", f"suit.{card[1]}"} <= set(EN), card
 

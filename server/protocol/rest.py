@@ -20,6 +20,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from server.engine.actions import ActionKind, Status
 from server.engine.codes import DealVersion, RuleSet
+from server.engine.difficulty import Level
 from server.errors import ErrorCode
 from server.protocol.rest_players import FollowedPlayer, Following, PlayerProfile, Unfollowed
 from server.protocol.rest_replays import Replay
@@ -114,9 +115,37 @@ class SignedOut(msgspec.Struct, frozen=True):
     signed_out: Count
 
 
+class GreedyBaseline(msgspec.Struct, frozen=True):
+    """The greedy player's one game on a daily's deal (docs/rules.md §4 "Difficulty"): how it
+    ended and its final score."""
+
+    status: RankedStatus
+    score: int
+
+
+class RandomBaseline(msgspec.Struct, frozen=True):
+    """The random player's playouts on a daily's deal (docs/rules.md §4 "Difficulty"): how
+    many, the share won (rounded to 4 decimals) and their median final score (the lower
+    median)."""
+
+    playouts: Annotated[int, Meta(ge=1)]
+    win_rate: Annotated[float, Meta(ge=0, le=1)]
+    median_score: int
+
+
+class DailyBaselines(msgspec.Struct, frozen=True):
+    """What two players who see no face-down card made of a daily's deal."""
+
+    greedy: GreedyBaseline
+    random: RandomBaseline
+
+
 class DailyChallenge(msgspec.Struct, frozen=True):
     """A date's daily challenge. ``code`` and ``line`` are null while the date is open;
-    ``par`` (the best final score perfect play reaches) is null without the solver."""
+    ``par`` (the best final score perfect play reaches) is null without the solver.
+    ``difficulty`` (the level the deal was chosen for) is shown from the start, null for a
+    date chosen without the solver or before levels; ``baselines`` only once the date is
+    over (null before, and whenever ``difficulty`` is)."""
 
     date: Date
     rules: RuleSet
@@ -127,6 +156,8 @@ class DailyChallenge(msgspec.Struct, frozen=True):
     closes_at: Timestamp
     par: int | None
     line: list[LineStep] | None
+    difficulty: Level | None
+    baselines: DailyBaselines | None
 
 
 class LeaderboardEntry(msgspec.Struct, frozen=True):

@@ -77,7 +77,8 @@ class Services:
             daily_secret: the secret daily deals are derived from.
             daily_rules: the rule set of new daily deals.
             race_limits: room limits and timings of races.
-            analyzer: the solver's process pool (winnable dailies, par, hints), or None.
+            analyzer: the solver's process pool (dailies winnable and of their level, par,
+                hints), or None.
             write_timeout_s: how long an action on a game whose row is locked elsewhere keeps
                 being tried before it fails (see :class:`GroupCommitter`).
             instance: this process's id in the presence records (default: a new random one).

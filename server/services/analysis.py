@@ -1,7 +1,9 @@
 """Deal analysis with the solver, run off the event loop in a process pool and cached.
 
 A slow deal never delays other players: solving happens in worker processes, and each deal's
-answer is kept (per game code, which names the deal and the rule set).
+answer is kept (per game code, which names the deal and the rule set). So does grading a
+daily's candidate (:meth:`Analyzer.grade`: the solve and the difficulty measure of
+:mod:`server.engine.difficulty`, one task in one worker).
 
 Work that only adds to what a page shows — a replay's optimal line and its divergence, a
 profile's pars — runs on the solver's spare capacity (:meth:`Analyzer.spare`): at most
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from server.engine.codes import GameCode
+from server.engine.difficulty import Difficulty
 from server.engine.game import Action, ActionKind, Game
 
 log = logging.getLogger(__name__)
@@ -31,9 +34,9 @@ log = logging.getLogger(__name__)
 #: How a deal's analysis was found: in the cache, by waiting for the same deal's solve already
 #: running, or by solving it.
 Lookup = Literal["hit", "shared", "miss"]
-#: A solver task: a whole deal's analysis, the best action of a position (a hint), or where a
-#: replayed game first left every optimal path.
-Task = Literal["analyse", "hint", "divergence"]
+#: A solver task: a whole deal's analysis, the best action of a position (a hint), where a
+#: replayed game first left every optimal path, or a daily candidate's solve and difficulty.
+Task = Literal["analyse", "hint", "divergence", "grade"]
 #: Optional solver jobs (replays, profiles) running at once, per process.
 SPARE_SOLVES = 2
 
@@ -73,6 +76,15 @@ class DealAnalysis:
         return steps
 
 
+@dataclass(frozen=True, slots=True)
+class DealGrade:
+    """A deal's analysis and, when it is winnable, its difficulty (docs/rules.md §4
+    "Difficulty")."""
+
+    analysis: DealAnalysis
+    difficulty: Difficulty | None
+
+
 def _encode(actions: Sequence[Action]) -> list[tuple[str, int | None]]:
     return [(a.kind.value, a.pos) for a in actions]
 
@@ -87,6 +99,27 @@ def _solve_code(code_text: str) -> tuple[bool, int, list[tuple[str, int | None]]
     code = GameCode.parse(code_text)
     solution = solve(code.deal(), code.rules)
     return solution.winnable, solution.par, _encode(solution.line)
+
+
+Graded = tuple[bool, int, list[tuple[str, int | None]], Difficulty | None]
+
+
+def grade_code(code_text: str) -> Graded:
+    """In a solver process: solve a deal and, when it is winnable, measure its difficulty
+    (:func:`server.engine.difficulty.measure`, from its par). What :meth:`Analyzer.grade` runs,
+    and what ``benchmarks/daily_difficulty.py`` times.
+
+    Returns:
+        Winnable, par, the line encoded, and the :class:`Difficulty` or None.
+    """
+    from server.engine.difficulty import measure
+    from server.engine.solver import solve
+
+    code = GameCode.parse(code_text)
+    deal = code.deal()
+    solution = solve(deal, code.rules)
+    difficulty = measure(deal, code.rules, solution.par) if solution.winnable else None
+    return solution.winnable, solution.par, _encode(solution.line), difficulty
 
 
 def _best_action(
@@ -172,6 +205,9 @@ class Analyzer:
         #: Divergences found, by deal, par and line: a replay asked again costs no solve.
         self._divergences: OrderedDict[tuple[str, int, str], int | None] = OrderedDict()
         self._pending: dict[str, asyncio.Future[DealAnalysis]] = {}
+        #: Graded deals (daily candidates), by code, and the grades being worked out.
+        self._grades: OrderedDict[str, DealGrade] = OrderedDict()
+        self._grading: dict[str, asyncio.Future[DealGrade]] = {}
         self._cache_size = cache_size
         self._on_lookup = on_lookup
         self._on_solve = on_solve
@@ -200,9 +236,7 @@ class Analyzer:
             winnable, par, line = await loop.run_in_executor(self._pool, _solve_code, key)
             self._solved("analyse", started)
             result = DealAnalysis(winnable, par, _decode(line))
-            self._cache[key] = result
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            self._keep(self._cache, key, result)
             future.set_result(result)
             return result
         except BaseException as exc:
@@ -211,6 +245,49 @@ class Analyzer:
             raise
         finally:
             self._pending.pop(key, None)
+
+    async def grade(self, code: GameCode) -> DealGrade:
+        """A deal's analysis and, when it is winnable, its difficulty
+        (:func:`server.engine.difficulty.measure`), worked out in one task of a worker process
+        (:func:`grade_code`); cached, concurrent asks sharing one task. The analysis is kept
+        in :meth:`analyse`'s cache too."""
+        key = str(code)
+        cached = self._grades.get(key)
+        if cached is not None:
+            self._grades.move_to_end(key)
+            return cached
+        pending = self._grading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[DealGrade] = loop.create_future()
+        self._grading[key] = future
+        try:
+            started = time.perf_counter()
+            winnable, par, line, difficulty = await loop.run_in_executor(
+                self._pool, grade_code, key
+            )
+            self._solved("grade", started)
+            analysis = DealAnalysis(winnable, par, _decode(line))
+            result = DealGrade(analysis, difficulty)
+            self._keep(self._cache, key, analysis)
+            self._keep(self._grades, key, result)
+            future.set_result(result)
+            return result
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: the waiters re-raise it themselves
+            raise
+        finally:
+            self._grading.pop(key, None)
+
+    def _keep(self, cache: OrderedDict[str, Any], key: str, value: object) -> None:
+        """Put ``value`` in ``cache`` as its newest entry, forgetting the oldest beyond the
+        cache's size."""
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > self._cache_size:
+            cache.popitem(last=False)
 
     def cached(self, code: GameCode) -> DealAnalysis | None:
         """The deal's analysis if it is in the cache (no solve)."""

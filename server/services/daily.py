@@ -10,17 +10,38 @@ import re
 from dataclasses import dataclass
 
 from server.engine.codes import TP2_CODE_SPACE, DealVersion, GameCode, RuleSet
+from server.engine.difficulty import Difficulty, Level
 from server.errors import ErrorCode, InvalidInputError, NotFoundError, UnavailableError
 from server.services.analysis import Analyzer, LineStep
 from server.services.clock import Clock
-from server.storage.daily import DailyStore
+from server.storage.daily import DailyDeal, DailyDifficulty, DailyStore
 
 log = logging.getLogger(__name__)
 
-MAX_CANDIDATES = 64
+MAX_CANDIDATES = 128
+"""Candidates tried for a date before it is left without a daily (docs/rules.md §4
+"Choosing": each fits with probability about 0.243 under Easy and 0.185 under Classic, so 128
+all miss with probability below 10⁻¹¹)."""
+
+WEEKDAY_LEVELS: tuple[Level, ...] = (
+    Level.EASY,  # Monday
+    Level.EASY,
+    Level.MEDIUM,
+    Level.MEDIUM,
+    Level.HARD,
+    Level.EXPERT,
+    Level.EXPERT,  # Sunday
+)
+"""The level of each weekday's daily, Monday first: easiest early in the week, hardest at the
+weekend (docs/rules.md §4 "Choosing")."""
 _DIGEST_SPACE = 1 << 256
 _LIMIT = _DIGEST_SPACE - (_DIGEST_SPACE % TP2_CODE_SPACE)
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def level_for(date: dt.date) -> Level:
+    """The level ``date``'s daily is chosen for (:data:`WEEKDAY_LEVELS`)."""
+    return WEEKDAY_LEVELS[date.weekday()]
 
 
 def derive_daily_code(secret: bytes, date: dt.date, rules: RuleSet, candidate: int = 0) -> GameCode:
@@ -58,7 +79,9 @@ class DailyInfo:
     ``code`` is None while the date is open (docs/rules.md §4: published once the date is over).
     ``closes_at`` is the UTC instant the date ends. ``par`` is the best score perfect play
     reaches (a number reveals no card); ``line``, an optimal line, is given once the date is
-    over.
+    over. ``level`` is the level the deal was chosen for (names no card; None for a date
+    chosen without the solver or before levels); ``baselines``, what the difficulty measure's
+    players made of it, is given once the date is over (docs/rules.md §4 "Difficulty").
     """
 
     date: dt.date
@@ -70,6 +93,20 @@ class DailyInfo:
     closes_at: dt.datetime
     par: int | None = None
     line: list[LineStep] | None = None
+    level: Level | None = None
+    baselines: DailyDifficulty | None = None
+
+
+def _stored_difficulty(difficulty: Difficulty) -> DailyDifficulty:
+    """What a date's row keeps of its deal's difficulty."""
+    return DailyDifficulty(
+        level=difficulty.level,
+        greedy_status=difficulty.greedy_status,
+        greedy_score=difficulty.greedy_score,
+        random_playouts=difficulty.playouts,
+        random_wins=difficulty.random_wins,
+        random_median_score=difficulty.random_median_score,
+    )
 
 
 class DailyService:
@@ -157,20 +194,27 @@ class DailyService:
         if self._confirmed_today is None or today > self._confirmed_today:
             self._confirmed_today = today
 
-    async def choose_code(self, date: dt.date) -> GameCode:
-        """The code this server deals for ``date``: the first of the date's candidates (in a
-        fixed order, derived from the secret) that is winnable under the day's rule set, so
-        every server with the same secret picks the same deal.
+    async def choose(self, date: dt.date) -> DailyDeal:
+        """The deal this server deals for ``date``: the first of the date's candidates (in a
+        fixed order, derived from the secret) that is winnable under the day's rule set and of
+        the level its weekday asks for (:func:`level_for`), so every server with the same
+        secret picks the same deal. Each candidate is solved and measured in the solver's
+        processes (:meth:`Analyzer.grade`), never in this event loop. Without the solver,
+        candidate 0 unchecked, with no difficulty.
 
         Raises:
-            UnavailableError: no winnable candidate among the first 64 (never seen: about 97%
-                of Easy and 74% of Classic deals are winnable).
+            UnavailableError: no candidate fits among the first :data:`MAX_CANDIDATES` (about
+                one date in 10¹¹).
         """
+        if self._analyzer is None:
+            return DailyDeal(derive_daily_code(self._secret, date, self._rules))
+        wanted = level_for(date)
         for candidate in range(MAX_CANDIDATES):
             code = derive_daily_code(self._secret, date, self._rules, candidate)
-            if self._analyzer is None or (await self._analyzer.analyse(code)).winnable:
-                return code
-        raise UnavailableError(f"no winnable daily deal found for {date.isoformat()}")
+            difficulty = (await self._analyzer.grade(code)).difficulty
+            if difficulty is not None and difficulty.level is wanted:
+                return DailyDeal(code, _stored_difficulty(difficulty))
+        raise UnavailableError(f"no {wanted.value} daily deal found for {date.isoformat()}")
 
     async def challenge(self, date: dt.date, *, today: dt.date | None = None) -> GameCode:
         """The stored deal of ``date``; today's is created on first use.
@@ -186,9 +230,13 @@ class DailyService:
             InvalidInputError: ``bad_date`` for a date in the future.
             NotFoundError: ``no_daily`` for a past date that had no daily (nobody asked for it
                 that day); past dates are never created afterwards.
-            UnavailableError: no winnable candidate was found for today.
+            UnavailableError: no fitting candidate was found for today.
             StorageError: the database failed.
         """
+        return (await self._daily(date, today=today)).code
+
+    async def _daily(self, date: dt.date, *, today: dt.date | None = None) -> DailyDeal:
+        """:meth:`challenge`, with the date's difficulty."""
         if today is None:
             today = await self.today()
         if date > today:
@@ -202,11 +250,11 @@ class DailyService:
             )
         return await self._choose_and_keep(date)
 
-    async def _choose_and_keep(self, date: dt.date) -> GameCode:
+    async def _choose_and_keep(self, date: dt.date) -> DailyDeal:
         """Choose ``date``'s deal and store it, unless a deal is stored first (by this or
         another process); returns the stored one."""
-        chosen = await self.choose_code(date)
-        return await self._store.keep_deal(date, chosen, self._clock.now())
+        chosen = await self.choose(date)
+        return await self._store.keep_deal(date, chosen.code, self._clock.now(), chosen.difficulty)
 
     async def prepare_ahead(self, lead: dt.timedelta) -> list[dt.date]:
         """Make sure today's deal is stored, and tomorrow's too once the day has less than
@@ -230,12 +278,12 @@ class DailyService:
         if self._clock.now() >= midnight - lead:
             dates.append(today + dt.timedelta(days=1))
         for date in dates:
-            code = await self._store.deal(date)
-            if code is None:
-                code = await self._choose_and_keep(date)
+            stored = await self._store.deal(date)
+            if stored is None:
+                stored = await self._choose_and_keep(date)
                 log.info("daily deal of %s chosen and stored ahead", date.isoformat())
             if self._analyzer is not None:
-                await self._analyzer.analyse(code)  # par ready in this process's cache
+                await self._analyzer.analyse(stored.code)  # par ready in this process's cache
         return dates
 
     async def info(self, date: dt.date | None = None) -> DailyInfo:
@@ -248,7 +296,8 @@ class DailyService:
         """
         today = await self.today()
         day = today if date is None else date
-        code = await self.challenge(day, today=today)
+        stored = await self._daily(day, today=today)
+        code = stored.code
         counts = await self._store.counts(day)
         open_ = day >= today
         closes = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
@@ -267,6 +316,8 @@ class DailyService:
             closes_at=closes,
             par=par,
             line=line,
+            level=None if stored.difficulty is None else stored.difficulty.level,
+            baselines=None if open_ else stored.difficulty,
         )
 
 

@@ -1,5 +1,6 @@
-"""The daily challenge's rows (table ``daily_challenges``), its counters (``daily_players``,
-``leaderboard_counts``) and the database's clock, which alone says which date it is.
+"""The daily challenge's rows (table ``daily_challenges``: a date's deal, and the level it was
+chosen for with its baselines), its counters (``daily_players``, ``leaderboard_counts``) and the
+database's clock, which alone says which date it is.
 
 :class:`DailyStore` is the contract :class:`server.services.daily.DailyService` depends on;
 :class:`PostgresDailyStore` keeps it in PostgreSQL (an in-memory one for tests keeps it in
@@ -16,7 +17,9 @@ from typing import Protocol
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 
+from server.engine.actions import Status
 from server.engine.codes import GameCode
+from server.engine.difficulty import Level
 from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
 from server.storage.sessions import Sessions
 from server.storage.today import today_sql
@@ -35,6 +38,37 @@ class DailyCounts:
     ranked: int
 
 
+@dataclass(frozen=True, slots=True)
+class DailyDifficulty:
+    """The level a date's deal was chosen for, and the baselines of the two players of the
+    difficulty measure who see no face-down card (docs/rules.md §4 "Difficulty").
+
+    Attributes:
+        level: the deal's level.
+        greedy_status: how the greedy game ended: won or blocked.
+        greedy_score: its final score.
+        random_playouts: the random playouts played (at least 1).
+        random_wins: how many of them were won.
+        random_median_score: their median final score (the lower median).
+    """
+
+    level: Level
+    greedy_status: Status
+    greedy_score: int
+    random_playouts: int
+    random_wins: int
+    random_median_score: int
+
+
+@dataclass(frozen=True, slots=True)
+class DailyDeal:
+    """A date's stored deal, with its difficulty: None for a date chosen without the solver,
+    or before dates were chosen by level."""
+
+    code: GameCode
+    difficulty: DailyDifficulty | None = None
+
+
 class DailyStore(Protocol):
     """Where daily deals are kept, and the clock that decides the date. Every method may raise
     :class:`~server.errors.StorageError` when the database fails (nothing is changed then)."""
@@ -44,21 +78,29 @@ class DailyStore(Protocol):
         boundary for every process)."""
         ...
 
-    async def deal(self, date: dt.date) -> GameCode | None:
-        """The deal stored for a UTC date, or None when it has none."""
+    async def deal(self, date: dt.date) -> DailyDeal | None:
+        """The deal stored for a UTC date with its difficulty, or None when it has none."""
         ...
 
-    async def keep_deal(self, date: dt.date, code: GameCode, created_at: dt.datetime) -> GameCode:
-        """Store ``code`` as the deal of ``date`` unless the date has one already (stored
-        earlier, or by another process meanwhile): a date's deal never changes.
+    async def keep_deal(
+        self,
+        date: dt.date,
+        code: GameCode,
+        created_at: dt.datetime,
+        difficulty: DailyDifficulty | None = None,
+    ) -> DailyDeal:
+        """Store ``code`` (with its difficulty) as the deal of ``date`` unless the date has one
+        already (stored earlier, or by another process meanwhile): a date's deal never changes.
 
         Args:
             date: the UTC date.
             code: the deal chosen for it (its rule set is the day's).
             created_at: when it was chosen (aware, UTC).
+            difficulty: its level and baselines, or None (chosen without the solver).
 
         Returns:
-            The date's stored deal: ``code``, or the one stored first.
+            The date's stored deal: ``code``, or the one stored first, each with its own
+            difficulty.
         """
         ...
 
@@ -68,6 +110,15 @@ class DailyStore(Protocol):
 
 
 _TODAY = select(today_sql(None).label("today"))
+_DEAL_COLUMNS = (
+    DailyChallenge.code,
+    DailyChallenge.level,
+    DailyChallenge.greedy_status,
+    DailyChallenge.greedy_score,
+    DailyChallenge.random_playouts,
+    DailyChallenge.random_wins,
+    DailyChallenge.random_median_score,
+)
 
 
 class PostgresDailyStore:
@@ -94,18 +145,36 @@ class PostgresDailyStore:
             today: dt.date = (await session.execute(_TODAY)).scalar_one()
         return today
 
-    async def deal(self, date: dt.date) -> GameCode | None:
-        """The deal stored for ``date`` (UTC), or None.
+    async def deal(self, date: dt.date) -> DailyDeal | None:
+        """The deal stored for ``date`` (UTC) with its difficulty, or None.
 
         Raises:
             StorageError: the database failed.
         """
-        statement = select(DailyChallenge.code).where(DailyChallenge.date == date)
+        statement = select(*_DEAL_COLUMNS).where(DailyChallenge.date == date)
         async with self._sessions() as session:
-            code = await session.scalar(statement)
-        return None if code is None else GameCode.parse(code)
+            row = (await session.execute(statement)).one_or_none()
+        if row is None:
+            return None
+        difficulty = None
+        if row.level is not None:
+            difficulty = DailyDifficulty(
+                level=Level(row.level),
+                greedy_status=Status(row.greedy_status),
+                greedy_score=row.greedy_score,
+                random_playouts=row.random_playouts,
+                random_wins=row.random_wins,
+                random_median_score=row.random_median_score,
+            )
+        return DailyDeal(GameCode.parse(row.code), difficulty)
 
-    async def keep_deal(self, date: dt.date, code: GameCode, created_at: dt.datetime) -> GameCode:
+    async def keep_deal(
+        self,
+        date: dt.date,
+        code: GameCode,
+        created_at: dt.datetime,
+        difficulty: DailyDifficulty | None = None,
+    ) -> DailyDeal:
         """Insert the deal unless the date has one (``ON CONFLICT (date) DO NOTHING``, which
         waits for a concurrent insert of the date and yields to it), then read the date's deal.
 
@@ -113,16 +182,33 @@ class PostgresDailyStore:
             date: the UTC date.
             code: the deal chosen for it.
             created_at: when it was chosen (aware, UTC).
+            difficulty: its level and baselines, or None.
 
         Returns:
-            The date's stored deal (``code`` or the one stored first).
+            The date's stored deal (``code`` or the one stored first) with its difficulty.
 
         Raises:
             StorageError: the database failed.
         """
+        figures: dict[str, object] = {}
+        if difficulty is not None:
+            figures = {
+                "level": difficulty.level.value,
+                "greedy_status": difficulty.greedy_status.value,
+                "greedy_score": difficulty.greedy_score,
+                "random_playouts": difficulty.random_playouts,
+                "random_wins": difficulty.random_wins,
+                "random_median_score": difficulty.random_median_score,
+            }
         statement = (
             insert(DailyChallenge)
-            .values(date=date, code=str(code), rules=code.rules.value, created_at=created_at)
+            .values(
+                date=date,
+                code=str(code),
+                rules=code.rules.value,
+                created_at=created_at,
+                **figures,
+            )
             .on_conflict_do_nothing(index_elements=[DailyChallenge.date])
         )
         async with self._sessions() as session:
@@ -150,4 +236,4 @@ class PostgresDailyStore:
         return DailyCounts(players=int(players or 0), ranked=int(ranked or 0))
 
 
-__all__ = ["DailyCounts", "DailyStore", "PostgresDailyStore"]
+__all__ = ["DailyCounts", "DailyDeal", "DailyDifficulty", "DailyStore", "PostgresDailyStore"]

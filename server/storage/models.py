@@ -440,8 +440,21 @@ class RacePresence(Base):
     )
 
 
+DIFFICULTY_LEVELS = ("easy", "medium", "hard", "expert")
+_DIFFICULTY_COLUMNS = (
+    "greedy_status",
+    "greedy_score",
+    "random_playouts",
+    "random_wins",
+    "random_median_score",
+)
+
+
 class DailyChallenge(Base):
-    """The deal of one UTC date: its game code and rule set."""
+    """The deal of one UTC date: its game code and rule set, and (migration 0012) the level it
+    was chosen for with the baselines of the difficulty measure (docs/rules.md §4
+    "Difficulty"): all null for a date chosen without the solver or before the levels, else
+    all set."""
 
     __tablename__ = "daily_challenges"
 
@@ -451,8 +464,29 @@ class DailyChallenge(Base):
     created_at: Mapped[dt.datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
+    level: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    #: How the greedy game ended (won or blocked) and its final score.
+    greedy_status: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    greedy_score: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: The random playouts played, how many were won, their median final score (lower median).
+    random_playouts: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    random_wins: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    random_median_score: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
-    __table_args__ = (CheckConstraint("rules IN ('E', 'C')", name="rules"),)
+    __table_args__ = (
+        CheckConstraint("rules IN ('E', 'C')", name="rules"),
+        CheckConstraint(
+            f"level IN ({', '.join(repr(level) for level in DIFFICULTY_LEVELS)})", name="level"
+        ),
+        CheckConstraint("greedy_status IN ('won', 'blocked')", name="greedy_status"),
+        CheckConstraint(
+            "random_playouts > 0 AND random_wins BETWEEN 0 AND random_playouts", name="random"
+        ),
+        CheckConstraint(
+            " AND ".join(f"(level IS NULL) = ({c} IS NULL)" for c in _DIFFICULTY_COLUMNS),
+            name="difficulty_whole",
+        ),
+    )
 
 
 class ModerationAction(Base):
@@ -496,6 +530,7 @@ __all__ = [
     "BOARD_WHERE",
     "CODE_MAX",
     "DEAL_VERSIONS",
+    "DIFFICULTY_LEVELS",
     "GAME_MODES",
     "GAME_STATUSES",
     "MODERATION_ACTIONS",

@@ -29,6 +29,7 @@ from server.protocol.server import room_state
 from server.services.daily import DailyInfo, parse_date
 from server.services.game_views import GameSummary
 from server.services.leaderboards import Entry
+from server.storage.daily import DailyDifficulty
 from server.storage.db import database_answers
 from server.web import metrics
 from server.web.http import (
@@ -196,6 +197,19 @@ def _daily(info: DailyInfo) -> rest.DailyChallenge:
         closes_at=utc(info.closes_at),
         par=info.par,
         line=None if info.line is None else [LineStep(s.action, s.pos, s.card) for s in info.line],
+        difficulty=info.level,
+        baselines=None if info.baselines is None else _baselines(info.baselines),
+    )
+
+
+def _baselines(figures: DailyDifficulty) -> rest.DailyBaselines:
+    return rest.DailyBaselines(
+        greedy=rest.GreedyBaseline(figures.greedy_status.value, figures.greedy_score),
+        random=rest.RandomBaseline(
+            playouts=figures.random_playouts,
+            win_rate=round(figures.random_wins / figures.random_playouts, 4),
+            median_score=figures.random_median_score,
+        ),
     )
 
 

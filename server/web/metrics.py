@@ -241,12 +241,14 @@ SOLVER_SECONDS = Histogram(
     "tripeaks_solver_seconds",
     "Time of a solver task, in seconds, from its submission to the solver processes (waiting "
     "for a free one included) to its answer, by task: analyse (a whole deal: winnable, par, "
-    "line), hint (the best action of a position) or divergence (where a replayed game first "
-    "left every optimal path).",
+    "line), hint (the best action of a position), divergence (where a replayed game first "
+    "left every optimal path) or grade (a daily candidate: its solve and difficulty measure).",
     ["task"],
     buckets=SOLVER_BUCKETS_S,
 )
-_SOLVER_SECONDS = {task: SOLVER_SECONDS.labels(task) for task in ("analyse", "hint", "divergence")}
+_SOLVER_SECONDS = {
+    task: SOLVER_SECONDS.labels(task) for task in ("analyse", "hint", "divergence", "grade")
+}
 
 
 def solver_lookup(result: SolverLookup) -> None:

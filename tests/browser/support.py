@@ -9,7 +9,7 @@ from playwright.async_api import Browser, BrowserContext, Page, ViewportSize, ex
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from server.engine import Action, GameCode, RuleSet
-from server.services.daily import derive_daily_code
+from server.services.daily import MAX_CANDIDATES, derive_daily_code
 from tests.browser.conftest import WAIT_MS, watch
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
@@ -83,7 +83,7 @@ async def identify_daily(page: Page, secret: str, date: dt.date, rules: RuleSet)
     date's candidate codes (whichever candidate the server chose)."""
     bottom = (await tableau(page))[18:]
     top = await waste(page)
-    for candidate in range(64):
+    for candidate in range(MAX_CANDIDATES):
         code = derive_daily_code(secret.encode(), date, rules, candidate)
         deal = code.deal()
         if [str(c) for c in deal.tableau[18:]] == bottom and str(deal.waste) == top:

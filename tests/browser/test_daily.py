@@ -43,8 +43,10 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     token = await page.evaluate("() => JSON.parse(localStorage.getItem('tripeaks.token'))")
     assert isinstance(token, str) and len(token) > 20
     await expect(page.locator("#daily-info")).to_contain_text("2026-03-14")
-    # While the day is open the tile shows the deal's par.
-    await expect(page.locator("#daily-info")).to_contain_text(re.compile(r"· Par \d+$"))
+    # While the day is open the tile shows the deal's par and its level (a Saturday's).
+    await expect(page.locator("#daily-info")).to_contain_text(
+        re.compile(r"· Par \d+ · Difficulty: Expert$")
+    )
 
     # "Show playable" is on, but a daily game never highlights playable cards.
     await page.click("#nav-settings")
@@ -151,6 +153,55 @@ async def test_register_play_the_daily_and_see_the_leaderboard(
     await expect(page.locator("#play-title")).to_contain_text(str(code))
     assert (await tableau(page))[18:] == [str(c) for c in deal.tableau[18:]]
 
+    await context.close()
+    assert page_errors == []
+
+
+async def test_the_days_level_shows_before_play_and_the_baselines_once_the_date_is_over(
+    browser: Browser,
+    make_server: ServerFactory,
+    clock: FakeClock,
+    page_errors: list[str],
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors)
+    await register(page, "Lev")
+    # 2026-03-14 is a Saturday: an expert day, said before anyone plays.
+    level = page.locator("#daily-level")
+    await expect(level).to_have_text("Difficulty: Expert")
+    await expect(level).to_have_attribute("data-level", "expert")
+    await page.click("#nav-leaderboard")
+    await expect(page.locator("#lb-level")).to_have_text("Difficulty: Expert")
+    await expect(page.locator("#lb-par")).to_have_text(re.compile(r"^Par \d+$"))  # no baselines
+
+    # Once the date is over its board shows the baselines beside par.
+    clock.advance(days=2)  # Monday 2026-03-16: an easy day
+    await page.click("#nav-home")
+    await expect(level).to_have_text("Difficulty: Easy")
+    past = await (await context.request.get(f"{base}/api/v1/daily/2026-03-14")).json()
+    greedy, random = past["baselines"]["greedy"], past["baselines"]["random"]
+    said = "won with" if greedy["status"] == "won" else "blocked at"
+    percent = round(random["win_rate"] * 100)
+    await page.click("#nav-leaderboard")
+    await page.fill("#lb-date", "2026-03-14")
+    await page.dispatch_event("#lb-date", "change")
+    await expect(page.locator("#lb-level")).to_have_text("Difficulty: Expert")
+    await expect(page.locator("#lb-par")).to_have_text(
+        f"Par {past['par']} · Greedy play: {said} {greedy['score']} · "
+        f"Random play: {percent}% won, median {random['median_score']}"
+    )
+
+    # In Traditional Chinese.
+    await page.select_option("#lang-select", "zh-Hant")
+    await expect(page.locator("#lb-level")).to_have_text("難度：專家")
+    said = "以 {} 分獲勝" if greedy["status"] == "won" else "{} 分時陷入僵局"
+    await expect(page.locator("#lb-par")).to_contain_text(
+        f"貪婪走法：{said.format(greedy['score'])} · 隨機走法：勝率 {percent}%，"
+        f"中位數 {random['median_score']} 分"
+    )
+    await page.click("#nav-home")
+    await expect(level).to_have_text("難度：輕鬆")
     await context.close()
     assert page_errors == []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from server.engine.codes import GameCode
-from server.storage.daily import DailyCounts
+from server.storage.daily import DailyCounts, DailyDeal, DailyDifficulty
 from tests.fakes.database import DealRecord, MemoryDatabase
 
 
@@ -26,14 +26,21 @@ class MemoryDailyStore:
         await self._db.query()
         return self._db.now().date()
 
-    async def deal(self, date: dt.date) -> GameCode | None:
+    async def deal(self, date: dt.date) -> DailyDeal | None:
         await self._db.query()
         stored = self._db.deals.get(date)
-        return None if stored is None else stored.code
+        return None if stored is None else DailyDeal(stored.code, stored.difficulty)
 
-    async def keep_deal(self, date: dt.date, code: GameCode, created_at: dt.datetime) -> GameCode:
+    async def keep_deal(
+        self,
+        date: dt.date,
+        code: GameCode,
+        created_at: dt.datetime,
+        difficulty: DailyDifficulty | None = None,
+    ) -> DailyDeal:
         await self._db.query()
-        return self._db.deals.setdefault(date, DealRecord(code, created_at)).code
+        stored = self._db.deals.setdefault(date, DealRecord(code, created_at, difficulty))
+        return DailyDeal(stored.code, stored.difficulty)
 
     async def counts(self, date: dt.date) -> DailyCounts:
         await self._db.query()

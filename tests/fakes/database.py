@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from server.engine.codes import GameCode
 from server.errors import StorageConflict, StorageUnavailable
 from server.services.clock import Clock, SystemClock
+from server.storage.daily import DailyDifficulty
 from server.storage.events import Event, encode_event
 from server.storage.models import GAME_MODES, GAME_STATUSES, MODERATION_ACTIONS
 from server.storage.transactions import Transaction
@@ -193,6 +194,7 @@ class DealRecord:
 
     code: GameCode
     created_at: dt.datetime
+    difficulty: DailyDifficulty | None = None
 
 
 class MemoryDatabase:

@@ -19,6 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from server.config import Settings
 from server.engine import DealVersion, GameCode, RuleSet
+from server.engine.difficulty import measure
 from server.engine.solver import solve
 from server.services.clock import FakeClock
 from server.services.daily import derive_daily_code
@@ -69,8 +70,43 @@ async def test_today_is_the_fake_clocks_utc_date_with_hidden_code(
         "closes_at": "2026-03-15T00:00:00Z",
         "par": solve(code.deal(), code.rules).par,
         "line": None,
+        "difficulty": "expert",  # a Saturday
+        "baselines": None,
     }
     assert await _get(client, "/api/v1/daily/2026-03-14") == body
+
+
+async def test_the_level_shows_from_the_start_and_the_baselines_once_the_date_is_over(
+    client: Client, clock: FakeClock, settings: Settings
+) -> None:
+    today = await _get(client, "/api/v1/daily")
+    assert (today["difficulty"], today["baselines"]) == ("expert", None)
+    clock.set(dt.datetime(2026, 3, 14, 23, 59, 59, 999000, tzinfo=dt.UTC))
+    assert (await _get(client, "/api/v1/daily/2026-03-14"))["baselines"] is None
+
+    _past_midnight(clock)
+    past = await _get(client, "/api/v1/daily/2026-03-14")
+    code = GameCode.parse(past["code"])
+    figures = measure(code.deal(), code.rules, past["par"])
+    assert past["difficulty"] == figures.level.value == "expert"
+    assert past["baselines"] == {
+        "greedy": {"status": figures.greedy_status.value, "score": figures.greedy_score},
+        "random": {
+            "playouts": 1000,
+            "win_rate": round(figures.random_wins / 1000, 4),
+            "median_score": figures.random_median_score,
+        },
+    }
+    # The new date (a Sunday) is expert too, its baselines still hidden.
+    sunday = await _get(client, "/api/v1/daily")
+    assert (sunday["date"], sunday["difficulty"], sunday["baselines"]) == (
+        "2026-03-15",
+        "expert",
+        None,
+    )
+    clock.advance(days=1)
+    monday = await _get(client, "/api/v1/daily")
+    assert (monday["date"], monday["difficulty"]) == ("2026-03-16", "easy")
 
 
 async def test_date_follows_utc_not_local_time(client: Client, clock: FakeClock) -> None:

@@ -152,7 +152,7 @@ async def test_classic_rules_give_classic_deals(backend: Backend, clock: FakeClo
 
 async def test_a_stored_tp1_deal_is_kept_and_published(backend: Backend, clock: FakeClock) -> None:
     legacy = GameCode.parse("TP1-E-AAAAAAB")
-    assert await backend.daily.keep_deal(TODAY, legacy, T0) == legacy
+    assert (await backend.daily.keep_deal(TODAY, legacy, T0)).code == legacy
     daily = _daily(backend, clock)
     assert await daily.challenge(TODAY) == legacy
     _past_midnight(clock)

@@ -24,10 +24,13 @@ from sqlalchemy import Column, Connection, Integer, MetaData, inspect, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from server.engine import GameCode, Status
+from server.engine.difficulty import Level
 from server.errors import ConflictError
 from server.names import name_key
 from server.services.clock import FakeClock
 from server.services.players import Credential, PlayerInfo, PlayerService
+from server.storage.daily import DailyDeal, DailyDifficulty, PostgresDailyStore
 from server.storage.db import alembic_config, create_engine, migrate
 from server.storage.models import Base
 from server.storage.players import PostgresPlayerStore
@@ -431,6 +434,57 @@ async def test_tokens_move_to_a_table_per_device_and_come_back_on_downgrade(
 
         await migrate(engine)  # and up again
         assert await _players(engine) == after
+        async with engine.connect() as conn:
+            assert await conn.run_sync(_diffs, Base.metadata) == []
+    finally:
+        await engine.dispose()
+
+
+async def test_dates_stored_before_the_levels_keep_their_deal_with_no_level(
+    empty_database_url: str,
+) -> None:
+    engine = create_engine(empty_database_url, pool_size=2)
+    old_day, new_day = dt.date(2026, 11, 30), dt.date(2026, 12, 7)
+    try:
+        async with engine.connect() as conn:
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0011"))
+            await conn.execute(
+                text("INSERT INTO daily_challenges (date, code, rules) VALUES (:d, :c, 'E')"),
+                {"d": old_day, "c": "TP2-E-TUXNMRK-ENQYIZZ-FXINPUE-FOZYWTI"},
+            )
+            await conn.commit()
+        await migrate(engine)
+        store = PostgresDailyStore(Sessions(engine))
+        assert await store.deal(old_day) == DailyDeal(
+            GameCode.parse("TP2-E-TUXNMRK-ENQYIZZ-FXINPUE-FOZYWTI"), None
+        )
+        figures = DailyDifficulty(Level.EASY, Status.WON, 751, 1000, 627, 750)
+        code = GameCode.parse("TP2-E-ICZQMNZ-NVMRBRS-QFSBMCP-FTXYPAA")
+        when = dt.datetime(2026, 12, 6, 23, tzinfo=dt.UTC)
+        assert await store.keep_deal(new_day, code, when, figures) == DailyDeal(code, figures)
+        # A row's figures are whole or absent, and in range.
+        async with engine.connect() as conn:
+            for values in ("'easy', NULL, 1, 1, 1, 1", "'easy', 'won', 1, 1, 2, 1"):
+                with pytest.raises(DBAPIError, match="ck_daily_challenges"):
+                    await conn.execute(
+                        text(
+                            "INSERT INTO daily_challenges (date, code, rules, level, "
+                            "greedy_status, greedy_score, random_playouts, random_wins, "
+                            f"random_median_score) VALUES ('2026-12-08', 'x', 'E', {values})"
+                        )
+                    )
+                await conn.rollback()
+
+        async with engine.connect() as conn:
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0011"))
+            await conn.commit()
+            deals = (await conn.execute(text("SELECT date, code FROM daily_challenges"))).all()
+        assert sorted(deals) == [
+            (old_day, "TP2-E-TUXNMRK-ENQYIZZ-FXINPUE-FOZYWTI"),
+            (new_day, str(code)),
+        ]
+        await migrate(engine)  # and up again
+        assert (await store.deal(new_day)) == DailyDeal(code, None)
         async with engine.connect() as conn:
             assert await conn.run_sync(_diffs, Base.metadata) == []
     finally:

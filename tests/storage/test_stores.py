@@ -13,11 +13,12 @@ import secrets
 import pytest
 
 from server.engine import DealVersion, GameCode, RuleSet, Status
+from server.engine.difficulty import Level
 from server.errors import StorageConflict
 from server.names import name_key
 from server.services.credentials import hash_token
 from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, SignedOut
-from server.storage.daily import DailyCounts
+from server.storage.daily import DailyCounts, DailyDeal, DailyDifficulty
 from server.storage.events import TokensRevoked
 from server.storage.games import GameHead, GameMode
 from server.storage.leaderboards import BoardPosition, BoardSlice
@@ -29,6 +30,7 @@ from tests.helpers import eventually
 DATE = dt.date(2026, 3, 14)
 NEXT_DATE = DATE + dt.timedelta(days=1)
 T0 = dt.datetime(2026, 3, 14, 1, 0, tzinfo=dt.UTC)
+HARD = DailyDifficulty(Level.HARD, Status.BLOCKED, 651, 1000, 120, 652)
 
 
 # --------------------------------------------------------------------------------- players
@@ -192,13 +194,16 @@ async def test_today_is_the_databases_utc_date(backend: Backend) -> None:
 async def test_the_first_deal_kept_for_a_date_stays(backend: Backend) -> None:
     first, second = GameCode.parse("TP1-E-AAAAAAB"), GameCode.parse("TP1-C-AAAAAAC")
     assert await backend.daily.deal(DATE) is None
-    assert await backend.daily.keep_deal(DATE, first, T0) == first
-    assert await backend.daily.keep_deal(DATE, second, T0) == first
-    assert await backend.daily.deal(DATE) == first
+    assert await backend.daily.keep_deal(DATE, first, T0) == DailyDeal(first)
+    assert await backend.daily.keep_deal(DATE, second, T0, HARD) == DailyDeal(first)
+    assert await backend.daily.deal(DATE) == DailyDeal(first, None)
     assert await backend.daily.deal(DATE + dt.timedelta(days=1)) is None
     tp2 = GameCode.random(RuleSet.CLASSIC, DealVersion.TP2)
-    assert await backend.daily.keep_deal(DATE + dt.timedelta(days=1), tp2, T0) == tp2
-    assert await backend.deals() == {DATE: str(first), DATE + dt.timedelta(days=1): str(tp2)}
+    later = DATE + dt.timedelta(days=1)
+    assert await backend.daily.keep_deal(later, tp2, T0, HARD) == DailyDeal(tp2, HARD)
+    assert await backend.daily.keep_deal(later, first, T0) == DailyDeal(tp2, HARD)
+    assert await backend.daily.deal(later) == DailyDeal(tp2, HARD)
+    assert await backend.deals() == {DATE: str(first), later: str(tp2)}
 
 
 async def test_counts_of_a_date(backend: Backend) -> None:

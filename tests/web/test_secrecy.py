@@ -44,6 +44,7 @@ from server.engine import (
     RuleSet,
     is_neighbour,
 )
+from server.engine.difficulty import Level
 from server.services.clock import FakeClock
 from server.web.keys import SERVICES
 from tests.conftest import ServerFactory
@@ -627,6 +628,48 @@ async def test_a_whole_daily_leaks_neither_its_code_nor_a_hidden_card_before_its
     assert summary["code"] == str(code) and len(summary["actions"]) == len(win)
     for p in players:
         await p.close()
+
+
+async def test_the_dailys_level_and_baselines_name_no_card_nor_code(
+    client: Client, settings: Settings, clock: FakeClock
+) -> None:
+    """What the difficulty adds to the daily's facts (protocol §12.4): while the date is open, a
+    level's name and nothing else; once it is over, a status and numbers. No card, no form of
+    the code, in either."""
+    assert settings.daily_secret
+    today = clock.now().date()
+    code = daily_code(settings.daily_secret.encode(), today, RuleSet.EASY)
+    transcript = Transcript()
+    public = Participant(client, transcript, "Public")
+    opened = []
+    for path in ("/api/v1/daily", f"/api/v1/daily/{today.isoformat()}"):
+        status, body = await public.get(path, tag=NO_CARDS)
+        assert status == 200, body
+        opened.append(body)
+    for body in opened:
+        assert body["difficulty"] in {level.value for level in Level}
+        assert body["baselines"] is None
+    transcript.assert_no_code(code)
+    transcript.assert_only_seen_cards(public.name, [frozenset()])
+
+    clock.set(dt.datetime.combine(today + dt.timedelta(days=1), dt.time(0, 0, 1), tzinfo=dt.UTC))
+    status, past = await public.get(f"/api/v1/daily/{today.isoformat()}")
+    assert status == 200 and past["code"] == str(code), past
+    added = {"difficulty": past["difficulty"], "baselines": past["baselines"]}
+    assert added["difficulty"] == opened[0]["difficulty"]
+    assert [text for _, text in _strings(added)] == [
+        added["difficulty"],
+        past["baselines"]["greedy"]["status"],
+    ]
+    assert past["baselines"]["greedy"]["status"] in ("won", "blocked")
+    assert not list(cards_in(added))
+    numbers = json.dumps(added).upper()
+    assert not [form for form in code_forms(code) if form in numbers]
+    assert {key: type(value) for key, value in past["baselines"]["random"].items()} == {
+        "playouts": int,
+        "win_rate": float,
+        "median_score": int,
+    }
 
 
 # ------------------------------------------------------------------------------ the races

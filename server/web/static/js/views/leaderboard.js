@@ -6,6 +6,7 @@ import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
+import { levelBadge, parAndBaselines } from "./difficulty.js";
 
 export function shiftDate(iso, days) {
   const d = new Date(`${iso}T00:00:00Z`);
@@ -139,6 +140,8 @@ export class Leaderboard {
     $("#lb-next", root).disabled = !this.date || this.date >= this.today;
     const info = $("#lb-info", root);
     const code = clear($("#lb-code", root));
+    const figures = $("#lb-par", root);
+    figures.textContent = "";
     if (this.error) {
       const failed = this.error.code;
       info.textContent = failed === "no_daily" ? t("lb.noDaily") : this.ctx.errorText(failed);
@@ -148,6 +151,9 @@ export class Leaderboard {
         ranked: this.info.ranked,
         rules: t(`rules.short.${this.info.rules}`),
       });
+      const level = levelBadge(this.info, "lb-level");
+      if (level) info.append(" · ", level);
+      figures.textContent = parAndBaselines(this.info);
       if (this.info.code) {
         const shown = codeText(this.info.code, { id: "lb-code-shown" });
         code.append(

@@ -7,6 +7,7 @@ import { codeText } from "../code.js";
 import { $, h } from "../dom.js";
 import { t, tn, tNodes } from "../i18n.js";
 import { raceGames, store } from "../store.js";
+import { levelBadge } from "./difficulty.js";
 import { codeError, errorText, homeError } from "./notices.js";
 
 let on = null;
@@ -103,6 +104,8 @@ export async function renderHome() {
       text += ` · ${t("home.daily.par", { par: daily.par })}`;
     }
     info.textContent = text;
+    const level = levelBadge(daily, "daily-level");
+    if (level) info.append(" · ", level);
     const mine = games.find((g) => g.mode === "daily" && g.daily_date === daily.date);
     const over = !mine && (await dailyOver(daily.date));
     $("#btn-daily").textContent = t(mine ? "home.daily.resume" : over ? "home.daily.result" : "home.daily.play");
