@@ -22,8 +22,20 @@ _MIXED = icu.SpoofChecker()
 _MIXED.setChecks(icu.USpoofChecks.RESTRICTION_LEVEL)
 _MIXED.setRestrictionLevel(icu.URestrictionLevel.HIGHLY_RESTRICTIVE)
 
-#: Letters that draw nothing (Hangul fillers): a name of them would be blank.
-INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
+#: Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties.txt): code points that
+#: draw nothing where they are not supported — variation selectors (U+FE00–FE0F,
+#: U+E0100–E01EF), the combining grapheme joiner (U+034F), tags (U+E0000–E0FFF), zero-width and
+#: bidirectional controls, soft hyphen, Hangul fillers (U+115F, U+1160, U+3164, U+FFA0),
+#: Mongolian free variation selectors… From the ICU data installed with the ``icu`` package (a
+#: Unicode version newer than Python's ``unicodedata``, which lacks the property).
+_DEFAULT_IGNORABLE = icu.UnicodeSet("[:Default_Ignorable_Code_Point:]")
+
+
+def invisible(text: str) -> list[str]:
+    """The code points of ``text`` that draw nothing (Unicode's Default_Ignorable_Code_Point),
+    in order; a name may hold none of them (two names differing only by one look alike, and a
+    name of them would be blank)."""
+    return [c for c in text if _DEFAULT_IGNORABLE.contains(c)]
 
 
 def mixes_scripts(name: str) -> bool:
@@ -74,4 +86,4 @@ def name_key(name: str) -> str:
     return key
 
 
-__all__ = ["INVISIBLE_LETTERS", "mixes_scripts", "name_key"]
+__all__ = ["invisible", "mixes_scripts", "name_key"]

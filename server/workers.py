@@ -9,6 +9,13 @@ record. The parent only supervises: a worker that dies is started again (one tha
 within seconds of its start stops the whole service), and SIGINT / SIGTERM stop every worker
 cleanly before the parent exits.
 
+Each worker leads a process group of its own, which its solver processes
+(:mod:`server.services.analysis`) join; when a worker has ended, however it ended, the parent
+kills whatever is left of its group (the solver processes also die with their worker on Linux
+by ``PR_SET_PDEATHSIG``). The address check before the start binds as the workers' listeners
+do, with ``SO_REUSEADDR``, so that the connections the previous instance closed itself, which
+linger on the port for up to a minute, do not hold a restart up.
+
 With metrics on (``TRIPEAKS_METRICS``), the parent also gives the workers a private directory
 for ``prometheus_client``'s multiprocess mode, in ``PROMETHEUS_MULTIPROC_DIR`` (set before any
 worker starts: a spawned worker takes the parent's environment, and reads it when it first
@@ -31,7 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from types import FrameType
@@ -68,6 +75,11 @@ def check_port(host: str, port: int) -> None:
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As the workers' listeners do (asyncio sets it on POSIX): the connections a previous
+        # instance closed itself linger in TIME-WAIT / FIN-WAIT-2 on the port for up to a
+        # minute, and only a socket without SO_REUSEADDR is refused for them. A listening
+        # socket on the port still refuses this bind (Linux), which is what is checked.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:
@@ -157,6 +169,7 @@ def _supervise(
                 early = time.monotonic() - worker.started < EARLY_DEATH_S
                 deaths = worker.early_deaths + 1 if early else 0
                 log.error("worker %d exited with %s", worker.number, code)
+                _end_group(worker.process)
                 if metrics_dir is not None:
                     _metrics_of_dead(worker.process, metrics_dir)
                 if deaths >= MAX_EARLY_DEATHS:
@@ -197,11 +210,24 @@ def _stop_all(workers: list[_Worker]) -> None:
             log.error("worker %d did not stop in %.0f s; killing it", worker.number, STOP_TIMEOUT_S)
             worker.process.kill()
             worker.process.join()
+        _end_group(worker.process)
+
+
+def _end_group(process: BaseProcess) -> None:
+    """Kill what is left of an ended worker's process group (its solver processes, if it was
+    killed before it could stop them). The group is the worker's own
+    (:func:`detach_from_terminal_signals`), named by its pid, which the kernel does not give
+    another process while a member of the group lives; a group already empty is left alone."""
+    if sys.platform == "win32" or process.pid is None:
+        return
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def detach_from_terminal_signals() -> None:
-    """In a worker: leave the terminal's process group, so that Ctrl-C reaches the parent
-    alone, which then stops every worker once (not each twice)."""
+    """In a worker: leave the terminal's process group for one of its own, so that Ctrl-C
+    reaches the parent alone, which then stops every worker once (not each twice), and so that
+    the parent can end whatever the worker started (:func:`_end_group`)."""
     if sys.platform != "win32":
         os.setpgid(0, 0)
 

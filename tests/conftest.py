@@ -1,8 +1,15 @@
 """Shared fixtures: throw-away PostgreSQL databases, a fake clock, real servers on loopback.
 
 Every test that needs a database gets its own, copied from a template migrated once per run, on
-the PostgreSQL at ``TRIPEAKS_TEST_PG`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``).
-The databases are dropped afterwards; nothing else on that server is touched.
+the run's PostgreSQL (:data:`ADMIN_URL`), dropped afterwards; nothing else on that server is
+touched. Which PostgreSQL, by ``TRIPEAKS_TEST_PG``:
+
+- a URL: the server there (its maintenance database, such as
+  ``postgresql://postgres@127.0.0.1:5432/postgres``);
+- ``embedded``: one started for the run from the ``pgserver`` package's programs (as the server
+  starts its embedded database without ``DATABASE_URL``), on a free loopback port, in a
+  throw-away folder, and stopped at the end of the run;
+- unset: the one at ``127.0.0.1:5432`` when something answers there, else an embedded one.
 """
 
 from __future__ import annotations
@@ -34,9 +41,103 @@ from server.services.clock import Clock, FakeClock
 from server.storage.db import create_engine, migrate
 from server.web.app import create_app
 from tests import contract
+from tests.pg import PrivatePostgres
 
-ADMIN_URL = os.environ.get("TRIPEAKS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+#: The PostgreSQL the tests use when ``TRIPEAKS_TEST_PG`` is unset and it answers.
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+#: ``TRIPEAKS_TEST_PG``'s value asking for an embedded PostgreSQL.
+EMBEDDED = "embedded"
+#: The maintenance database of the run's PostgreSQL (:func:`pytest_configure` settles it
+#: once per run, before any test module is imported).
+ADMIN_URL = DEFAULT_PG
 START = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Settle the run's PostgreSQL (:data:`ADMIN_URL`), starting an embedded one if it is
+    to be used; it is stopped and its folder removed at the end of the run."""
+    global ADMIN_URL
+    chosen = chosen_postgres(
+        os.environ.get("TRIPEAKS_TEST_PG", ""), lambda: _answers("127.0.0.1", 5432)
+    )
+    if chosen is not None:
+        ADMIN_URL = chosen
+        return
+    server = _start_embedded_postgres()
+    config.add_cleanup(lambda: _stop_embedded_postgres(server))
+    ADMIN_URL = server.admin_url
+    # Whatever else reads it in this run (and its subprocesses) finds the same server.
+    os.environ["TRIPEAKS_TEST_PG"] = ADMIN_URL
+    config.stash[_EMBEDDED_KEY] = server
+
+
+def chosen_postgres(given: str, default_answers: Callable[[], bool]) -> str | None:
+    """The URL of the run's PostgreSQL by ``TRIPEAKS_TEST_PG`` (``given``), or None for an
+    embedded one: a URL is used as it is; ``embedded`` asks for one; unset (or blank), the
+    default's is used when ``default_answers()``."""
+    given = given.strip()
+    if given == EMBEDDED:
+        return None
+    if given:
+        return given
+    return DEFAULT_PG if default_answers() else None
+
+
+_EMBEDDED_KEY = pytest.StashKey[PrivatePostgres]()
+#: Settings of the run's embedded PostgreSQL: room for the connections of the servers, their
+#: subprocesses and PgBouncer that a run holds at once.
+EMBEDDED_SETTINGS = ("max_connections=300",)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    server = config.stash.get(_EMBEDDED_KEY, None)
+    if server is None:
+        return f"PostgreSQL: {make_url(ADMIN_URL).render_as_string(hide_password=True)}"
+    return (
+        f"PostgreSQL: embedded for this run (pgserver's programs) at 127.0.0.1:{server.port}, "
+        f"in {server.root}"
+    )
+
+
+def _answers(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections at ``host``:``port``."""
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _start_embedded_postgres() -> PrivatePostgres:
+    """A PostgreSQL of this run's own, running. Its folder is a fresh one under the system's
+    temporary directory (as root the server runs as another user, who must reach it)."""
+    root = Path(tempfile.mkdtemp(prefix="tripeaks-test-pg-"))
+    server = PrivatePostgres(root, _free_port(), EMBEDDED_SETTINGS)
+    try:
+        try:
+            server.init(locale="C.UTF-8")  # as Debian's PostgreSQL, where it exists
+        except subprocess.CalledProcessError:
+            shutil.rmtree(server.data, ignore_errors=True)
+            server.init()
+        server.start()
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        log = server.log.read_text(errors="replace") if server.log.exists() else ""
+        shutil.rmtree(root, ignore_errors=True)
+        raise pytest.UsageError(
+            f"could not start an embedded PostgreSQL for the tests ({exc}; "
+            f"{detail.decode(errors='replace').strip()}) {log[-2000:]}\n"
+            "Set TRIPEAKS_TEST_PG to the URL of a PostgreSQL to use instead."
+        ) from None
+    return server
+
+
+def _stop_embedded_postgres(server: PrivatePostgres) -> None:
+    try:
+        if server.data.exists() and server.running():
+            server.stop("fast")
+    finally:
+        shutil.rmtree(server.root, ignore_errors=True)
 
 
 def _db_url(name: str) -> str:

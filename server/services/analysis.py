@@ -15,9 +15,12 @@ daily's preparation; beyond it the page is answered without them.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
+import os
 import signal
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
@@ -198,8 +201,10 @@ class Analyzer:
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
-            # Ctrl-C reaches the whole process group: the server stops its workers itself.
-            initializer=_ignore_sigint,
+            # Ctrl-C reaches the whole process group: the server stops its workers itself;
+            # and a solver process never outlives this one, however it ends (SIGKILL).
+            initializer=_start_solver,
+            initargs=(os.getpid(),),
         )
         self._cache: OrderedDict[str, DealAnalysis] = OrderedDict()
         #: Divergences found, by deal, par and line: a replay asked again costs no solve.
@@ -397,6 +402,36 @@ def _divergence_key(
 CLOSE_WAIT_S = 2.0
 
 
-def _ignore_sigint() -> None:
-    """In a solver worker: leave SIGINT (Ctrl-C in the server's terminal) to the server."""
+#: ``prctl``'s option naming the signal a process gets when its parent ends (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+
+
+def _start_solver(parent: int) -> None:
+    """In a solver process, first: leave SIGINT (Ctrl-C in the server's terminal) to the
+    server, and die with the server process ``parent``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
+
+
+def die_with_parent(parent: int) -> None:
+    """Have this process killed (SIGKILL) when its parent, ``parent``, ends, however it ends:
+    a server process killed outright (a worker of ``serve --workers`` SIGKILLed) must not
+    leave its solver processes running, each holding its memory, for ever. They would: a
+    spawned pool process holds both ends of its own task queue, so it never sees the parent
+    go.
+
+    On Linux this is ``prctl(PR_SET_PDEATHSIG)``, which fires when the *thread* that started
+    the process ends: the pool starts its processes from the thread that submits work (the
+    event loop's), which lives as long as the server. Elsewhere only the supervisor's sweep of
+    a dead worker's process group (:mod:`server.workers`) stops them. A parent already gone
+    before the signal was set up (it is not inherited) ends this process at once.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            log.warning(
+                "solver process: prctl(PR_SET_PDEATHSIG) failed: %s",
+                os.strerror(ctypes.get_errno()),
+            )
+    if os.getppid() != parent:
+        os._exit(1)

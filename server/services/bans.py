@@ -1,9 +1,10 @@
 """What a ban does to play (docs/rules.md §4 "Moderation"): a banned player starts no ranked play
-(the daily, opening a race, a racer's seat) and is told since when and why; free play and
-watching races stay open. The races service reads the ban in its transaction
-(:meth:`~server.storage.races.RaceStore.ban_of`) and hands it to :func:`refuse_banned`; the
-games service reads it through its store and raises :func:`ban_refusal`. The bans
-themselves are made and lifted by :mod:`server.services.moderation`.
+(the daily, opening a race, a racer's seat, starting a lobby opened before the ban) and is told
+since when and why; free play and watching races stay open. The races service reads the ban in
+its transaction (:meth:`~server.storage.races.RaceStore.ban_of`) and hands it to
+:func:`refuse_banned`; the games service reads it through its store and raises
+:func:`ban_refusal`. The bans themselves are made and lifted by
+:mod:`server.services.moderation`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def banned_message(player: PlayerRecord) -> str:
 
 
 def refuse_banned(banned: PlayerRecord | None) -> None:
-    """Refuse ranked play to a banned player: the daily, opening a race, a racer's seat.
+    """Refuse ranked play to a banned player: the daily, opening a race, a racer's seat,
+    starting a lobby.
 
     Args:
         banned: the player's record when they are banned (as their store's ``ban_of`` reads

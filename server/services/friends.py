@@ -33,11 +33,10 @@ from server.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from server.names import name_key
 from server.services.clock import Clock
 from server.services.leaderboards import Entry, LeaderboardService
 from server.services.online import OnlineRecorder
-from server.services.players import PlayerInfo, normalize_name
+from server.services.players import PlayerInfo, lookup_key
 from server.services.rooms import Room
 from server.storage.events import RaceInvited
 from server.storage.follows import Followed, FollowStore
@@ -153,10 +152,7 @@ class FriendService:
                 that cannot be a name).
             InvalidInputError, ConflictError, StorageError: as :meth:`follow`.
         """
-        try:
-            key = name_key(normalize_name(raw_name))
-        except InvalidInputError:
-            key = None
+        key = lookup_key(raw_name)
         player = None if key is None else await self._follows.player_named(key)
         if player is None:
             shown = raw_name[:40] if isinstance(raw_name, str) else raw_name

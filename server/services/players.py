@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from server.errors import ConflictError, ErrorCode, InvalidInputError, UnauthorizedError
-from server.names import INVISIBLE_LETTERS, mixes_scripts, name_key
+from server.names import invisible, mixes_scripts, name_key
 from server.services.clock import Clock
 from server.services.credentials import (
     TOKEN_INPUT_MAX,
@@ -77,8 +77,12 @@ def normalize_name(raw: object) -> str:
 
     Names are NFKC-normalised (look-alike letters such as 𝕬 become A), trimmed, with inner
     runs of spaces collapsed; 2–24 characters of
-    letters or digits (any script) and `` _-.'``, starting with a letter or digit, with no
-    invisible letters (Hangul fillers).
+    letters or digits (any script) and `` _-.'``, starting with a letter or digit. Combining
+    marks (accents, vowel signs) must sit on a letter or digit, at most ``_MAX_MARKS`` on one,
+    counted on the name's NFD (every mark apart, however it was typed: NFKC's composing ``e``
+    with two accents into ``ệ`` does not make room for more). No code point that draws nothing
+    (Unicode's Default_Ignorable_Code_Point: variation selectors, the combining grapheme
+    joiner, tags, Hangul fillers…; :func:`server.names.invisible`).
 
     Returns:
         The normalised name.
@@ -112,20 +116,59 @@ def normalize_name(raw: object) -> str:
         )
     if not name[0].isalnum():
         raise InvalidInputError("name must start with a letter or a digit", code=ErrorCode.BAD_NAME)
-    if any(c in INVISIBLE_LETTERS for c in name):
-        raise InvalidInputError("name may not hold invisible letters", code=ErrorCode.BAD_NAME)
+    # As given (NFKC takes no code point in or out of the property: U+3164 becomes U+1160).
+    hidden = invisible(raw)
+    if hidden:
+        shown = " ".join(f"U+{ord(c):04X}" for c in dict.fromkeys(hidden))
+        raise InvalidInputError(
+            f"name may not hold invisible characters (not {shown})", code=ErrorCode.BAD_NAME
+        )
+    if _most_marks_on_a_letter(unicodedata.normalize("NFD", name)) > _MAX_MARKS:
+        raise InvalidInputError(
+            f"name may not stack more than {_MAX_MARKS} marks on a letter",
+            code=ErrorCode.BAD_NAME,
+        )
     return name
+
+
+def lookup_key(raw: object) -> str | None:
+    """The :func:`~server.names.name_key` of a name typed to find a player (signing in,
+    following), or None when it cannot be a name: read as :func:`normalize_name` reads it
+    (NFKC, spaces, 2–24 characters) but without the rules only a new name must meet, so that
+    a player whose name was registered before a rule was added (an invisible code point, a
+    fourth stacked mark) is still found by it."""
+    if not isinstance(raw, str):
+        return None
+    name = " ".join(unicodedata.normalize("NFKC", raw).split())
+    if not NAME_MIN <= len(name) <= NAME_MAX:
+        return None
+    return name_key(name)
+
+
+def _is_mark(c: str) -> bool:
+    return unicodedata.category(c).startswith("M")
 
 
 def _is_mark_after_letter(name: str, i: int) -> bool:
     """Whether ``name[i]`` is a combining mark (a vowel sign or accent, e.g. Devanagari ``ा``,
-    Tamil ``ி``) on a letter or digit, at most ``_MAX_MARKS`` in a row (no "zalgo" stacks)."""
-    if not unicodedata.category(name[i]).startswith("M"):
+    Tamil ``ி``) on a letter or digit (after it, or after other marks on it)."""
+    if not _is_mark(name[i]):
         return False
     j = i
-    while j > 0 and unicodedata.category(name[j - 1]).startswith("M"):
+    while j > 0 and _is_mark(name[j - 1]):
         j -= 1
-    return j > 0 and i - j < _MAX_MARKS and name[j - 1].isalnum()
+    return j > 0 and name[j - 1].isalnum()
+
+
+def _most_marks_on_a_letter(text: str) -> int:
+    """The longest run of combining marks in ``text`` (no "zalgo" stacks). Counted on the NFD
+    of a name: NFC composes a letter with some of its marks (``e`` with a dot below and a
+    circumflex is ``ệ``), so counted on the NFKC form five stacked marks would pass as three."""
+    most = run = 0
+    for c in text:
+        run = run + 1 if _is_mark(c) else 0
+        most = max(most, run)
+    return most
 
 
 def _name_taken(name: str, taken: str | None) -> ConflictError:
@@ -247,10 +290,7 @@ class PlayerService:
         """
         symbols = parse_recovery_code(raw_code)
         given = hash_recovery_code(symbols or "")
-        try:
-            key = name_key(normalize_name(raw_name))
-        except InvalidInputError:
-            key = None
+        key = lookup_key(raw_name)
         found = None if key is None else await self._store.recovery_of(key)
         stored = _NO_RECOVERY_HASH if found is None else found.recovery_hash
         matches = hmac.compare_digest(given, stored or _NO_RECOVERY_HASH)

@@ -251,10 +251,22 @@ class PresenceService:
     # -------------------------------------------------------------------- the sweep's steps
 
     def _healthy(self) -> bool:
-        """Whether this process has been seen in time for a whole time-out (then it may take
-        others for dead)."""
-        return self._healthy_since is not None and (
-            time.monotonic() - self._healthy_since >= self.instance_timeout_s
+        """Whether this process has been seen in time for a whole time-out, and still is (then
+        it may take others for dead).
+
+        "Still" matters after a stall (the process descheduled on a loaded machine, paused,
+        its event loop held up): whatever held it up may have held up the others too (its
+        fellow workers on the machine), and a sweep that runs before this process's own
+        late heartbeat would otherwise take them for dead by records the stall kept from
+        being refreshed. So a last beat older than the heartbeat's own lateness (half the
+        time-out) counts as unhealthy at once, before the next beat says so.
+        """
+        now = time.monotonic()
+        return (
+            self._healthy_since is not None
+            and self._last_beat is not None
+            and now - self._last_beat <= self.instance_timeout_s / 2
+            and now - self._healthy_since >= self.instance_timeout_s
         )
 
     def _grace_cutoff(self, now: dt.datetime) -> dt.datetime:
@@ -265,7 +277,7 @@ class PresenceService:
         self, _now: dt.datetime, _open_keys: Callable[[], Collection[str]]
     ) -> None:
         dead = await self._store.instances.dead(self.instance, self.instance_timeout_s)
-        if dead:
+        if dead and self._healthy():  # not held up itself while it asked
             log.warning("presence: server processes %s stopped answering", ", ".join(dead))
             await self._drop_instances(dead)
 

@@ -258,7 +258,8 @@ class RaceService:
         Raises:
             InvalidInputError: ``bad_invite``.
             NotFoundError: ``unknown_invite``.
-            ForbiddenError: ``not_host``.
+            ForbiddenError: ``not_host``; ``banned``: a host banned since the lobby opened
+                deals no ranked games (the room stays a lobby).
             ConflictError: ``already_started`` (running or finished) or ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
@@ -271,6 +272,7 @@ class RaceService:
                 raise ConflictError("this race room is closed", code=ErrorCode.RACE_CLOSED)
             if race.status != RaceStatus.LOBBY:
                 raise ConflictError("the race has already started", code=ErrorCode.ALREADY_STARTED)
+            refuse_banned(await self._store.ban_of(tx, player.id))
             if connection is not None:
                 race, _ = await self._presence.follow(
                     tx, race, player.id, PresenceRole.RACER, connection, now

@@ -136,13 +136,17 @@ async def _hello(session: WsSession, message: Hello) -> None:
 
 
 async def _dispatch(session: WsSession, message: ClientMessage) -> None:
-    """Serve one request by its handler in :data:`HANDLERS` (``hello`` first, then the rest)."""
+    """Serve one request by its handler in :data:`HANDLERS` (``hello`` first, then the rest).
+    On a connection being closed because its token was revoked, every request (a ``hello``
+    too) is answered ``unauthorized``."""
+    if session.signed_out:
+        if isinstance(message, ActionRequest):
+            metrics.action_failed(ErrorCode.UNAUTHORIZED)
+        await session.send(out.error(ErrorCode.UNAUTHORIZED, SIGNED_OUT, message.id))
+        return
     if isinstance(message, Hello):
         async with session.admission.turn():
             await _hello(session, message)
-        return
-    if session.signed_out:
-        await session.send(out.error(ErrorCode.UNAUTHORIZED, SIGNED_OUT, message.id))
         return
     if session.player is None:
         if isinstance(message, ActionRequest):

@@ -34,6 +34,11 @@ MAX_WAITING_REQUESTS = 64
 #: The close of a connection whose token was revoked (docs/protocol.md §8).
 SIGNED_OUT_CODE = 4001
 SIGNED_OUT_REASON = b"signed out"
+#: Seconds a signed-out connection's requests taken up already may take to be answered
+#: before it is closed all the same.
+SIGNED_OUT_ANSWER_S = 5.0
+#: Turns of the event loop after which a frame that had reached the socket is queued.
+READ_TURNS = 4
 
 
 @dataclass(eq=False, slots=True)
@@ -82,13 +87,41 @@ class WsSession:
         return not self.ws.closed and not self.signed_out
 
     def sign_out(self) -> None:
-        """The connection's token was revoked: serve nothing more and close it with 4001
-        (``signed out``)."""
+        """The connection's token was revoked: serve nothing more, answer what was asked
+        already, and close it with 4001 (``signed out``)."""
         if self.signed_out:
             return
         self.signed_out = True
         log.info("closing %s: its token was revoked", self.key)
-        self.hub.spawn(self.outbox.shut(SIGNED_OUT_CODE, SIGNED_OUT_REASON))
+        self.hub.spawn(self._close_signed_out())
+
+    async def _close_signed_out(self) -> None:
+        """Answer every request this connection has taken up — the one being served as it
+        ends, every other ``unauthorized`` (:mod:`server.web.handlers`), those the reader
+        takes up meanwhile too — then close with 4001. A websocket sends nothing after its
+        close frame: what arrives after it is not answered. Bounded by
+        :data:`SIGNED_OUT_ANSWER_S` (a request stuck on the database)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SIGNED_OUT_ANSWER_S):
+                await self._answered()
+        await self.outbox.wait_sent(timeout=1.0)
+        await self.outbox.shut(SIGNED_OUT_CODE, SIGNED_OUT_REASON)
+
+    async def _answered(self) -> None:
+        """Return once the worker has answered every request waiting and the reader has taken
+        up no new one: what reached this process before the close has been answered."""
+        while True:
+            worker = self.worker
+            if worker is not None and not worker.done():
+                await asyncio.wait({worker})
+                continue
+            # A few turns of the event loop: frames already in the socket's buffer are read
+            # (one turn), handed to the reader, which queues them (the next), and so on.
+            for _ in range(READ_TURNS):
+                await asyncio.sleep(0)
+            worker = self.worker
+            if self.requests.empty() and (worker is None or worker.done()):
+                return
 
     @property
     def connection(self) -> Connection:

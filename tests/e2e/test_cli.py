@@ -318,19 +318,27 @@ async def _equals(value: Awaitable[int], expected: int) -> bool:
 
 
 async def _two_workers(
-    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+    database_url: str,
+    tmp_path: Path,
+    processes: list[subprocess.Popen[str]],
+    port: int | None = None,
+    **extra: str,
 ) -> tuple[subprocess.Popen[str], int]:
-    """``tripeaks serve`` with two workers on the test's database, once both are up; the
-    supervisor's process and the port."""
-    port = free_port()
+    """``tripeaks serve`` with two workers on the test's database (on ``port``, else a free
+    one; ``extra`` overrides its environment), once both are up; the supervisor's process and
+    the port."""
+    port = port or free_port()
     env = _on_database(
         tmp_path,
         port,
         database_url,
-        TRIPEAKS_WORKERS="2",
-        TRIPEAKS_SOLVER_WORKERS="0",
-        # The workers' metrics directory, left behind by a supervisor killed outright.
-        TMPDIR=str(tmp_path),
+        **{
+            "TRIPEAKS_WORKERS": "2",
+            "TRIPEAKS_SOLVER_WORKERS": "0",
+            # The workers' metrics directory, left behind by a supervisor killed outright.
+            "TMPDIR": str(tmp_path),
+            **extra,
+        },
     )
     proc = _start(env, port, tmp_path / "server.log")
     processes.append(proc)
@@ -354,6 +362,114 @@ async def test_workers_stop_when_their_supervisor_is_killed(
     await eventually(stopped, "the orphaned workers to stop")
     # They stopped cleanly: their presence records went with them.
     assert await _instances(database_url) == 0
+
+
+#: TCP states (``/proc/net/tcp``) of a connection its own side closed first: FIN-WAIT-1,
+#: FIN-WAIT-2, TIME-WAIT. The port's side of such a connection holds a plain ``bind`` to the port
+#: off for up to a minute.
+CLOSED_FIRST = {"04", "05", "06"}
+
+
+def _closed_first_on(port: int) -> int:
+    """How many connections to 127.0.0.1:``port`` that port's side closed first linger."""
+    found = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] in CLOSED_FIRST:
+            found += 1
+    return found
+
+
+async def test_serve_with_workers_starts_again_at_once_after_closing_connections_itself(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    """Stopped with keep-alive connections open, the service closes them itself, and they
+    linger on the port (FIN-WAIT-2, TIME-WAIT); the same port is listened on again at once."""
+    proc, port = await _two_workers(database_url, tmp_path, processes)
+    held = []
+    for _ in range(4):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await asyncio.wait_for(reader.readline(), 30)).startswith(b"HTTP/1.1 200")
+        held.append(writer)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert _closed_first_on(port) > 0  # what held a restart up for a minute
+        again, _port = await _two_workers(database_url, tmp_path, processes, port)
+        await _play_a_little(f"http://127.0.0.1:{port}", "Again")
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=30) == 0
+    finally:
+        for writer in held:
+            writer.close()
+
+
+def test_the_address_check_still_refuses_a_port_listened_on() -> None:
+    """The check binds with SO_REUSEADDR, as the listeners do: a port with a listener on it
+    (with SO_REUSEADDR and SO_REUSEPORT, as a running worker's) is still refused."""
+    from server.workers import PortTaken, check_port
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(PortTaken, match="in use"):
+            check_port("127.0.0.1", port)
+    check_port("127.0.0.1", port)
+
+
+async def _solvers_of(workers: set[int]) -> dict[int, set[int]]:
+    """Each worker's solver processes, once every worker has its own (started with the
+    daily's deal, analysed as soon as a worker starts)."""
+    found: dict[int, set[int]] = {}
+
+    def each_has_one() -> bool:
+        found.update({pid: _children(pid) for pid in workers})
+        return all(found.values())
+
+    await eventually(each_has_one, "each worker's solver process", every_s=0.1)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_a_killed_worker_takes_its_solver_processes_with_it(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    proc, port = await _two_workers(database_url, tmp_path, processes, TRIPEAKS_SOLVER_WORKERS="1")
+    solvers = await _solvers_of(_children(proc.pid))
+    dead = min(solvers)
+    os.kill(dead, signal.SIGKILL)
+
+    def alive(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+
+    try:
+        await eventually(
+            lambda: not any(alive(pid) for pid in solvers[dead]),
+            "the killed worker's solver process to end",
+        )
+        # The one started again has its own; the other worker's is untouched.
+        again = await _solvers_of(_children(proc.pid) - {dead})
+        survivor = next(iter(solvers.keys() - {dead}))
+        assert again[survivor] == solvers[survivor]
+        await _play_a_little(f"http://127.0.0.1:{port}", "After The Kill")
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        everyone = {pid for pids in (*solvers.values(), *again.values()) for pid in pids}
+        assert not any(alive(pid) for pid in everyone)
+    finally:
+        for pid in solvers[dead]:  # never left behind by the test run
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_serve_refuses_a_worker_count_below_one(tmp_path: Path) -> None:

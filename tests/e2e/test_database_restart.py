@@ -21,10 +21,10 @@ import asyncpg
 
 from server.bench.crowd import choose_action
 from server.bench.process import free_port
-from tests.e2e.conftest import PrivatePostgres
 from tests.e2e.logs import agrees, checked_games
 from tests.e2e.test_cli import _env, _start
 from tests.helpers import WAIT_S, WsPlayer
+from tests.pg import PrivatePostgres
 
 PLAYERS = 6
 #: Longest a reply may take, database down or not.

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
+import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 from aiohttp.test_utils import TestClient
 
 from server.config import Settings
@@ -15,7 +20,7 @@ from server.engine.solver import solve
 from server.services.analysis import Analyzer
 from server.services.clock import FakeClock
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, daily_code, register
+from tests.helpers import WsPlayer, daily_code, eventually, register
 
 
 def _past_midnight(clock: FakeClock) -> None:
@@ -134,3 +139,59 @@ async def test_closing_the_solver_pool_ends_its_processes_even_while_they_start(
     assert not any(p.is_alive() for p in processes)
     solving.cancel()
     await asyncio.gather(solving, return_exceptions=True)
+
+
+#: A process that solves one deal with its own solver pool, prints its solver processes' pids
+#: and waits to be killed.
+_SOLVING_PROCESS = """
+import asyncio, sys
+from server.engine import GameCode
+from server.services.analysis import Analyzer
+
+async def main():
+    analyzer = Analyzer(2)
+    await asyncio.gather(*(analyzer.analyse(GameCode.parse(c)) for c in sys.argv[1:]))
+    print(*analyzer._pool._processes, flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a living process (not a zombie waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+async def test_solver_processes_die_with_a_server_process_killed_outright() -> None:
+    """A server process SIGKILLed (a worker of ``serve --workers``) takes its solver processes
+    with it: left alone they would wait on their task queue for ever, each holding its
+    memory."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _SOLVING_PROCESS,
+        "TP1-E-AAAAAAC",
+        "TP1-E-AAAAAAD",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 120)
+        solvers = [int(pid) for pid in line.split()]
+        assert solvers and all(_alive(pid) for pid in solvers)
+    finally:
+        process.kill()
+        await process.wait()
+    try:
+        await eventually(
+            lambda: not any(_alive(pid) for pid in solvers), "the solver processes to end"
+        )
+    finally:
+        for pid in filter(_alive, solvers):  # left behind: not by the test run too
+            os.kill(pid, signal.SIGKILL)

@@ -14,6 +14,11 @@ import pytest
 from server.errors import ConflictError, InvalidInputError, StorageError, UnauthorizedError
 from server.names import mixes_scripts, name_key
 from server.services.clock import FakeClock
+from server.services.credentials import (
+    hash_recovery_code,
+    new_recovery_code,
+    parse_recovery_code,
+)
 from server.services.players import (
     Credential,
     PlayerInfo,
@@ -173,3 +178,26 @@ async def test_a_failing_database_leaves_the_service_as_a_storage_error(
         await players.sign_out(alice.player.id, keep=credential)
     with pytest.raises(StorageError):
         await players.live_tokens({1})
+
+
+@pytest.mark.parametrize("name", ["Zalgo\u0336\u0336\u0336\u0336", "Bob\ufe0f Smith"])
+async def test_a_name_registered_before_a_rule_was_added_still_signs_in(
+    players: PlayerService, backend: Backend, clock: FakeClock, name: str
+) -> None:
+    """A new name may no longer hold an invisible code point or a fourth stacked mark; a player
+    who registered one before signs in with it as ever."""
+    with pytest.raises(InvalidInputError):
+        normalize_name(name)
+    code = new_recovery_code()
+    added = await backend.players.add(
+        name,
+        name_key(name),
+        hashlib.sha256(b"an old device").digest(),
+        clock.now(),
+        recovery_hash=hash_recovery_code(parse_recovery_code(code) or ""),
+    )
+    assert added is not None
+    signed_in = await players.sign_in(name, code)
+    assert signed_in.player == PlayerInfo(added.player.id, name)
+    with pytest.raises(UnauthorizedError):
+        await players.sign_in(name + "x", code)

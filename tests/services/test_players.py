@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 from sqlalchemy import text
 
 from server.errors import InvalidInputError
-from server.names import mixes_scripts
+from server.names import invisible, mixes_scripts
 from server.services.players import normalize_name
 from server.storage.db import create_engine
 from tests.helpers import register
@@ -173,6 +173,89 @@ def test_combining_marks_must_sit_on_a_letter_and_not_stack(name: str) -> None:
     with pytest.raises(InvalidInputError) as caught:
         normalize_name(name)
     assert caught.value.code == "bad_name"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Bob\ufe0f",  # variation selector 16 (emoji presentation)
+        "Bob\U000e0100",  # variation selector 17
+        "Bo\u034fb",  # combining grapheme joiner
+        "Bo\ufe00b",  # variation selector 1
+        "\u1828\u180b\u1821",  # Mongolian free variation selector
+        "\u1780\u17b4\u1781",  # Khmer inherent vowel
+    ],
+)
+def test_names_holding_code_points_that_draw_nothing_are_bad_name(name: str) -> None:
+    """Default-ignorable code points that are marks pass the check of characters (a mark on a
+    letter) but show nothing: ``Bob`` with one looks like ``Bob``."""
+    with pytest.raises(InvalidInputError) as caught:
+        normalize_name(name)
+    assert caught.value.code == "bad_name"
+    hidden = next(c for c in name if unicodedata.category(c).startswith("M"))
+    assert f"invisible characters (not U+{ord(hidden):04X})" in caught.value.message
+
+
+#: Unicode's Default_Ignorable_Code_Point, as DerivedCoreProperties.txt of Unicode 16.0 lists it
+#: (first and last code point of each range): what a name may not hold.
+DEFAULT_IGNORABLE = [
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+]
+
+
+def test_what_draws_nothing_is_unicodes_default_ignorable_code_points() -> None:
+    """:func:`server.names.invisible` reads the property from the installed ICU data (Python's
+    ``unicodedata`` lacks it); it is the list of DerivedCoreProperties.txt."""
+    listed = {cp for first, last in DEFAULT_IGNORABLE for cp in range(first, last + 1)}
+    everything = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
+    assert {ord(c) for c in invisible(everything)} == listed
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Vie\u0323\u0302\u0301\u0300t",  # ệ with two accents more: four marks on the e
+        "Vie\u0323\u0302\u0301\u0300\u0303t",  # five, which NFC composes down to three
+        "Zx\u0336\u0336\u0336\u0336",
+        "A\u0300\u0301\u0302\u0303",
+    ],
+)
+def test_more_than_three_marks_on_a_letter_are_bad_name_however_composed(name: str) -> None:
+    """Marks are counted on the name's NFD: NFKC composes ``e`` with its first two marks into
+    ``ệ``, which must not make room for more."""
+    with pytest.raises(InvalidInputError) as caught:
+        normalize_name(name)
+    assert caught.value.code == "bad_name"
+    assert "more than 3 marks" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "name", ["Việt Nam", "Vie\u0323\u0302\u0301t", "A\u0300\u0301\u0302", "ญั้ส"]
+)
+def test_three_marks_on_a_letter_are_a_name(name: str) -> None:
+    assert normalize_name(name) == unicodedata.normalize("NFC", name)
+
+
+async def test_a_name_holding_a_variation_selector_is_refused_over_rest(client: Client) -> None:
+    resp = await client.post("/api/v1/players", json={"name": "Bob\ufe0f"})
+    body = await _error(resp, 400, "bad_name")
+    assert "invisible" in body["error"]["message"]
 
 
 async def test_duplicate_name_is_409_case_insensitively(client: Client) -> None:

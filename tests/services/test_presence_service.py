@@ -7,6 +7,7 @@ connections again. (Over websockets on real servers: ``tests/web/test_race_prese
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 
@@ -200,4 +201,38 @@ async def test_a_dead_process_s_connections_are_dropped_and_it_records_them_agai
     assert await stalled.heartbeat() is False
     assert await stalled.refollow([(room.id, ann.id, "a")])
     assert await stalled.heartbeat() is True
+    assert _state(await services.races.room(room.invite), ann.id) == CONNECTED
+
+
+async def test_a_process_held_up_itself_takes_nobody_for_dead_before_its_next_beat(
+    services: Services, backend: Backend
+) -> None:
+    """A stall that held every process up (a loaded machine, a paused one) leaves the others'
+    records as old as this process's own; a sweep that runs before this process's own late
+    heartbeat must not take them for dead by it (it did, having been healthy before)."""
+    host, ann = await _players(services, "Host", "Ann")
+    timeout = 0.2
+    alive, other = services.presence("alive", timeout), services.presence("other", timeout)
+    await alive.register()
+    await other.register()
+    room = await services.races.create(host, CODE, connection=alive.connection("h"))
+    await services.races.join(ann, room.invite, connection=other.connection("a"))
+    started = time.monotonic()
+
+    async def both_beat_for_a_while() -> bool:  # healthy for more than a whole time-out
+        await alive.heartbeat()
+        await other.heartbeat()
+        return time.monotonic() - started > 1.5 * timeout
+
+    await eventually(both_beat_for_a_while, "both processes to beat for a time-out", every_s=0.02)
+    stalled = time.monotonic()
+    # The stall: nobody beats for longer than the heartbeat's lateness (half the time-out),
+    # and the others' records age past the time-out by the database's clock.
+    await eventually(lambda: time.monotonic() - stalled > timeout, "the stall")
+    await backend.set_seen(["other"], 2 * timeout)
+    await alive.sweep(lambda: _open("h"))
+    assert _state(await services.races.room(room.invite), ann.id) == CONNECTED
+    # Its own beat, late: it takes nobody for dead before a whole time-out of beats.
+    await alive.heartbeat()
+    await alive.sweep(lambda: _open("h"))
     assert _state(await services.races.room(room.invite), ann.id) == CONNECTED

@@ -19,12 +19,13 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from server.engine import GameCode
-from server.errors import ConflictError, InvalidInputError, ServiceError
+from server.errors import ConflictError, ForbiddenError, InvalidInputError, ServiceError
 from server.protocol.race_room import RaceResult
 from server.services.clock import FakeClock
 from server.services.daily import DailyService
 from server.services.game_views import Outcome
 from server.services.games import GameService
+from server.services.moderation import ModerationService
 from server.services.players import PlayerInfo, PlayerService
 from server.services.races import (
     INVITE_ALPHABET,
@@ -377,6 +378,30 @@ async def test_a_double_start_starts_once(services: Services, clock: FakeClock) 
     assert running.status == "running" and running.version == started[0].version
     assert running.starts_at == clock.now() + dt.timedelta(seconds=1)
     assert len({s.game_id for s in running.seats}) == 2
+
+
+async def test_a_host_banned_after_opening_the_lobby_cannot_start_it(
+    services: Services, backend: Backend
+) -> None:
+    """The ban came after the lobby was opened: the host's seat is kept, but starting would
+    deal ranked games, so it is refused and the room stays a lobby until the unban."""
+    host, ann = await _players(services, "Host", "Ann")
+    room = await services.races.create(host, CODE)
+    await services.races.join(ann, room.invite)
+    await backend.ban(host.id, "bot play")
+    with pytest.raises(ForbiddenError) as refused:
+        await services.races.start(host, room.invite)
+    assert refused.value.code == "banned" and "bot play" in refused.value.message
+    lobby = await services.races.room(room.invite)
+    assert lobby.status == "lobby" and lobby.version == room.version + 1  # Ann's seat alone
+    assert all(s.game_id is None for s in lobby.seats)
+    # Anyone else is told they are not the host, as before.
+    with pytest.raises(ForbiddenError) as not_host:
+        await services.races.start(ann, room.invite)
+    assert not_host.value.code == "not_host"
+
+    await ModerationService(backend.moderation).unban(f"id:{host.id}", "tests")
+    assert (await services.races.start(host, room.invite)).status == "running"
 
 
 async def test_simultaneous_final_actions_finish_the_race_once_with_a_shared_rank(

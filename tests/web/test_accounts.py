@@ -9,6 +9,7 @@ service's rules run on both stores in ``tests/services/test_accounts.py``."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from aiohttp import WSMsgType
@@ -16,6 +17,7 @@ from aiohttp.test_utils import TestClient
 
 from server.services.players import Credential, PlayerService
 from server.web.keys import HUB, SERVICES
+from server.web.ws_session import WsSession
 from tests.conftest import ServerFactory
 from tests.helpers import WAIT_S, WsPlayer, eventually, metric, metric_samples, register
 
@@ -282,3 +284,58 @@ async def test_a_device_signed_out_has_nothing_stored_before_its_socket_is_close
         reply = await other.request({"type": "join_daily"})
         assert (reply["type"], reply["code"]) == ("error", "unauthorized")
         await _signed_out(other)
+
+
+async def test_requests_taken_up_before_a_sign_out_closes_the_socket_are_all_answered(
+    make_server: ServerFactory,
+) -> None:
+    """A device signed out while requests of its own wait to be served (one being served,
+    the others queued behind it) gets an answer to each — the one being served as it ends,
+    the others ``unauthorized`` — and only then the close 4001; so does a request read while
+    they are answered."""
+    server = await make_server()
+    games = server.app[SERVICES].games
+    serving, go_on = asyncio.Event(), asyncio.Event()
+    real_new_free_game = games.new_free_game
+
+    async def slow_new_free_game(*args: Any, **kwargs: Any) -> Any:
+        serving.set()
+        await go_on.wait()
+        return await real_new_free_game(*args, **kwargs)
+
+    async with TestClient(server) as client:
+        ada = await register(client, "Ada")
+        phone = await client.post(
+            "/api/v1/sessions", json={"name": "Ada", "recovery_code": ada["recovery_code"]}
+        )
+        on_phone, _ = await WsPlayer.connect(client, (await phone.json())["token"])
+        games.new_free_game = slow_new_free_game  # type: ignore[method-assign]
+        await on_phone.send({"type": "new_game", "id": 0})
+        await asyncio.wait_for(serving.wait(), WAIT_S)
+        queued = 40
+        for n in range(1, queued + 1):
+            await on_phone.send({"type": "resume", "game_id": 1, "id": n})
+        (connection,) = server.app[HUB]._signed_in[ada["id"]]
+        assert isinstance(connection, WsSession)
+        session = connection
+
+        await eventually(lambda: session.requests.qsize() == queued, "the requests to queue")
+        resp = await client.delete("/api/v1/players/me/sessions", headers=_bearer(ada["token"]))
+        assert await resp.json() == {"signed_out": 1}
+        await eventually(lambda: session.signed_out, "the revocation to reach the socket")
+        await on_phone.send({"type": "resume", "game_id": 1, "id": queued + 1})
+        go_on.set()
+
+        answers: dict[int, dict[str, Any]] = {}
+        while True:
+            msg = await asyncio.wait_for(on_phone.ws.receive(), WAIT_S)
+            if msg.type is not WSMsgType.TEXT:
+                assert msg.type is WSMsgType.CLOSE, msg
+                assert (msg.data, msg.extra) == (4001, "signed out")
+                break
+            reply = json.loads(msg.data)
+            answers[reply["id"]] = reply
+        assert answers[0]["type"] == "game"  # served as it was, being served already
+        assert sorted(answers) == list(range(queued + 2))
+        for n in range(1, queued + 2):
+            assert (answers[n]["type"], answers[n]["code"]) == ("error", "unauthorized")

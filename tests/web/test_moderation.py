@@ -1,7 +1,8 @@
 """Moderation as players meet it, on a real server: a banned player is refused the daily, opening
-a race and a racer's seat, with the reason, and keeps free play and watching; a daily game
-finished after the ban stays off the board until the unban; registration keeps a keyed hash of
-the client's address (the forwarded one behind a trusted proxy), never the address."""
+a race, a racer's seat and starting a lobby opened before the ban, with the reason, and keeps
+free play and watching; a daily game finished after the ban stays off the board until the unban;
+registration keeps a keyed hash of the client's address (the forwarded one behind a trusted
+proxy), never the address."""
 
 from __future__ import annotations
 
@@ -70,6 +71,30 @@ async def test_a_banned_player_gets_no_ranked_play_but_keeps_free_play_and_watch
     assert joined["type"] == "game" and joined["game"]["mode"] == "daily"
     seated = await ws_m.request({"type": "race_join", "invite": lobby})
     assert seated["type"] == "race" and seated["role"] == "racer"
+
+
+async def test_a_host_banned_after_opening_a_lobby_is_refused_its_start(
+    client: Client, server: TestServer
+) -> None:
+    mallory = await register(client, "Mallory")
+    alice = await register(client, "Alice")
+    ws_m, _ = await WsPlayer.connect(client, mallory["token"])
+    ws_a, _ = await WsPlayer.connect(client, alice["token"])
+    lobby = (await ws_m.request({"type": "race_create"}))["race"]["invite"]
+    assert (await ws_a.request({"type": "race_join", "invite": lobby}))["role"] == "racer"
+    ban = await moderation(server).ban("Mallory", "played the daily with a solver", "mod")
+
+    reply = await ws_m.request({"type": "race_start", "invite": lobby})
+    assert reply["type"] == "error"
+    message = BANNED.format(since=ban.action.at.date().isoformat())
+    assert (reply["code"], reply["message"]) == ("banned", message)
+    assert reply["ban"]["reason"] == "played the daily with a solver"
+    room = await (await client.get(f"/api/v1/races/{lobby}")).json()
+    assert room["status"] == "lobby"
+
+    await moderation(server).unban("Mallory", "mod")
+    started = await ws_m.request({"type": "race_start", "invite": lobby})
+    assert started["type"] == "race" and started["race"]["status"] == "running"
 
 
 async def test_a_daily_finished_after_the_ban_stays_off_the_board_until_the_unban(

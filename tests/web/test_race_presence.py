@@ -553,6 +553,15 @@ async def _waiting_on_a_lock(conn: asyncpg.Connection) -> bool:
     return bool(waiting)
 
 
+async def _held_for(conn: asyncpg.Connection, seconds: float) -> bool:
+    """Whether the transaction open on ``conn`` began more than ``seconds`` ago by the
+    database's clock."""
+    held: bool = await conn.fetchval(
+        "SELECT clock_timestamp() - now() > make_interval(secs => $1)", seconds
+    )
+    return held
+
+
 async def test_a_process_that_shuts_down_hands_its_racers_over_at_once(
     make_server: ServerFactory, clock: FakeClock
 ) -> None:
@@ -596,10 +605,14 @@ async def test_a_locked_room_does_not_get_healthy_processes_taken_for_dead(
             await locker.execute("SELECT id FROM races WHERE id = $1 FOR UPDATE", locked["race_id"])
             clock.advance(seconds=GRACE_S + 1)  # the sweeps now want the locked room
             await eventually(lambda: _waiting_on_a_lock(locker), "a sweep to wait on the lock")
-            # Held past the instance time-out (1 s) and then some: the heartbeats go on.
-            for _ in range(3):
-                await eventually(lambda: _waiting_on_a_lock(locker), "the sweeps to keep trying")
-                await asyncio.sleep(1.0)
+            # Held past the instance time-out (1 s) three times over, by the database's clock
+            # (the time-out's), with the sweeps waiting on it throughout: the heartbeats go on.
+            await eventually(
+                lambda: _held_for(locker, 3 * SETTINGS["instance_timeout_s"]),
+                "the lock to be held past the instance time-out",
+                every_s=0.1,
+            )
+            await eventually(lambda: _waiting_on_a_lock(locker), "the sweeps to keep trying")
             await tx.rollback()
         finally:
             await locker.close()
