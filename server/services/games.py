@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from server.engine.codes import GameCode, RuleSet
 from server.engine.errors import IllegalActionError
-from server.engine.game import Action, AppliedAction, Game, Status
+from server.engine.game import Action, ActionKind, AppliedAction, Game, Status
 from server.errors import (
     ErrorCode,
     InvalidInputError,
@@ -359,7 +359,7 @@ class GameService:
         game = live.game
         self._check_started(live)
         if seq != game.seq:
-            if seq == game.seq - 1 and game.actions and game.actions[-1] == action:
+            if self._repeats_last(game, seq, action):
                 return ActionResult(Outcome.ACCEPTED, self._snapshot(live))
             return ActionResult(Outcome.REJECTED, self._snapshot(live), ErrorCode.STALE_SEQ)
         if self._closed(live):
@@ -404,6 +404,15 @@ class GameService:
             if cancelled:
                 raise asyncio.CancelledError
         return result
+
+    @staticmethod
+    def _repeats_last(game: Game, seq: int, action: Action) -> bool:
+        """Whether a request is an exact repeat of the game's last applied action (docs/rules.md
+        §5 "Sequence numbers"). An undo in a ranked game never is: ranked play refuses every
+        undo (§4 "Ranked play"), even one that repeats an undo stored before that rule."""
+        if game.ranked and action.kind is ActionKind.UNDO:
+            return False
+        return seq == game.seq - 1 and bool(game.actions) and game.actions[-1] == action
 
     async def _after_write(
         self,

@@ -62,7 +62,7 @@ async def test_a_tp2_code_is_typed_shown_in_groups_and_copied_on_a_phone(
     await expect(error).to_have_text("")  # editing clears the error
     await page.click("#btn-play-code")
     await expect(page.locator("#board")).to_be_visible()
-    await expect(page.locator("#play-title")).to_have_text(f"Free play · {TP2} · Easy")
+    await expect(page.locator("#play-title")).to_have_text(f"Free play · {TP2} · Easy rules")
     state = await game_state(page)
     deal = GameCode.parse(TP2).deal()
     assert state["code"] == TP2
@@ -125,7 +125,9 @@ async def test_a_tp1_code_gets_the_same_copy_button(
     await register(page, "Otto")
     await page.fill("#free-code", "tp1-c-aaaaaab")
     await page.click("#btn-play-code")
-    await expect(page.locator("#play-title")).to_have_text("Free play · TP1-C-AAAAAAB · Classic")
+    await expect(page.locator("#play-title")).to_have_text(
+        "Free play · TP1-C-AAAAAAB · Classic rules"
+    )
     await page.click("#btn-resign")
     await page.click("#resign-yes")
     await expect(page.locator("#end-note")).to_have_text("Game code: TP1-C-AAAAAAB")

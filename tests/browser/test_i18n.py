@@ -39,7 +39,7 @@ async def test_language_switch_to_traditional_chinese(
     await page.fill("#free-code", CODE.lower())
     await page.click("#btn-play-code")
     await expect(page.locator("#board")).to_be_visible()
-    await expect(page.locator("#play-title")).to_have_text(f"自由牌局 · {CODE} · 簡單")
+    await expect(page.locator("#play-title")).to_have_text(f"自由牌局 · {CODE} · 簡單規則")
     # Undo is 還原, never 復原 (that is the recovery code's, 復原碼).
     await expect(page.locator("#btn-undo")).to_contain_text("還原")
     await expect(page.locator('#peaks .card[data-pos="18"]')).to_have_attribute(

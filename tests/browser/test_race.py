@@ -78,7 +78,7 @@ async def test_two_browsers_race_from_invite_to_results(
     await expect(guest.locator("#invite-title")).to_have_text(f"Race {invite}")
     await expect(guest.locator("#invite-deal")).to_have_text(HOST_DEAL)
     await expect(guest.locator("#invite-host")).to_have_text("Host: Hana")
-    await expect(guest.locator("#invite-rules")).to_have_text("Easy · time limit 5 min")
+    await expect(guest.locator("#invite-rules")).to_have_text("Easy rules · time limit 5 min")
     await expect(guest.locator("#invite-players li")).to_have_count(1)
     await expect(guest.locator("#invite-watch")).to_be_visible()
     assert await host.locator("#race-players li").count() == 1  # not seated until asked

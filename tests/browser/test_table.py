@@ -67,7 +67,7 @@ async def test_keyboard_play_settings_and_reconnect(
     await page.fill("#free-code", CODE)
     await page.press("#free-code", "Enter")
     await expect(page.locator("#board")).to_be_visible()
-    await expect(page.locator("#play-title")).to_have_text(f"Free play · {CODE} · Easy")
+    await expect(page.locator("#play-title")).to_have_text(f"Free play · {CODE} · Easy rules")
 
     # Cards are buttons named like "4 of spades"; face-down cards are not tab stops.
     card = page.locator('#peaks .card[data-pos="18"]')

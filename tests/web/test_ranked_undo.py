@@ -211,6 +211,9 @@ async def test_a_daily_stored_with_an_undo_before_the_rule_resumes_finishes_and_
         assert resumed["stock_count"] == 23 and resumed["can_undo"] is False
         refused = await ws.act(resumed, "undo")
         assert refused["code"] == "ranked_no_undo" and refused["game"] == resumed
+        # Not even as a resent copy of the stored undo: that is no repeat to acknowledge.
+        resent = await ws.act(resumed | {"seq": 1}, "undo")
+        assert resent["code"] == "stale_seq" and resent["game"] == resumed
         # The undo put the deal back as dealt: a line from the deal finishes it.
         line = find_winning_line(code.deal(), code.rules) or blocking_line(code.deal(), code.rules)
         assert line is not None

@@ -93,6 +93,8 @@ export class Leaderboard {
       } catch (err) {
         this.today = this.today || new Date().toISOString().slice(0, 10);
       }
+      // Another date was asked for meanwhile (the date field, a link): that one is shown.
+      if (ticket !== this.loading) return;
     }
     this.date = date && date <= this.today ? date : this.today;
     this._clear();
