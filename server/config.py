@@ -44,6 +44,7 @@ Environment variables (all optional):
 - ``TRIPEAKS_INSTANCE_TIMEOUT_S``: seconds after which a process that stopped refreshing its
   record is taken for dead (30, or three sweeps if longer).
 - ``TRIPEAKS_REGISTER_PER_MINUTE``: player registrations per client address per minute (20).
+  Every limit per address counts an IPv6 address by its /64 network.
 - ``TRIPEAKS_SIGN_IN_PER_MINUTE``: sign-ins with a recovery code per client address per minute
   (10), right or wrong.
 - ``TRIPEAKS_TRUST_FORWARDED_FOR``: behind a reverse proxy, take the client address from the

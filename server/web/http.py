@@ -36,8 +36,9 @@ from server.logs import bind, log_context
 from server.protocol import rest
 from server.protocol.client import MAX_ID
 from server.protocol.rest_players import FollowName
+from server.services.addresses import address_group
 from server.services.players import Credential, PlayerInfo
-from server.web.keys import SERVICES
+from server.web.keys import SERVICES, SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,30 @@ def _busy(exc: ServerBusyError) -> web.Response:
     response = error_response(503, exc.code, exc.message)
     response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
     return response
+
+
+# ------------------------------------------------------------------------- client address
+
+
+def client_address(request: web.Request) -> str:
+    """The client's address: the peer's, or behind a trusted proxy
+    (``TRIPEAKS_TRUST_FORWARDED_FOR``) the last ``X-Forwarded-For`` entry, the one the proxy
+    added."""
+    if request.app[SETTINGS].trust_forwarded_for:
+        forwarded = request.headers.get("X-Forwarded-For", "")
+        last = forwarded.rsplit(",", 1)[-1].strip()
+        if last:
+            return last
+    return request.remote or "unknown"
+
+
+def client_group(request: web.Request) -> str:
+    """What the limits per address count the client as: its address's
+    :func:`~server.services.addresses.address_group` (an IPv4 address as it is, an IPv6 address
+    by its /64 network, which one subscriber usually holds whole: moderation's address hashes
+    group alike), or the address as it is when it is not an IP address."""
+    address = client_address(request)
+    return address_group(address) or address
 
 
 # ------------------------------------------------------------------------------ parameters
