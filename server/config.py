@@ -49,6 +49,10 @@ Environment variables (all optional):
   (10), right or wrong.
 - ``TRIPEAKS_TRUST_FORWARDED_FOR``: behind a reverse proxy, take the client address from the
   last ``X-Forwarded-For`` entry the proxy added (off by default: clients could forge it).
+- ``TRIPEAKS_ALLOWED_ORIGINS``: web origins (``https://host[:port]``, comma-separated) whose
+  pages may send requests that change something (``POST``, ``PUT``, ``DELETE`` under
+  ``/api/v1``) and open websockets, besides the server's own; ``*`` allows every origin (empty
+  by default: a request whose ``Origin`` names another site is refused 403).
 - ``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``: websockets one player may hold open in one process (8).
 - ``TRIPEAKS_SOLVER_WORKERS``: solver processes (1); 0 turns the solver off (daily deals are
   then not checked for winnability, and there is no par and no hint).
@@ -62,6 +66,7 @@ Environment variables (all optional):
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Literal
@@ -72,6 +77,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 #: Seconds after which a process that stopped refreshing its record is taken for dead, unless
 #: the race sweeps are so slow that three of them take longer.
 DEFAULT_INSTANCE_TIMEOUT_S = 30.0
+
+
+#: A web origin as a browser sends it in ``Origin``: a scheme, a host and maybe a port.
+_ORIGIN = re.compile(r"https?://[a-z0-9.\-\[\]:]+")
+
+
+def _split_origins(value: str) -> list[str]:
+    return [o.strip().lower().rstrip("/") for o in value.split(",") if o.strip()]
 
 
 class Settings(BaseSettings):
@@ -119,6 +132,7 @@ class Settings(BaseSettings):
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     sign_in_per_minute: int = Field(default=10, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False
+    allowed_origins: str = ""
     max_sockets_per_player: int = Field(default=8, ge=1, le=10_000)
     metrics: bool = True
 
@@ -136,6 +150,22 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_pooler(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        for origin in _split_origins(value):
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"{origin!r} is not a web origin: write scheme://host[:port] (no path), "
+                    "e.g. https://tripeaks.example, or * for any"
+                )
+        return value
+
+    @property
+    def origins(self) -> frozenset[str]:
+        """``TRIPEAKS_ALLOWED_ORIGINS`` as a set of lower-case origins (``*``: any)."""
+        return frozenset(_split_origins(self.allowed_origins))
 
     @model_validator(mode="after")
     def _direct_url_behind_a_pooler(self) -> Settings:

@@ -88,7 +88,8 @@ def create_app(
     if daily_secret is None:
         daily_secret = load_or_create_daily_secret(settings, generate=False)
     app = web.Application(
-        middlewares=[http.timing_middleware, http.error_middleware], client_max_size=64 * 1024
+        middlewares=[http.timing_middleware, http.error_middleware, http.origin_middleware],
+        client_max_size=64 * 1024,
     )
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()

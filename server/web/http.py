@@ -25,11 +25,13 @@ from limits.strategies import SlidingWindowCounterRateLimiter
 
 from server.errors import (
     ErrorCode,
+    ForbiddenError,
     InvalidInputError,
     ServerBusyError,
     ServiceError,
     StorageError,
     UnauthorizedError,
+    UnsupportedMediaTypeError,
     refusal,
 )
 from server.logs import bind, log_context
@@ -138,6 +140,57 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(500, ErrorCode.INTERNAL_ERROR, "the server failed; try again")
 
 
+#: Methods that change nothing. A page of another site may send them: it cannot read the
+#: answers, the server sending no CORS headers.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The websocket's path: its upgrade is checked like a request that changes something.
+WS_PATH = "/ws"
+
+
+@web.middleware
+async def origin_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse a request that changes something (any method but ``GET``, ``HEAD`` and
+    ``OPTIONS`` under ``/api/v1``) or opens the websocket from a page of another site: its
+    ``Origin``, when it has one, must be the server's own or one of
+    ``TRIPEAKS_ALLOWED_ORIGINS`` (see :func:`check_origin`)."""
+    path = request.path
+    if path == WS_PATH or (request.method not in SAFE_METHODS and path.startswith(PREFIX)):
+        check_origin(request)
+    return await handler(request)
+
+
+def check_origin(request: web.Request) -> None:
+    """Let a request through when it has no ``Origin`` (a program, not a browser), or when
+    its ``Origin`` is the server's own — the scheme ``http`` or ``https`` and the host and port
+    its ``Host`` header names, as a page of this server sends them — or one of
+    ``TRIPEAKS_ALLOWED_ORIGINS`` (``*``: any).
+
+    A browser sends ``Origin`` with every cross-site request and with every same-site one but
+    ``GET`` and ``HEAD``. Bearer tokens are never sent by a browser on its own (no cookie
+    holds one), so a page of another site can only act through its visitors' browsers with
+    what needs no token: this check refuses it that too.
+
+    Raises:
+        ForbiddenError: ``origin_not_allowed`` (403).
+    """
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return
+    allowed = request.app[SETTINGS].origins
+    sent = origin.strip().lower().rstrip("/")
+    scheme, separator, authority = sent.partition("://")
+    own = bool(separator) and scheme in ("http", "https")
+    if own and authority == request.headers.get("Host", "").strip().lower():
+        return
+    if "*" in allowed or sent in allowed:
+        return
+    raise ForbiddenError(
+        f"requests from pages of {origin[:100]!r} are not accepted here "
+        "(TRIPEAKS_ALLOWED_ORIGINS lists the sites that may)",
+        code=ErrorCode.ORIGIN_NOT_ALLOWED,
+    )
+
+
 def _busy(exc: ServerBusyError) -> web.Response:
     """503 ``server_busy`` with a ``Retry-After`` (whole seconds)."""
     response = error_response(503, exc.code, exc.message)
@@ -236,6 +289,8 @@ async def new_player_body(request: web.Request) -> rest.NewPlayer:
     """The request's body, read as a :class:`rest.NewPlayer`.
 
     Raises:
+        UnsupportedMediaTypeError: ``unsupported_media_type``: not sent as
+            ``application/json`` (415).
         InvalidInputError: ``bad_json`` (a body that cannot be read: cut short, not decoded by
             its ``Content-Encoding``, in an unknown charset; not JSON, nested too deep, not an
             object); ``bad_name`` (no ``name``, or not a string).
@@ -254,6 +309,7 @@ async def sign_in_body(request: web.Request) -> rest.SignIn:
     """The request's body, read as a :class:`rest.SignIn`.
 
     Raises:
+        UnsupportedMediaTypeError: ``unsupported_media_type`` (as for :func:`new_player_body`).
         InvalidInputError: ``bad_json`` (as for :func:`new_player_body`); ``invalid_input`` (no
             ``name`` or ``recovery_code``, or one that is not a string).
         web.HTTPRequestEntityTooLarge: a body over the size limit (413).
@@ -272,6 +328,7 @@ async def follow_name_body(request: web.Request) -> FollowName:
     """The request's body, read as a :class:`FollowName`.
 
     Raises:
+        UnsupportedMediaTypeError: ``unsupported_media_type`` (as for :func:`new_player_body`).
         InvalidInputError: ``bad_json`` (as for :func:`new_player_body`); ``invalid_input`` (no
             ``name``, or not a string of at most 200 characters).
         web.HTTPRequestEntityTooLarge: a body over the size limit (413).
@@ -287,13 +344,24 @@ async def follow_name_body(request: web.Request) -> FollowName:
 
 
 async def _json_object(request: web.Request) -> dict[str, Any]:
-    """The request's body, a JSON object.
+    """The request's body, a JSON object sent as ``Content-Type: application/json`` (any
+    ``charset`` parameter). A body sent as anything else is refused before it is read: a page
+    of another site can send ``text/plain`` (or a form) without the browser asking the server
+    first, never ``application/json``.
 
     Raises:
+        UnsupportedMediaTypeError: ``unsupported_media_type`` (415): no ``Content-Type``, or
+            another one.
         InvalidInputError: ``bad_json``: a body that cannot be read (see :func:`_body_text`),
             not JSON (``NaN`` and ``Infinity`` are not JSON numbers), a number past Python's
             4,300 digits, nested too deep, or not an object.
     """
+    if request.content_type != "application/json":
+        sent = request.headers.get("Content-Type")
+        raise UnsupportedMediaTypeError(
+            "send the body as JSON, with Content-Type: application/json"
+            + (f" (not {sent[:40]!r})" if sent else " (the request has no Content-Type)")
+        )
     try:
         body = json.loads(await _body_text(request), parse_constant=_not_a_json_number)
     except (ValueError, RecursionError):  # (JSONDecodeError is a ValueError)
