@@ -22,7 +22,7 @@ from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
-from server.web import http, metrics, page_rules, routes, ws
+from server.web import faults, http, metrics, page_rules, routes, ws
 from server.web.admission import Admission
 from server.web.hub import Hub
 from server.web.keys import (
@@ -90,6 +90,9 @@ def create_app(
     app = web.Application(
         middlewares=[http.timing_middleware, http.error_middleware, http.origin_middleware],
         client_max_size=64 * 1024,
+        # aiohttp's HTTP layer logs through this logger, which logs what a client did wrong
+        # (a request it cannot read) quietly (server.web.faults).
+        handler_args={"logger": faults.HTTP_LAYER_LOG},
     )
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()

@@ -40,6 +40,7 @@ from server.protocol.client import MAX_ID
 from server.protocol.rest_players import FollowName
 from server.services.addresses import address_group
 from server.services.players import Credential, PlayerInfo
+from server.web.faults import Fault, client_fault
 from server.web.keys import SERVICES, SETTINGS
 
 log = logging.getLogger(__name__)
@@ -384,6 +385,12 @@ async def _body_text(request: web.Request) -> str:
     """
     try:
         raw = await request.read()
+    except ConnectionResetError:
+        # The client left mid-body: its doing, noted quietly (the answer reaches nobody).
+        client_fault(Fault.DISCONNECTED, f"{request.method} {request.path}: the body was cut off")
+        raise InvalidInputError(
+            "the body could not be read (the connection was lost)", code=ErrorCode.BAD_JSON
+        ) from None
     except web.RequestPayloadError:
         encoding = request.headers.get("Content-Encoding")
         raise InvalidInputError(
