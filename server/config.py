@@ -33,6 +33,10 @@ Environment variables (all optional):
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
   per-connection request rate (defaults 4096 bytes, 20 requests per second).
 - ``TRIPEAKS_WS_SEND_QUEUE``: messages queued for one slow receiver before it is closed (256).
+- ``TRIPEAKS_HTTP_HEADER_TIMEOUT_S``: seconds a connection has to send a whole request's headers,
+  from its opening or its previous answer (10); an idle keep-alive connection is closed after it
+  too. ``TRIPEAKS_HTTP_BODY_TIMEOUT_S``: seconds a request's body has to arrive once its headers
+  are in (10); else 408 and the connection is closed.
 - ``TRIPEAKS_RACE_MAX_PLAYERS`` (8), ``TRIPEAKS_RACE_MAX_ROOMS`` (3 per player),
   ``TRIPEAKS_RACE_COUNTDOWN_S`` (5), ``TRIPEAKS_RACE_TIME_LIMIT_S`` (600, the default limit),
   ``TRIPEAKS_RACE_MIN_TIME_LIMIT_S`` (30), ``TRIPEAKS_RACE_MAX_TIME_LIMIT_S`` (7200),
@@ -116,6 +120,8 @@ class Settings(BaseSettings):
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)
     ws_send_queue: int = Field(default=256, ge=8, le=100_000)
+    http_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    http_body_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     race_max_players: int = Field(default=8, ge=1, le=100)
     race_max_rooms: int = Field(default=3, ge=1, le=100)
     race_countdown_s: float = Field(default=5.0, ge=0, le=60)

@@ -109,6 +109,7 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     REQUEST_ENTITY_TOO_LARGE = "request_entity_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    REQUEST_TIMEOUT = "request_timeout"
     ORIGIN_NOT_ALLOWED = "origin_not_allowed"
     # the server
     SERVER_BUSY = "server_busy"
@@ -203,6 +204,13 @@ class UnsupportedMediaTypeError(ServiceError):
 
     code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
     http_status = 415
+
+
+class RequestTimeoutError(ServiceError):
+    """A request body that did not arrive in time; the connection is closed."""
+
+    code = ErrorCode.REQUEST_TIMEOUT
+    http_status = 408
 
 
 class NotFoundError(ServiceError):

@@ -1,5 +1,6 @@
 """What any client can make the server notice as often as it likes — a request HTTP cannot
-read, a connection lost in the middle of a request — logged at INFO without a traceback, at
+read, a connection lost in the middle of a request, a body that does not arrive in time —
+logged at INFO without a traceback, at
 most one line per kind every :data:`QUIET_EVERY_S` seconds (with the number of those left out
 since), and counted in ``/metrics``. Nothing in them is the server's fault, so nothing in them
 is an ERROR: a client must not be able to fill the log, nor to bury the server's own errors in
@@ -36,6 +37,8 @@ class Fault(StrEnum):
     MALFORMED_REQUEST = "malformed_request"
     #: The client left in the middle of a request (its body cut short, or before the answer).
     DISCONNECTED = "disconnected"
+    #: A request body that did not arrive within ``TRIPEAKS_HTTP_BODY_TIMEOUT_S`` (408).
+    BODY_TIMEOUT = "body_timeout"
 
 
 class QuietLog:

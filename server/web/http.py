@@ -8,6 +8,7 @@ and :mod:`server.web.api_replays`, registered and described by :mod:`server.web.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -27,6 +28,7 @@ from server.errors import (
     ErrorCode,
     ForbiddenError,
     InvalidInputError,
+    RequestTimeoutError,
     ServerBusyError,
     ServiceError,
     StorageError,
@@ -115,6 +117,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except ServerBusyError as exc:
         return _busy(exc)
+    except RequestTimeoutError as exc:
+        # What is left of the body would be read as the next request: none will be.
+        response = error_response(exc.http_status, exc.code, exc.message)
+        response.force_close()
+        return response
     except ServiceError as exc:
         return error_response(exc.http_status, exc.code, exc.message)
     except web.HTTPException as exc:
@@ -378,13 +385,21 @@ def _not_a_json_number(name: str) -> Any:
 
 async def _body_text(request: web.Request) -> str:
     """The request's body as text, in the charset its ``Content-Type`` names (UTF-8 by
-    default).
+    default), read within ``TRIPEAKS_HTTP_BODY_TIMEOUT_S``.
 
     Raises:
+        RequestTimeoutError: ``request_timeout`` (408): the body did not arrive in time (its
+            answer closes the connection).
         InvalidInputError: ``bad_json`` naming why the body cannot be read.
     """
     try:
-        raw = await request.read()
+        async with asyncio.timeout(request.app[SETTINGS].http_body_timeout_s):
+            raw = await request.read()
+    except TimeoutError:
+        client_fault(Fault.BODY_TIMEOUT, f"{request.method} {request.path}: the body was too slow")
+        raise RequestTimeoutError(
+            "the body did not arrive in time; closing the connection"
+        ) from None
     except ConnectionResetError:
         # The client left mid-body: its doing, noted quietly (the answer reaches nobody).
         client_fault(Fault.DISCONNECTED, f"{request.method} {request.path}: the body was cut off")

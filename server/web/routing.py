@@ -72,6 +72,7 @@ _DATABASE_FAILED = errors(
 _FAILED = errors(500, ErrorCode.INTERNAL_ERROR)
 _OTHER_SITE = errors(403, ErrorCode.ORIGIN_NOT_ALLOWED)
 _NOT_JSON = errors(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+_BODY_TOO_SLOW = errors(408, ErrorCode.REQUEST_TIMEOUT)
 
 
 def _merged(answers: list[Answer]) -> list[Answer]:
@@ -107,13 +108,13 @@ def api_route(
     """A route under ``/api/v1`` that uses the database: its answers, and the failures every
     such route may answer with, each with ``Cache-Control: no-store``: a route that changes
     something (any method but ``GET``) refuses a page of another site (403), and one that
-    takes a body refuses a body not sent as JSON (415). Answers of one status are one answer,
-    carrying every code of them."""
+    takes a body refuses a body not sent as JSON (415) or not sent in time (408). Answers of
+    one status are one answer, carrying every code of them."""
     every = [*answers]
     if method != "GET":
         every.append(_OTHER_SITE)
     if request is not None:
-        every.append(_NOT_JSON)
+        every += [_NOT_JSON, _BODY_TOO_SLOW]
     every += [_DATABASE_FAILED, _FAILED]
     return Route(
         Operation(
