@@ -33,6 +33,8 @@ Environment variables (all optional):
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
   per-connection request rate (defaults 4096 bytes, 20 requests per second).
 - ``TRIPEAKS_WS_SEND_QUEUE``: messages queued for one slow receiver before it is closed (256).
+- ``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``: connections one client address may have in use at
+  once in one process — websockets open, HTTP requests being served (128); beyond it: 429.
 - ``TRIPEAKS_HTTP_HEADER_TIMEOUT_S``: seconds a connection has to send a whole request's headers,
   from its opening or its previous answer (10); an idle keep-alive connection is closed after it
   too. ``TRIPEAKS_HTTP_BODY_TIMEOUT_S``: seconds a request's body has to arrive once its headers
@@ -120,6 +122,7 @@ class Settings(BaseSettings):
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)
     ws_send_queue: int = Field(default=256, ge=8, le=100_000)
+    max_connections_per_address: int = Field(default=128, ge=1, le=1_000_000)
     http_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     http_body_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     race_max_players: int = Field(default=8, ge=1, le=100)

@@ -22,7 +22,7 @@ from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
-from server.web import faults, http, metrics, page_rules, routes, ws
+from server.web import faults, http, metrics, page_rules, per_address, routes, ws
 from server.web.admission import Admission
 from server.web.hub import Hub
 from server.web.keys import (
@@ -37,6 +37,7 @@ from server.web.keys import (
     SOCKETS,
 )
 from server.web.outbox import CLOSE_GRACE_S
+from server.web.per_address import ADDRESS_CONNECTIONS, AddressConnections
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,12 @@ def create_app(
     if daily_secret is None:
         daily_secret = load_or_create_daily_secret(settings, generate=False)
     app = web.Application(
-        middlewares=[http.timing_middleware, http.error_middleware, http.origin_middleware],
+        middlewares=[
+            http.timing_middleware,
+            per_address.limit_middleware,
+            http.error_middleware,
+            http.origin_middleware,
+        ],
         client_max_size=64 * 1024,
         handler_args={
             # aiohttp's HTTP layer logs through this logger, which logs what a client did
@@ -107,6 +113,7 @@ def create_app(
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()
     app[PLAYER_SOCKETS] = ConnectionLimit(settings.max_sockets_per_player)
+    app[ADDRESS_CONNECTIONS] = AddressConnections(settings.max_connections_per_address)
     app[SHUTTING_DOWN] = asyncio.Event()
     app[METRICS] = metrics.ActivityReader()
     # Newcomers use at most half the database pool, so the players already at the table keep

@@ -1,6 +1,6 @@
 """What any client can make the server notice as often as it likes — a request HTTP cannot
-read, a connection lost in the middle of a request, a body that does not arrive in time —
-logged at INFO without a traceback, at
+read, a connection lost in the middle of a request, a body that does not arrive in time, a
+connection over its address's limit — logged at INFO without a traceback, at
 most one line per kind every :data:`QUIET_EVERY_S` seconds (with the number of those left out
 since), and counted in ``/metrics``. Nothing in them is the server's fault, so nothing in them
 is an ERROR: a client must not be able to fill the log, nor to bury the server's own errors in
@@ -39,6 +39,8 @@ class Fault(StrEnum):
     DISCONNECTED = "disconnected"
     #: A request body that did not arrive within ``TRIPEAKS_HTTP_BODY_TIMEOUT_S`` (408).
     BODY_TIMEOUT = "body_timeout"
+    #: A request or websocket over its address's ``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS`` (429).
+    CONNECTION_LIMIT = "connection_limit"
 
 
 class QuietLog:

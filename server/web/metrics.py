@@ -176,13 +176,14 @@ CLIENT_FAULTS = Counter(
     "tripeaks_client_faults",
     "Requests that failed by their client's doing, by kind: malformed_request (HTTP could not "
     "read it; answered 400), disconnected (the client left mid-request, its body cut short), "
-    "body_timeout (its body did not arrive in time; answered 408). Logged at INFO, at most one "
-    "line per kind every 10 s.",
+    "body_timeout (its body did not arrive in time; answered 408), connection_limit (over its "
+    "address's connection limit; answered 429). Logged at INFO, at most one line per kind "
+    "every 10 s.",
     ["kind"],
 )
 _CLIENT_FAULTS = {
     kind: CLIENT_FAULTS.labels(kind)
-    for kind in ("malformed_request", "disconnected", "body_timeout")
+    for kind in ("malformed_request", "disconnected", "body_timeout", "connection_limit")
 }
 
 

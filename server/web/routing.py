@@ -43,7 +43,7 @@ InviteParam = Annotated[
 ]
 #: The ``date`` of a daily's path.
 DATE = Parameter("date", "path", DateParam, "the UTC date, YYYY-MM-DD: today or earlier")
-_NO_STORE = Header(
+NO_STORE = Header(
     "Cache-Control", "API answers are never cached", {"type": "string", "const": "no-store"}
 )
 #: The headers every answer carries (the document keeps them once).
@@ -71,6 +71,9 @@ _DATABASE_FAILED = errors(
 )
 _FAILED = errors(500, ErrorCode.INTERNAL_ERROR)
 _OTHER_SITE = errors(403, ErrorCode.ORIGIN_NOT_ALLOWED)
+#: Every route's answer to an address with too many connections in use
+#: (``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``).
+TOO_MANY_CONNECTIONS = errors(429, ErrorCode.TOO_MANY_CONNECTIONS)
 _NOT_JSON = errors(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
 _BODY_TOO_SLOW = errors(408, ErrorCode.REQUEST_TIMEOUT)
 
@@ -108,14 +111,15 @@ def api_route(
     """A route under ``/api/v1`` that uses the database: its answers, and the failures every
     such route may answer with, each with ``Cache-Control: no-store``: a route that changes
     something (any method but ``GET``) refuses a page of another site (403), and one that
-    takes a body refuses a body not sent as JSON (415) or not sent in time (408). Answers of
-    one status are one answer, carrying every code of them."""
+    takes a body refuses a body not sent as JSON (415) or not sent in time (408); any route
+    refuses an address with too many connections in use (429). Answers of one status are one
+    answer, carrying every code of them."""
     every = [*answers]
     if method != "GET":
         every.append(_OTHER_SITE)
     if request is not None:
         every += [_NOT_JSON, _BODY_TOO_SLOW]
-    every += [_DATABASE_FAILED, _FAILED]
+    every += [TOO_MANY_CONNECTIONS, _DATABASE_FAILED, _FAILED]
     return Route(
         Operation(
             method=method,
@@ -124,7 +128,7 @@ def api_route(
             summary=summary,
             description=inspect.getdoc(handler) or summary,
             tag=tag,
-            answers=tuple(replace(a, headers=(*a.headers, _NO_STORE)) for a in _merged(every)),
+            answers=tuple(replace(a, headers=(*a.headers, NO_STORE)) for a in _merged(every)),
             parameters=parameters,
             request=request,
             auth=auth,

@@ -8,12 +8,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import REGISTRY
 
+from server.web.per_address import ADDRESS_CONNECTIONS
 from tests.conftest import ServerFactory
-from tests.helpers import TIMEOUT
+from tests.helpers import TIMEOUT, eventually
 
 #: The deadlines the tests set: short, so that a close comes soon after them.
 DEADLINE_S = 0.5
@@ -111,3 +113,78 @@ async def test_a_body_nobody_reads_does_not_hold_its_connection(
         )
         answer = await _until_closed(reader)
         assert answer.startswith(b"HTTP/1.1 200 "), answer
+
+
+# ------------------------------------------------------------------ connections per address
+
+
+def _refused_for_the_limit() -> float:
+    return (
+        REGISTRY.get_sample_value("tripeaks_client_faults_total", {"kind": "connection_limit"})
+        or 0.0
+    )
+
+
+async def test_an_address_over_its_connections_is_refused_429_a_websocket_before_its_upgrade(
+    make_server: ServerFactory,
+) -> None:
+    server = await make_server(max_connections_per_address=3)
+    before = _refused_for_the_limit()
+    async with TestClient(server) as client:
+        sockets = [await client.ws_connect("/ws") for _ in range(3)]
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await client.ws_connect("/ws")
+        assert refused.value.status == 429
+        resp = await client.get("/api/v1/daily")
+        assert resp.status == 429
+        assert (await resp.json())["error"]["code"] == "too_many_connections"
+        assert _refused_for_the_limit() == before + 2
+        # A connection closed is one more for its address.
+        await sockets.pop().close()
+        await eventually(
+            lambda: server.app[ADDRESS_CONNECTIONS].in_use("127.0.0.1") == 2, "a close seen"
+        )
+        sockets.append(await client.ws_connect("/ws"))
+        for ws in sockets:
+            await ws.close()
+        await eventually(lambda: server.app[ADDRESS_CONNECTIONS].addresses == 0, "all closed")
+        assert (await client.get("/api/v1/daily")).status == 200
+
+
+async def test_bodies_that_never_end_count_against_their_address(
+    make_server: ServerFactory,
+) -> None:
+    server = await make_server(max_connections_per_address=2, http_body_timeout_s=60)
+    async with (
+        TestClient(server) as client,
+        _connection(server) as (_, one),
+        _connection(server) as (_, two),
+    ):
+        for writer in (one, two):
+            writer.write(
+                b"POST /api/v1/players HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+            )
+            await writer.drain()
+        await eventually(
+            lambda: server.app[ADDRESS_CONNECTIONS].in_use("127.0.0.1") == 2, "both in use"
+        )
+        resp = await client.post("/api/v1/players", json={"name": "Genuine"})
+        assert resp.status == 429
+
+
+async def test_an_ipv6_address_counts_by_its_64_behind_a_trusted_proxy(
+    make_server: ServerFactory,
+) -> None:
+    server = await make_server(max_connections_per_address=1, trust_forwarded_for=True)
+    async with TestClient(server) as client:
+        first = await client.ws_connect("/ws", headers={"X-Forwarded-For": "2001:db8:1:2::10"})
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await client.ws_connect("/ws", headers={"X-Forwarded-For": "2001:db8:1:2:ff::1"})
+        assert refused.value.status == 429
+        other = await client.ws_connect("/ws", headers={"X-Forwarded-For": "2001:db8:1:3::10"})
+        # The proxy's own address is another one too.
+        resp = await client.get("/healthz")
+        assert resp.status == 200
+        for ws in (first, other):
+            await ws.close()
