@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import weakref
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -13,6 +15,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import REGISTRY
 
+from server.web import ws as ws_module
+from server.web.keys import SOCKETS
 from server.web.per_address import ADDRESS_CONNECTIONS
 from tests.conftest import ServerFactory
 from tests.helpers import TIMEOUT, eventually
@@ -188,3 +192,37 @@ async def test_an_ipv6_address_counts_by_its_64_behind_a_trusted_proxy(
         assert resp.status == 200
         for ws in (first, other):
             await ws.close()
+
+
+# --------------------------------------------------------------- closed sockets are let go
+
+
+@pytest.mark.parametrize("closed_by", ["hello_timeout", "client"])
+async def test_a_closed_websocket_is_let_go_at_once(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, closed_by: str
+) -> None:
+    """Nothing keeps a closed websocket — its request, buffers, session — alive: sockets closed
+    by the thousand (an attacker's that never say hello) leave no memory behind. (aiohttp
+    re-armed the heartbeat when the peer's answer to the close came in, which held each one a
+    heartbeat and a half: 45 s by default.)"""
+    monkeypatch.setattr(ws_module, "HELLO_TIMEOUT_S", 0.2 if closed_by == "hello_timeout" else 60)
+    server = await make_server()
+    async with TestClient(server) as client:
+        ws = await client.ws_connect("/ws")
+        await eventually(lambda: len(server.app[SOCKETS]) == 1, "the socket is open")
+        (served,) = server.app[SOCKETS]
+        gone = weakref.ref(served)
+        del served
+        if closed_by == "client":
+            await ws.close()
+        else:
+            assert (await ws.receive_json())["code"] == "hello_timeout"
+            assert (await ws.receive()).type is aiohttp.WSMsgType.CLOSE
+        await eventually(lambda: not server.app[SOCKETS], "the server saw the close")
+
+        def let_go() -> bool:
+            gc.collect()
+            return gone() is None
+
+        await eventually(let_go, "the closed websocket is let go", within_s=5.0)
+        await ws.close()
