@@ -33,6 +33,9 @@ Environment variables (all optional):
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
   per-connection request rate (defaults 4096 bytes, 20 requests per second).
 - ``TRIPEAKS_WS_SEND_QUEUE``: messages queued for one slow receiver before it is closed (256).
+- ``TRIPEAKS_WS_SEND_BUFFER_BYTES``: bytes waiting for one websocket's peer — queued, in its
+  transport and in the kernel's send buffer — before it is closed as too slow (131072), pings
+  or not.
 - ``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``: connections one client address may have in use at
   once in one process — websockets open, HTTP requests being served (128); beyond it: 429.
 - ``TRIPEAKS_HTTP_HEADER_TIMEOUT_S``: seconds a connection has to send a whole request's headers,
@@ -122,6 +125,7 @@ class Settings(BaseSettings):
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)
     ws_send_queue: int = Field(default=256, ge=8, le=100_000)
+    ws_send_buffer_bytes: int = Field(default=128 * 1024, ge=4096, le=64 << 20)
     max_connections_per_address: int = Field(default=128, ge=1, le=1_000_000)
     http_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     http_body_timeout_s: float = Field(default=10.0, gt=0, le=3600)

@@ -80,7 +80,12 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         hub=request.app[HUB],
         admission=request.app[ADMISSION],
         ws=ws,
-        outbox=Outbox(ws, settings.ws_send_queue, transport=request.transport),
+        outbox=Outbox(
+            ws,
+            settings.ws_send_queue,
+            transport=request.transport,
+            byte_limit=settings.ws_send_buffer_bytes,
+        ),
         rate=TokenBucket(settings.ws_rate_per_second, burst=settings.ws_rate_per_second),
         flood=TokenBucket(settings.ws_rate_per_second * 2, burst=settings.ws_rate_per_second * 2),
         connections=request.app[PLAYER_SOCKETS],
