@@ -76,11 +76,13 @@ async def limit_middleware(request: web.Request, handler: Handler) -> web.Stream
             f"{request.method} {request.path} from {address}: over its "
             f"{counts.per_address} connections",
         )
-        return error_response(
+        refused = error_response(
             429,
             ErrorCode.TOO_MANY_CONNECTIONS,
             f"this address already has {counts.per_address} connections in use; close one",
         )
+        refused.force_close()  # one connection fewer at once, not after an idle time
+        return refused
     try:
         return await handler(request)
     finally:
