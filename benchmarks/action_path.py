@@ -68,6 +68,7 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
             "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
             "TRIPEAKS_WS_RATE_PER_SECOND": "10000",
             "TRIPEAKS_REGISTER_PER_MINUTE": "1000000",
+            "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "1000000",
             "TRIPEAKS_MAX_SOCKETS_PER_PLAYER": "8",
             "TRIPEAKS_SOLVER_WORKERS": "0",
             "TRIPEAKS_WORKERS": str(workers),

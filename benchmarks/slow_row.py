@@ -102,6 +102,7 @@ async def main() -> None:
             solver_workers=0,
             ws_rate_per_second=1000,
             register_per_minute=100_000,
+            max_connections_per_address=1_000_000,
             daily_prepare_every_s=0,
             db_write_timeout_s=args.seconds + 5,
         )

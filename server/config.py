@@ -36,6 +36,15 @@ Environment variables (all optional):
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
   per-connection request rate (defaults 4096 bytes, 20 requests per second).
 - ``TRIPEAKS_WS_SEND_QUEUE``: messages queued for one slow receiver before it is closed (256).
+- ``TRIPEAKS_WS_SEND_BUFFER_BYTES``: bytes waiting for one websocket's peer — queued, in its
+  transport and in the kernel's send buffer — before it is closed as too slow (131072), pings
+  or not.
+- ``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``: connections one client address may have in use at
+  once in one process — websockets open, HTTP requests being served (128); beyond it: 429.
+- ``TRIPEAKS_HTTP_HEADER_TIMEOUT_S``: seconds a connection has to send a whole request's headers,
+  from its opening or its previous answer (10); an idle keep-alive connection is closed after it
+  too. ``TRIPEAKS_HTTP_BODY_TIMEOUT_S``: seconds a request's body has to arrive once its headers
+  are in (10); else 408 and the connection is closed.
 - ``TRIPEAKS_RACE_MAX_PLAYERS`` (8), ``TRIPEAKS_RACE_MAX_ROOMS`` (3 per player),
   ``TRIPEAKS_RACE_COUNTDOWN_S`` (5), ``TRIPEAKS_RACE_TIME_LIMIT_S`` (600, the default limit),
   ``TRIPEAKS_RACE_MIN_TIME_LIMIT_S`` (30), ``TRIPEAKS_RACE_MAX_TIME_LIMIT_S`` (7200),
@@ -47,10 +56,15 @@ Environment variables (all optional):
 - ``TRIPEAKS_INSTANCE_TIMEOUT_S``: seconds after which a process that stopped refreshing its
   record is taken for dead (30, or three sweeps if longer).
 - ``TRIPEAKS_REGISTER_PER_MINUTE``: player registrations per client address per minute (20).
+  Every limit per address counts an IPv6 address by its /64 network.
 - ``TRIPEAKS_SIGN_IN_PER_MINUTE``: sign-ins with a recovery code per client address per minute
   (10), right or wrong.
 - ``TRIPEAKS_TRUST_FORWARDED_FOR``: behind a reverse proxy, take the client address from the
   last ``X-Forwarded-For`` entry the proxy added (off by default: clients could forge it).
+- ``TRIPEAKS_ALLOWED_ORIGINS``: web origins (``https://host[:port]``, comma-separated) whose
+  pages may send requests that change something (``POST``, ``PUT``, ``DELETE`` under
+  ``/api/v1``) and open websockets, besides the server's own; ``*`` allows every origin (empty
+  by default: a request whose ``Origin`` names another site is refused 403).
 - ``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``: websockets one player may hold open in one process (8).
 - ``TRIPEAKS_SOLVER_WORKERS``: solver processes (1); 0 turns the solver off (daily deals are
   then not checked for winnability, and there is no par and no hint).
@@ -64,6 +78,7 @@ Environment variables (all optional):
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Literal
@@ -74,6 +89,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 #: Seconds after which a process that stopped refreshing its record is taken for dead, unless
 #: the race sweeps are so slow that three of them take longer.
 DEFAULT_INSTANCE_TIMEOUT_S = 30.0
+
+
+#: A web origin as a browser sends it in ``Origin``: a scheme, a host and maybe a port.
+_ORIGIN = re.compile(r"https?://[a-z0-9.\-\[\]:]+")
+
+
+def _split_origins(value: str) -> list[str]:
+    return [o.strip().lower().rstrip("/") for o in value.split(",") if o.strip()]
 
 
 class Settings(BaseSettings):
@@ -106,6 +129,10 @@ class Settings(BaseSettings):
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)
     ws_send_queue: int = Field(default=256, ge=8, le=100_000)
+    ws_send_buffer_bytes: int = Field(default=128 * 1024, ge=4096, le=64 << 20)
+    max_connections_per_address: int = Field(default=128, ge=1, le=1_000_000)
+    http_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    http_body_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     race_max_players: int = Field(default=8, ge=1, le=100)
     race_max_rooms: int = Field(default=3, ge=1, le=100)
     race_countdown_s: float = Field(default=5.0, ge=0, le=60)
@@ -122,6 +149,7 @@ class Settings(BaseSettings):
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     sign_in_per_minute: int = Field(default=10, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False
+    allowed_origins: str = ""
     max_sockets_per_player: int = Field(default=8, ge=1, le=10_000)
     metrics: bool = True
 
@@ -139,6 +167,22 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_pooler(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        for origin in _split_origins(value):
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"{origin!r} is not a web origin: write scheme://host[:port] (no path), "
+                    "e.g. https://tripeaks.example, or * for any"
+                )
+        return value
+
+    @property
+    def origins(self) -> frozenset[str]:
+        """``TRIPEAKS_ALLOWED_ORIGINS`` as a set of lower-case origins (``*``: any)."""
+        return frozenset(_split_origins(self.allowed_origins))
 
     @model_validator(mode="after")
     def _direct_url_behind_a_pooler(self) -> Settings:

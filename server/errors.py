@@ -108,6 +108,9 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     REQUEST_ENTITY_TOO_LARGE = "request_entity_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    REQUEST_TIMEOUT = "request_timeout"
+    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
     # the server
     SERVER_BUSY = "server_busy"
     UNAVAILABLE = "unavailable"
@@ -194,6 +197,20 @@ class BannedError(ForbiddenError):
         super().__init__(message)
         self.since = since
         self.reason = reason
+
+
+class UnsupportedMediaTypeError(ServiceError):
+    """A request body that is not sent as JSON (``Content-Type: application/json``)."""
+
+    code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
+    http_status = 415
+
+
+class RequestTimeoutError(ServiceError):
+    """A request body that did not arrive in time; the connection is closed."""
+
+    code = ErrorCode.REQUEST_TIMEOUT
+    http_status = 408
 
 
 class NotFoundError(ServiceError):

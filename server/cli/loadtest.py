@@ -73,8 +73,9 @@ def loadtest(
     """Load a running server with simulated players over websockets; print throughput,
     latency percentiles, errors, server memory and the ratio to an echo server's ceiling.
 
-    The server must allow the rate: start it with e.g. TRIPEAKS_WS_RATE_PER_SECOND=10000 and
-    TRIPEAKS_REGISTER_PER_MINUTE=100000 (every simulated player registers).
+    The server must allow the rate: start it with e.g. TRIPEAKS_WS_RATE_PER_SECOND=10000,
+    TRIPEAKS_REGISTER_PER_MINUTE=100000 (every simulated player registers) and
+    TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS=100000 (every one connects from 127.0.0.1).
     """
     from server.bench.load import main_async, require_loopback
 

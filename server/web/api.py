@@ -17,7 +17,6 @@ import msgspec
 from aiohttp import web
 from limits import RateLimitItemPerMinute
 
-from server.config import Settings
 from server.errors import (
     ErrorCode,
     InvalidInputError,
@@ -34,6 +33,8 @@ from server.storage.db import database_answers
 from server.web import metrics
 from server.web.http import (
     bearer,
+    client_address,
+    client_group,
     error_response,
     int_param,
     new_player_body,
@@ -99,7 +100,7 @@ async def register_player(request: web.Request) -> web.Response:
         )
     body = await new_player_body(request)
     services = request.app[SERVICES]
-    address_hash = services.moderation.address_hash(_client_address(request, settings))
+    address_hash = services.moderation.address_hash(client_address(request))
     async with request.app[ADMISSION].turn():
         new = await services.players.register(body.name, address_hash=address_hash)
     return respond(
@@ -108,9 +109,9 @@ async def register_player(request: web.Request) -> web.Response:
 
 
 def _over_limit(request: web.Request, kind: str, per_minute: int) -> bool:
-    """Count one request of ``kind`` from the client's address; whether it is over
-    ``per_minute`` such requests in the last minute (sliding window)."""
-    address = _client_address(request, request.app[SETTINGS])
+    """Count one request of ``kind`` from the client's address (an IPv6 address by its /64);
+    whether it is over ``per_minute`` such requests in the last minute (sliding window)."""
+    address = client_group(request)
     return not per_address.hit(RateLimitItemPerMinute(per_minute), f"{kind}:{address}")
 
 
@@ -167,16 +168,6 @@ async def sign_out(request: web.Request) -> web.Response:
         credential.player.id, keep=credential if keep == "current" else None
     )
     return respond(rest.SignedOut(count))
-
-
-def _client_address(request: web.Request, settings: Settings) -> str:
-    """The client's address: the peer, or behind a trusted proxy the address it forwarded."""
-    if settings.trust_forwarded_for:
-        forwarded = request.headers.get("X-Forwarded-For", "")
-        last = forwarded.rsplit(",", 1)[-1].strip()
-        if last:
-            return last
-    return request.remote or "unknown"
 
 
 async def me(request: web.Request) -> web.Response:

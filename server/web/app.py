@@ -23,7 +23,7 @@ from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
-from server.web import http, metrics, page_rules, routes, ws
+from server.web import faults, http, metrics, page_rules, per_address, routes, ws
 from server.web.admission import Admission
 from server.web.background import periodically
 from server.web.hub import Hub
@@ -40,6 +40,7 @@ from server.web.keys import (
 )
 from server.web.metrics import BackgroundTask
 from server.web.outbox import CLOSE_GRACE_S
+from server.web.per_address import ADDRESS_CONNECTIONS, AddressConnections
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +94,31 @@ def create_app(
     if daily_secret is None:
         daily_secret = load_or_create_daily_secret(settings, generate=False)
     app = web.Application(
-        middlewares=[http.timing_middleware, http.error_middleware], client_max_size=64 * 1024
+        middlewares=[
+            http.timing_middleware,
+            per_address.limit_middleware,
+            http.error_middleware,
+            http.origin_middleware,
+        ],
+        client_max_size=64 * 1024,
+        handler_args={
+            # aiohttp's HTTP layer logs through this logger, which logs what a client did
+            # wrong (a request it cannot read) quietly (server.web.faults).
+            "logger": faults.HTTP_LAYER_LOG,
+            # A connection that has not sent a whole request's headers this long after it
+            # opened, or after its previous answer, is closed: a client sending its headers a
+            # byte at a time holds nothing for long (slowloris), nor does an idle one.
+            "keepalive_timeout": settings.http_header_timeout_s,
+            # A body a route does not read is read and dropped for at most this long after
+            # the answer, then the connection is closed.
+            "lingering_time": settings.http_body_timeout_s,
+        },
     )
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()
     app[SOCKETS] = set()
     app[PLAYER_SOCKETS] = ConnectionLimit(settings.max_sockets_per_player)
+    app[ADDRESS_CONNECTIONS] = AddressConnections(settings.max_connections_per_address)
     app[SHUTTING_DOWN] = asyncio.Event()
     app[METRICS] = metrics.ActivityReader()
     # Newcomers use at most half the database pool, so the players already at the table keep

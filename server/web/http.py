@@ -8,6 +8,7 @@ and :mod:`server.web.api_replays`, registered and described by :mod:`server.web.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -25,19 +26,24 @@ from limits.strategies import SlidingWindowCounterRateLimiter
 
 from server.errors import (
     ErrorCode,
+    ForbiddenError,
     InvalidInputError,
+    RequestTimeoutError,
     ServerBusyError,
     ServiceError,
     StorageError,
     UnauthorizedError,
+    UnsupportedMediaTypeError,
     refusal,
 )
 from server.logs import bind, log_context
 from server.protocol import rest
 from server.protocol.client import MAX_ID
 from server.protocol.rest_players import FollowName
+from server.services.addresses import address_group
 from server.services.players import Credential, PlayerInfo
-from server.web.keys import SERVICES
+from server.web.faults import Fault, client_fault
+from server.web.keys import SERVICES, SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +117,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except ServerBusyError as exc:
         return _busy(exc)
+    except RequestTimeoutError as exc:
+        # What is left of the body would be read as the next request: none will be.
+        response = error_response(exc.http_status, exc.code, exc.message)
+        response.force_close()
+        return response
     except ServiceError as exc:
         return error_response(exc.http_status, exc.code, exc.message)
     except web.HTTPException as exc:
@@ -137,11 +148,86 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(500, ErrorCode.INTERNAL_ERROR, "the server failed; try again")
 
 
+#: Methods that change nothing. A page of another site may send them: it cannot read the
+#: answers, the server sending no CORS headers.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The websocket's path: its upgrade is checked like a request that changes something.
+WS_PATH = "/ws"
+
+
+@web.middleware
+async def origin_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse a request that changes something (any method but ``GET``, ``HEAD`` and
+    ``OPTIONS`` under ``/api/v1``) or opens the websocket from a page of another site: its
+    ``Origin``, when it has one, must be the server's own or one of
+    ``TRIPEAKS_ALLOWED_ORIGINS`` (see :func:`check_origin`)."""
+    path = request.path
+    if path == WS_PATH or (request.method not in SAFE_METHODS and path.startswith(PREFIX)):
+        check_origin(request)
+    return await handler(request)
+
+
+def check_origin(request: web.Request) -> None:
+    """Let a request through when it has no ``Origin`` (a program, not a browser), or when
+    its ``Origin`` is the server's own — the scheme ``http`` or ``https`` and the host and port
+    its ``Host`` header names, as a page of this server sends them — or one of
+    ``TRIPEAKS_ALLOWED_ORIGINS`` (``*``: any).
+
+    A browser sends ``Origin`` with every cross-site request and with every same-site one but
+    ``GET`` and ``HEAD``. Bearer tokens are never sent by a browser on its own (no cookie
+    holds one), so a page of another site can only act through its visitors' browsers with
+    what needs no token: this check refuses it that too.
+
+    Raises:
+        ForbiddenError: ``origin_not_allowed`` (403).
+    """
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return
+    allowed = request.app[SETTINGS].origins
+    sent = origin.strip().lower().rstrip("/")
+    scheme, separator, authority = sent.partition("://")
+    own = bool(separator) and scheme in ("http", "https")
+    if own and authority == request.headers.get("Host", "").strip().lower():
+        return
+    if "*" in allowed or sent in allowed:
+        return
+    raise ForbiddenError(
+        f"requests from pages of {origin[:100]!r} are not accepted here "
+        "(TRIPEAKS_ALLOWED_ORIGINS lists the sites that may)",
+        code=ErrorCode.ORIGIN_NOT_ALLOWED,
+    )
+
+
 def _busy(exc: ServerBusyError) -> web.Response:
     """503 ``server_busy`` with a ``Retry-After`` (whole seconds)."""
     response = error_response(503, exc.code, exc.message)
     response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
     return response
+
+
+# ------------------------------------------------------------------------- client address
+
+
+def client_address(request: web.Request) -> str:
+    """The client's address: the peer's, or behind a trusted proxy
+    (``TRIPEAKS_TRUST_FORWARDED_FOR``) the last ``X-Forwarded-For`` entry, the one the proxy
+    added."""
+    if request.app[SETTINGS].trust_forwarded_for:
+        forwarded = request.headers.get("X-Forwarded-For", "")
+        last = forwarded.rsplit(",", 1)[-1].strip()
+        if last:
+            return last
+    return request.remote or "unknown"
+
+
+def client_group(request: web.Request) -> str:
+    """What the limits per address count the client as: its address's
+    :func:`~server.services.addresses.address_group` (an IPv4 address as it is, an IPv6 address
+    by its /64 network, which one subscriber usually holds whole: moderation's address hashes
+    group alike), or the address as it is when it is not an IP address."""
+    address = client_address(request)
+    return address_group(address) or address
 
 
 # ------------------------------------------------------------------------------ parameters
@@ -211,6 +297,8 @@ async def new_player_body(request: web.Request) -> rest.NewPlayer:
     """The request's body, read as a :class:`rest.NewPlayer`.
 
     Raises:
+        UnsupportedMediaTypeError: ``unsupported_media_type``: not sent as
+            ``application/json`` (415).
         InvalidInputError: ``bad_json`` (a body that cannot be read: cut short, not decoded by
             its ``Content-Encoding``, in an unknown charset; not JSON, nested too deep, not an
             object); ``bad_name`` (no ``name``, or not a string).
@@ -229,6 +317,7 @@ async def sign_in_body(request: web.Request) -> rest.SignIn:
     """The request's body, read as a :class:`rest.SignIn`.
 
     Raises:
+        UnsupportedMediaTypeError: ``unsupported_media_type`` (as for :func:`new_player_body`).
         InvalidInputError: ``bad_json`` (as for :func:`new_player_body`); ``invalid_input`` (no
             ``name`` or ``recovery_code``, or one that is not a string).
         web.HTTPRequestEntityTooLarge: a body over the size limit (413).
@@ -247,6 +336,7 @@ async def follow_name_body(request: web.Request) -> FollowName:
     """The request's body, read as a :class:`FollowName`.
 
     Raises:
+        UnsupportedMediaTypeError: ``unsupported_media_type`` (as for :func:`new_player_body`).
         InvalidInputError: ``bad_json`` (as for :func:`new_player_body`); ``invalid_input`` (no
             ``name``, or not a string of at most 200 characters).
         web.HTTPRequestEntityTooLarge: a body over the size limit (413).
@@ -262,13 +352,24 @@ async def follow_name_body(request: web.Request) -> FollowName:
 
 
 async def _json_object(request: web.Request) -> dict[str, Any]:
-    """The request's body, a JSON object.
+    """The request's body, a JSON object sent as ``Content-Type: application/json`` (any
+    ``charset`` parameter). A body sent as anything else is refused before it is read: a page
+    of another site can send ``text/plain`` (or a form) without the browser asking the server
+    first, never ``application/json``.
 
     Raises:
+        UnsupportedMediaTypeError: ``unsupported_media_type`` (415): no ``Content-Type``, or
+            another one.
         InvalidInputError: ``bad_json``: a body that cannot be read (see :func:`_body_text`),
             not JSON (``NaN`` and ``Infinity`` are not JSON numbers), a number past Python's
             4,300 digits, nested too deep, or not an object.
     """
+    if request.content_type != "application/json":
+        sent = request.headers.get("Content-Type")
+        raise UnsupportedMediaTypeError(
+            "send the body as JSON, with Content-Type: application/json"
+            + (f" (not {sent[:40]!r})" if sent else " (the request has no Content-Type)")
+        )
     try:
         body = json.loads(await _body_text(request), parse_constant=_not_a_json_number)
     except (ValueError, RecursionError):  # (JSONDecodeError is a ValueError)
@@ -284,13 +385,27 @@ def _not_a_json_number(name: str) -> Any:
 
 async def _body_text(request: web.Request) -> str:
     """The request's body as text, in the charset its ``Content-Type`` names (UTF-8 by
-    default).
+    default), read within ``TRIPEAKS_HTTP_BODY_TIMEOUT_S``.
 
     Raises:
+        RequestTimeoutError: ``request_timeout`` (408): the body did not arrive in time (its
+            answer closes the connection).
         InvalidInputError: ``bad_json`` naming why the body cannot be read.
     """
     try:
-        raw = await request.read()
+        async with asyncio.timeout(request.app[SETTINGS].http_body_timeout_s):
+            raw = await request.read()
+    except TimeoutError:
+        client_fault(Fault.BODY_TIMEOUT, f"{request.method} {request.path}: the body was too slow")
+        raise RequestTimeoutError(
+            "the body did not arrive in time; closing the connection"
+        ) from None
+    except ConnectionResetError:
+        # The client left mid-body: its doing, noted quietly (the answer reaches nobody).
+        client_fault(Fault.DISCONNECTED, f"{request.method} {request.path}: the body was cut off")
+        raise InvalidInputError(
+            "the body could not be read (the connection was lost)", code=ErrorCode.BAD_JSON
+        ) from None
     except web.RequestPayloadError:
         encoding = request.headers.get("Content-Encoding")
         raise InvalidInputError(

@@ -172,6 +172,26 @@ RATE_LIMITED_MESSAGES = RATE_LIMITED.labels("websocket_message")
 RATE_LIMITED_REGISTRATIONS = RATE_LIMITED.labels("registration")
 RATE_LIMITED_SIGN_INS = RATE_LIMITED.labels("sign_in")
 
+CLIENT_FAULTS = Counter(
+    "tripeaks_client_faults",
+    "Requests that failed by their client's doing, by kind: malformed_request (HTTP could not "
+    "read it; answered 400), disconnected (the client left mid-request, its body cut short), "
+    "body_timeout (its body did not arrive in time; answered 408), connection_limit (over its "
+    "address's connection limit; answered 429). Logged at INFO, at most one line per kind "
+    "every 10 s.",
+    ["kind"],
+)
+_CLIENT_FAULTS = {
+    kind: CLIENT_FAULTS.labels(kind)
+    for kind in ("malformed_request", "disconnected", "body_timeout", "connection_limit")
+}
+
+
+def client_fault(kind: str) -> None:
+    """Count a request that failed by its client's doing (see ``server.web.faults``)."""
+    _CLIENT_FAULTS[kind].inc()
+
+
 ADMISSION_BUSY = Counter(
     "tripeaks_admission_server_busy",
     "Players arriving (registering, saying hello, asking for a new table) answered "
@@ -294,6 +314,7 @@ __all__ = [
     "action_failed",
     "action_rejected",
     "background_restarted",
+    "client_fault",
     "observe_batch",
     "render",
     "solver_lookup",

@@ -4,6 +4,14 @@ Nothing that sends to a player waits for that player's socket: a slow or stalled
 only delays its own writer. Messages with a coalescing key (a racer's progress, a room's state)
 replace the queued message with the same key in place, so they take no more room however fast
 they come; when ordinary messages pile up past the limit, the connection is closed with 1008.
+
+Coalescing keeps the queue short however little the peer reads, so the queue's length alone
+does not tell a stalled reader: what it has not taken piles up below the queue, in the
+transport's buffer and in the kernel's send buffer (some 1 MB a socket, the kernel growing it),
+and a peer that pings now and then is never taken for dead. So the bytes waiting for the peer
+are bounded too — queued, in the transport, in the kernel (Linux tells how many) — and past the
+bound the connection is closed with 1008 all the same.
+
 A peer that does not read even the close frame is cut off after :data:`CLOSE_GRACE_S`: a
 stalled socket must not hold its connection and buffers for ever.
 """
@@ -12,7 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
+import struct
+import sys
 from collections import OrderedDict
 from collections.abc import Hashable
 from itertools import count
@@ -24,6 +35,30 @@ log = logging.getLogger(__name__)
 #: Seconds a peer gets to take a close frame (and answer it) before its connection is aborted.
 CLOSE_GRACE_S = 2.0
 
+if sys.platform == "linux":
+    import termios
+
+    #: The ioctl that tells how many bytes a TCP socket's send buffer holds, not yet
+    #: acknowledged by the peer (SIOCOUTQ, which Linux numbers as TIOCOUTQ).
+    _UNSENT: int | None = termios.TIOCOUTQ
+else:  # elsewhere the kernel's share is not counted
+    _UNSENT = None
+
+
+def unsent_in_kernel(transport: asyncio.BaseTransport | None) -> int:
+    """Bytes the kernel holds for the peer of ``transport``'s socket and the peer has not
+    acknowledged (0 where the system does not tell, or once the socket is closed)."""
+    if _UNSENT is None or transport is None:
+        return 0
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        held: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), _UNSENT, b"\0\0\0\0"))[0]
+    except (OSError, ValueError):  # closed meanwhile
+        return 0
+    return held
+
 
 class Outbox:
     """The send queue of one websocket.
@@ -33,6 +68,8 @@ class Outbox:
         limit: most messages queued at once; one more closes the socket with 1008.
         transport: the connection under ``ws``, aborted when a close does not get through.
         grace_s: how long a close may take before the connection is aborted.
+        byte_limit: most bytes waiting for the peer (see :attr:`waiting_bytes`); a message
+            queued past it closes the socket with 1008 (None: no such bound).
 
     Attributes:
         overflowed: whether the reader fell too far behind and the connection was closed for
@@ -46,12 +83,16 @@ class Outbox:
         *,
         transport: asyncio.Transport | None = None,
         grace_s: float = CLOSE_GRACE_S,
+        byte_limit: int | None = None,
     ) -> None:
         self._ws = ws
         self._limit = limit
         self._transport = transport
         self._grace_s = grace_s
+        self._byte_limit = byte_limit
         self._queue: OrderedDict[Hashable, str] = OrderedDict()
+        #: The characters of the queued messages (their bytes, but for non-ASCII text).
+        self._queued_chars = 0
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
         self._serial = count()
@@ -71,6 +112,14 @@ class Outbox:
         return len(self._queue)
 
     @property
+    def waiting_bytes(self) -> int:
+        """Bytes waiting for the peer: the queued messages (counted in characters), what the
+        transport holds, and what the kernel holds unacknowledged (on Linux)."""
+        transport = self._transport
+        buffered = 0 if transport is None else transport.get_write_buffer_size()
+        return self._queued_chars + buffered + unsent_in_kernel(transport)
+
+    @property
     def closed(self) -> bool:
         """Whether the outbox stopped (socket closed, overflow, or :meth:`close`)."""
         return self._closed
@@ -78,21 +127,30 @@ class Outbox:
     def put(self, text: str, key: Hashable | None = None) -> None:
         """Queue a message; with a ``key``, replace a queued message with the same key.
 
-        Never blocks. Overflow closes the connection (1008, "too slow") and drops the queue.
+        Never blocks. Overflow — more than ``limit`` messages queued, or more than
+        ``byte_limit`` bytes waiting for the peer — closes the connection (1008, "too slow")
+        and drops the queue.
         """
         if self._closed:
             return
         if key is not None and key in self._queue:
+            self._queued_chars += len(text) - len(self._queue[key])
             self._queue[key] = text
+        else:
+            self._queue[("_", next(self._serial)) if key is None else key] = text
+            self._queued_chars += len(text)
+            if len(self._queue) > self._limit:
+                self._overflow(f"fell {len(self._queue)} messages behind")
+                return
+        if self._byte_limit is not None and (waiting := self.waiting_bytes) > self._byte_limit:
+            self._overflow(f"has {waiting} bytes waiting for it")
             return
-        self._queue[("_", next(self._serial)) if key is None else key] = text
-        if len(self._queue) > self._limit:
-            self._overflow()
         self._ready.set()
 
-    def _overflow(self) -> None:
-        log.info("closing a websocket whose reader fell %d messages behind", len(self._queue))
+    def _overflow(self, why: str = "is too slow") -> None:
+        log.info("closing a websocket whose reader %s", why)
         self._queue.clear()
+        self._queued_chars = 0
         self._closed = True
         self.overflowed = True
         self._closing = asyncio.create_task(
@@ -153,6 +211,7 @@ class Outbox:
                 self._ready.clear()
                 while self._queue and not self._closed:
                     _, text = self._queue.popitem(last=False)
+                    self._queued_chars -= len(text)
                     if self._ws.closed:
                         self._closed = True
                         break

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import inspect
 import json
+from dataclasses import replace
 from importlib import metadata
 from typing import Annotated, Any
 
@@ -30,7 +31,7 @@ from server.web.keys import SETTINGS
 from server.web.routes_daily import DAILY_ROUTES
 from server.web.routes_games import GAME_ROUTES
 from server.web.routes_players import PLAYER_ROUTES
-from server.web.routing import COMMON_HEADERS, Route
+from server.web.routing import COMMON_HEADERS, NO_STORE, TOO_MANY_CONNECTIONS, Route
 
 
 def add_routes(app: web.Application) -> None:
@@ -76,7 +77,7 @@ def _health(path: str, handler: Handler, summary: str, *answers: Answer) -> Rout
             summary=summary,
             description=inspect.getdoc(handler) or summary,
             tag="health",
-            answers=answers,
+            answers=(*answers, TOO_MANY_CONNECTIONS),
         ),
         handler,
     )
@@ -115,6 +116,7 @@ ROUTES: tuple[Route, ...] = (
                     "not modified (If-None-Match named the current ETag)",
                     headers=(Header("ETag", "the document's version", {"type": "string"}),),
                 ),
+                replace(TOO_MANY_CONNECTIONS, headers=(NO_STORE,)),
             ),
         ),
         openapi,

@@ -43,7 +43,7 @@ InviteParam = Annotated[
 ]
 #: The ``date`` of a daily's path.
 DATE = Parameter("date", "path", DateParam, "the UTC date, YYYY-MM-DD: today or earlier")
-_NO_STORE = Header(
+NO_STORE = Header(
     "Cache-Control", "API answers are never cached", {"type": "string", "const": "no-store"}
 )
 #: The headers every answer carries (the document keeps them once).
@@ -70,6 +70,31 @@ _DATABASE_FAILED = errors(
     503, ErrorCode.UNAVAILABLE, ErrorCode.SERVER_BUSY, headers=(_RETRY_AFTER,)
 )
 _FAILED = errors(500, ErrorCode.INTERNAL_ERROR)
+_OTHER_SITE = errors(403, ErrorCode.ORIGIN_NOT_ALLOWED)
+#: Every route's answer to an address with too many connections in use
+#: (``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``).
+TOO_MANY_CONNECTIONS = errors(429, ErrorCode.TOO_MANY_CONNECTIONS)
+_NOT_JSON = errors(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+_BODY_TOO_SLOW = errors(408, ErrorCode.REQUEST_TIMEOUT)
+
+
+def _merged(answers: list[Answer]) -> list[Answer]:
+    """One answer per status, in the order of their first appearance: the error answers of
+    one status become one, with every code and header of them."""
+    by_status: dict[int, Answer] = {}
+    for answer in answers:
+        first = by_status.get(answer.status)
+        if first is None:
+            by_status[answer.status] = answer
+            continue
+        if not (first.codes and answer.codes):
+            raise ValueError(f"two answers of status {answer.status}, not both errors")
+        codes = tuple(dict.fromkeys((*first.codes, *answer.codes)))
+        merged = errors(answer.status, *codes)
+        named = {h.component: h for h in (*first.headers, *answer.headers)}
+        headers = tuple(named.values())
+        by_status[answer.status] = replace(merged, headers=headers)
+    return list(by_status.values())
 
 
 def api_route(
@@ -84,8 +109,17 @@ def api_route(
     auth: Auth = Auth.NONE,
 ) -> Route:
     """A route under ``/api/v1`` that uses the database: its answers, and the failures every
-    such route may answer with, each with ``Cache-Control: no-store``."""
-    every = (*answers, _DATABASE_FAILED, _FAILED)
+    such route may answer with, each with ``Cache-Control: no-store``: a route that changes
+    something (any method but ``GET``) refuses a page of another site (403), and one that
+    takes a body refuses a body not sent as JSON (415) or not sent in time (408); any route
+    refuses an address with too many connections in use (429). Answers of one status are one
+    answer, carrying every code of them."""
+    every = [*answers]
+    if method != "GET":
+        every.append(_OTHER_SITE)
+    if request is not None:
+        every += [_NOT_JSON, _BODY_TOO_SLOW]
+    every += [TOO_MANY_CONNECTIONS, _DATABASE_FAILED, _FAILED]
     return Route(
         Operation(
             method=method,
@@ -94,7 +128,7 @@ def api_route(
             summary=summary,
             description=inspect.getdoc(handler) or summary,
             tag=tag,
-            answers=tuple(replace(a, headers=(*a.headers, _NO_STORE)) for a in every),
+            answers=tuple(replace(a, headers=(*a.headers, NO_STORE)) for a in _merged(every)),
             parameters=parameters,
             request=request,
             auth=auth,

@@ -69,6 +69,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     except ConnectionResetError:
         # The client left during the upgrade: nothing to serve, and nothing the server did
         # wrong (aiohttp finishes this response quietly on the closed connection).
+        _let_go(ws)
         return web.Response(status=400, text="the connection closed during the upgrade")
     request.app[SOCKETS].add(ws)
     key = f"ws-{next(_connection_ids)}"
@@ -79,7 +80,12 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         hub=request.app[HUB],
         admission=request.app[ADMISSION],
         ws=ws,
-        outbox=Outbox(ws, settings.ws_send_queue, transport=request.transport),
+        outbox=Outbox(
+            ws,
+            settings.ws_send_queue,
+            transport=request.transport,
+            byte_limit=settings.ws_send_buffer_bytes,
+        ),
         rate=TokenBucket(settings.ws_rate_per_second, burst=settings.ws_rate_per_second),
         flood=TokenBucket(settings.ws_rate_per_second * 2, burst=settings.ws_rate_per_second * 2),
         connections=request.app[PLAYER_SOCKETS],
@@ -113,7 +119,22 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
             # Bounded: a peer that stopped reading leaves the close frame stuck behind what it
             # has not read; it is cut off after the grace time instead.
             await session.outbox.shut(WSCloseCode.OK, b"")
+        _let_go(ws)
     return ws
+
+
+def _let_go(ws: web.WebSocketResponse) -> None:
+    """Stop the heartbeat of a websocket that is done with, for good.
+
+    aiohttp (3.14) arms the heartbeat again whenever data arrives, even after the close: the
+    peer's answer to the server's close frame does, and the timer then holds the whole
+    connection (its request, buffers, parser, this handler's session) for a heartbeat and a
+    half (45 s by default) after it closed. Sockets closed at a high rate — an attacker's that
+    never say hello, closed at the hello deadline — piled up in memory so. Without a heartbeat
+    interval nothing arms it again (attributes of aiohttp's own; the test of closed sockets
+    being let go at once checks it still holds)."""
+    ws._heartbeat = None
+    ws._cancel_heartbeat()
 
 
 #: Seconds a closed connection's presence record may take (the sweep settles it otherwise).

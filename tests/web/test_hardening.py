@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import asyncpg
@@ -185,6 +186,27 @@ async def test_registrations_from_one_address_are_rate_limited(
             statuses.append(resp.status)
         assert statuses == [201, 201, 201, 429, 429]
         assert (await resp.json())["error"]["code"] == "rate_limited"
+
+
+async def test_ipv6_addresses_of_one_64_share_their_rate_limit(make_server: ServerFactory) -> None:
+    server = await make_server(register_per_minute=2, trust_forwarded_for=True)
+    # A /64 of its own per run: the limiter's counts live as long as the process.
+    site, subnet = secrets.randbelow(1 << 16), secrets.randbelow((1 << 16) - 1)
+    net = f"2001:db8:{site:x}:{subnet:x}"
+    async with TestClient(server) as client:
+
+        async def register_from(address: str, name: str) -> int:
+            resp = await client.post(
+                "/api/v1/players", json={"name": name}, headers={"X-Forwarded-For": address}
+            )
+            return resp.status
+
+        # Three addresses of one subscriber's /64 count as one address...
+        assert await register_from(f"{net}::1", "Sixa") == 201
+        assert await register_from(f"{net}:aaaa::2", "Sixb") == 201
+        assert await register_from(f"{net}:ffff:1:2:3", "Sixc") == 429
+        # ...and the next /64 is another one.
+        assert await register_from(f"2001:db8:{site:x}:{subnet + 1:x}::1", "Sixd") == 201
 
 
 async def test_one_player_may_hold_only_so_many_sockets(make_server: ServerFactory) -> None:

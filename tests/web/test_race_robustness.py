@@ -608,6 +608,61 @@ async def test_a_stalled_spectator_stays_bounded_and_does_not_slow_the_racers(
             raw.close()
 
 
+async def test_a_spectator_that_never_reads_but_pings_is_closed_for_the_bytes_waiting(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    """Coalescing keeps a stalled spectator's queue short: what it does not read piles up in
+    its transport and the kernel instead, and its pings keep it from being taken for dead.
+    The bytes waiting for it are bounded all the same (TRIPEAKS_WS_SEND_BUFFER_BYTES)."""
+    bound = 8 * 1024
+    server = await make_server(**RACE_SETTINGS, ws_send_buffer_bytes=bound)
+    slow_closes = ("tripeaks_websocket_closes_total", {"reason": "slow_reader"})
+    slow_before = REGISTRY.get_sample_value(*slow_closes) or 0.0
+    async with TestClient(server) as client:
+        names = ("Host", "Ann", "Bob", "Cy", "Di", "Ed")
+        racers = [await _player(client, name) for name in names]
+        invite = await _open_room(racers[0], *racers[1:])
+        games = await _start(racers[0], invite, racers, clock)
+        raw, watcher_id = await _raw_player(client, server, "Pinger")
+        try:
+            joined = await raw.request({"type": "race_join", "invite": invite}, "join")
+            session = _session_of(server, joined["race"]["race_id"], watcher_id)
+            most_pending = 0
+
+            async def ping() -> None:
+                # Reads nothing, but says it is there every 20 ms.
+                for i in range(10_000):
+                    if session.outbox.closed:
+                        return
+                    await raw.send({"type": "ping", "id": f"p{i}"})
+                    await asyncio.sleep(0.02)
+
+            async def churn(ws: WsPlayer, game: dict[str, Any]) -> None:
+                nonlocal most_pending
+                assert WIN is not None
+                for action in WIN[:-1]:
+                    if session.outbox.closed:
+                        return
+                    reply = await ws.act(game, action.kind.value, action.pos)
+                    assert reply["type"] == "accepted", reply
+                    game = reply["game"]
+                    most_pending = max(most_pending, session.outbox.pending)
+
+            pinging = asyncio.create_task(ping())
+            try:
+                await asyncio.gather(*(churn(ws, games[ws]) for ws in racers))
+                await _eventually(lambda: session.outbox.closed, "the spectator was closed")
+            finally:
+                pinging.cancel()
+            assert session.outbox.overflowed
+            # Not for its queue's length: coalescing kept that short.
+            assert most_pending <= len(racers) + 2 < session.outbox.limit // 2
+            await _eventually(lambda: session.ws not in server.app[SOCKETS], "socket gone")
+            assert REGISTRY.get_sample_value(*slow_closes) == slow_before + 1
+        finally:
+            raw.close()
+
+
 async def test_a_racer_who_stops_reading_is_closed_with_1008_or_cut_off(
     make_server: ServerFactory, clock: FakeClock
 ) -> None:

@@ -411,7 +411,9 @@ async def test_a_body_its_content_encoding_does_not_decode_is_bad_json(
 
 async def test_an_oversized_body_is_413_request_entity_too_large(client: Client) -> None:
     resp = await client.post(
-        "/api/v1/players", data=b'{"name": "' + b"x" * 70_000 + b'"}', headers={}
+        "/api/v1/players",
+        data=b'{"name": "' + b"x" * 70_000 + b'"}',
+        headers={"Content-Type": "application/json"},
     )
     await error(resp, 413, "request_entity_too_large")
 

@@ -1,0 +1,111 @@
+"""What any client can make the server notice as often as it likes — a request HTTP cannot
+read, a connection lost in the middle of a request, a body that does not arrive in time, a
+connection over its address's limit — logged at INFO without a traceback, at
+most one line per kind every :data:`QUIET_EVERY_S` seconds (with the number of those left out
+since), and counted in ``/metrics``. Nothing in them is the server's fault, so nothing in them
+is an ERROR: a client must not be able to fill the log, nor to bury the server's own errors in
+it.
+
+aiohttp's HTTP layer (its ``RequestHandler``) logs a request it cannot parse as an ERROR with a
+traceback, through the logger it is given: :data:`HTTP_LAYER_LOG`, whose filter turns those
+records into client faults and lets every other one through unchanged. A body cut off is seen
+where it is read (in :mod:`server.web.http`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from enum import StrEnum
+
+from aiohttp.http import HttpProcessingError
+
+from server.web import metrics
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two log lines of one kind of client fault.
+QUIET_EVERY_S = 10.0
+
+
+class Fault(StrEnum):
+    """A kind of client fault (the ``kind`` label of ``tripeaks_client_faults_total``)."""
+
+    #: A request HTTP cannot read: a malformed request line, header or chunk (aiohttp answers
+    #: 400 in plain text).
+    MALFORMED_REQUEST = "malformed_request"
+    #: The client left in the middle of a request (its body cut short, or before the answer).
+    DISCONNECTED = "disconnected"
+    #: A request body that did not arrive within ``TRIPEAKS_HTTP_BODY_TIMEOUT_S`` (408).
+    BODY_TIMEOUT = "body_timeout"
+    #: A request or websocket over its address's ``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS`` (429).
+    CONNECTION_LIMIT = "connection_limit"
+
+
+class QuietLog:
+    """At most one INFO line per key every ``every_s`` seconds; a line says how many were left
+    out since the previous one.
+
+    Args:
+        logger: where the lines go.
+        every_s: the shortest time between two lines of one key.
+        clock: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        every_s: float = QUIET_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self.every_s = every_s
+        self.clock = clock
+        self._last: dict[str, float] = {}
+        self._left_out: dict[str, int] = {}
+
+    def note(self, key: str, message: str) -> bool:
+        """Log ``message`` under ``key`` unless a line of that key went out less than
+        ``every_s`` seconds ago; whether it was logged."""
+        now = self.clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self.every_s:
+            self._left_out[key] = self._left_out.get(key, 0) + 1
+            return False
+        left_out = self._left_out.pop(key, 0)
+        self._last[key] = now
+        if left_out:
+            message += f" ({left_out} more like it since the last such line, not logged)"
+        self._logger.info("%s", message)
+        return True
+
+
+#: The client faults' log (one line per kind every :data:`QUIET_EVERY_S` seconds).
+QUIET = QuietLog(log)
+
+
+def client_fault(kind: Fault, what: str) -> None:
+    """Count a client fault and log it quietly: ``what`` says what happened (no traceback)."""
+    metrics.client_fault(kind.value)
+    QUIET.note(kind.value, f"client fault ({kind.value}): {what}")
+
+
+class _ClientFaults(logging.Filter):
+    """Turns aiohttp's ERROR about a request it could not read into a client fault; lets
+    every other record (a handler's failure among them) through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError) and exc.code < 500:
+            client_fault(Fault.MALFORMED_REQUEST, f"HTTP could not read a request: {exc.message}")
+            return False
+        return True
+
+
+#: The logger aiohttp's HTTP layer is given (``handler_args``); see the module's docstring.
+HTTP_LAYER_LOG = logging.getLogger("server.web.http_layer")
+if not any(isinstance(f, _ClientFaults) for f in HTTP_LAYER_LOG.filters):
+    HTTP_LAYER_LOG.addFilter(_ClientFaults())
+
+__all__ = ["HTTP_LAYER_LOG", "QUIET", "QUIET_EVERY_S", "Fault", "QuietLog", "client_fault"]

@@ -1,0 +1,92 @@
+"""How many connections each client address holds in use on this server process, and the limit
+on them (``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``).
+
+A connection is in use while the server serves a request on it: a websocket for its whole
+life, from before its upgrade; an HTTP request from its headers to its answer, reading its body
+included. Beyond the limit a request is answered 429 ``too_many_connections`` at once, a
+websocket before its upgrade. The address is the client's as every limit per address takes it
+(:func:`server.web.http.client_group`: an IPv6 address by its /64, the forwarded one behind a
+trusted proxy). A connection still sending its first request's headers is not yet anyone's:
+``TRIPEAKS_HTTP_HEADER_TIMEOUT_S`` bounds it instead.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from aiohttp import web
+
+from server.errors import ErrorCode
+from server.web.faults import Fault, client_fault
+from server.web.http import Handler, client_group, error_response
+
+
+class AddressConnections:
+    """Counts the connections in use per client address; one that would take an address past
+    ``per_address`` is refused and counts nothing.
+
+    Args:
+        per_address: the most connections one address may have in use at once (>= 1).
+    """
+
+    def __init__(self, per_address: int) -> None:
+        if per_address < 1:
+            raise ValueError(f"a limit per address must be at least 1, not {per_address}")
+        self.per_address = per_address
+        self._in_use: Counter[str] = Counter()
+
+    def take(self, address: str) -> bool:
+        """Count one more connection of ``address``; False (nothing counted) when it already
+        has ``per_address``."""
+        if self._in_use[address] >= self.per_address:
+            return False
+        self._in_use[address] += 1
+        return True
+
+    def give_back(self, address: str) -> None:
+        """One of the address's connections is no longer in use."""
+        self._in_use[address] -= 1
+        if self._in_use[address] <= 0:
+            del self._in_use[address]
+
+    def in_use(self, address: str) -> int:
+        """How many connections ``address`` has in use."""
+        return self._in_use[address]
+
+    @property
+    def addresses(self) -> int:
+        """How many addresses have a connection in use (the memory the counts take)."""
+        return len(self._in_use)
+
+
+#: The application's counts (see :func:`limit_middleware`).
+ADDRESS_CONNECTIONS = web.AppKey("address_connections", AddressConnections)
+
+
+@web.middleware
+async def limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Serve the request as one of its address's connections in use, or answer 429
+    ``too_many_connections`` when the address has too many (a websocket is refused so before
+    its upgrade)."""
+    counts = request.app[ADDRESS_CONNECTIONS]
+    address = client_group(request)
+    if not counts.take(address):
+        client_fault(
+            Fault.CONNECTION_LIMIT,
+            f"{request.method} {request.path} from {address}: over its "
+            f"{counts.per_address} connections",
+        )
+        refused = error_response(
+            429,
+            ErrorCode.TOO_MANY_CONNECTIONS,
+            f"this address already has {counts.per_address} connections in use; close one",
+        )
+        refused.force_close()  # one connection fewer at once, not after an idle time
+        return refused
+    try:
+        return await handler(request)
+    finally:
+        counts.give_back(address)
+
+
+__all__ = ["ADDRESS_CONNECTIONS", "AddressConnections", "limit_middleware"]
