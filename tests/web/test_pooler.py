@@ -403,6 +403,8 @@ def _server_env(mode: PoolMode, pooled: str, direct: str, data: Path) -> dict[st
         "TRIPEAKS_SOLVER_WORKERS": "0",
         "TRIPEAKS_REGISTER_PER_MINUTE": "100000",
         "TRIPEAKS_WS_RATE_PER_SECOND": "1000",
+        # Every simulated player and reader connects from 127.0.0.1.
+        "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "100000",
         "TRIPEAKS_RACE_COUNTDOWN_S": "0.5",
         "TRIPEAKS_LOG_LEVEL": "WARNING",
     }
