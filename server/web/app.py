@@ -127,6 +127,7 @@ def create_app(
     app.cleanup_ctx.append(_database(run_migrations, analyzer, daily_secret))
     if freeze_startup:
         app.on_startup.append(_freeze_startup_objects)
+    app.cleanup_ctx.append(_quiet_accept_failures)
     app.on_shutdown.append(_close_sockets)
     app.on_response_prepare.append(_cache_headers)
     routes.add_routes(app)
@@ -415,6 +416,14 @@ async def _freeze_startup_objects(app: web.Application) -> None:
     log.info(
         "%d objects alive after start moved out of the collector's reach", gc.get_freeze_count()
     )
+
+
+async def _quiet_accept_failures(app: web.Application) -> AsyncIterator[None]:
+    """While the app runs, connections the loop cannot accept (no file left) are client
+    faults, not ERRORs with tracebacks (see :func:`faults.quiet_accept_failures`)."""
+    restore = faults.quiet_accept_failures(asyncio.get_running_loop())
+    yield
+    restore()
 
 
 async def _close_sockets(app: web.Application) -> None:

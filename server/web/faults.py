@@ -1,6 +1,7 @@
 """What any client can make the server notice as often as it likes — a request HTTP cannot
 read, a connection lost in the middle of a request, a body that does not arrive in time, a
-connection over its address's limit — logged at INFO without a traceback, at
+connection over its address's limit, connections opened until the process has no file left —
+logged at INFO (the last at WARNING) without a traceback, at
 most one line per kind every :data:`QUIET_EVERY_S` seconds (with the number of those left out
 since), and counted in ``/metrics``. Nothing in them is the server's fault, so nothing in them
 is an ERROR: a client must not be able to fill the log, nor to bury the server's own errors in
@@ -14,10 +15,12 @@ where it is read (in :mod:`server.web.http`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
 from enum import StrEnum
+from typing import Any
 
 from aiohttp.http import HttpProcessingError
 
@@ -41,6 +44,9 @@ class Fault(StrEnum):
     BODY_TIMEOUT = "body_timeout"
     #: A request or websocket over its address's ``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS`` (429).
     CONNECTION_LIMIT = "connection_limit"
+    #: A connection the process could not accept, having no file left (its open-file limit):
+    #: asyncio stops accepting for a second. Logged at WARNING: the limit may be too low.
+    OUT_OF_FILES = "out_of_files"
 
 
 class QuietLog:
@@ -65,9 +71,9 @@ class QuietLog:
         self._last: dict[str, float] = {}
         self._left_out: dict[str, int] = {}
 
-    def note(self, key: str, message: str) -> bool:
-        """Log ``message`` under ``key`` unless a line of that key went out less than
-        ``every_s`` seconds ago; whether it was logged."""
+    def note(self, key: str, message: str, level: int = logging.INFO) -> bool:
+        """Log ``message`` under ``key`` (at ``level``) unless a line of that key went out less
+        than ``every_s`` seconds ago; whether it was logged."""
         now = self.clock()
         last = self._last.get(key)
         if last is not None and now - last < self.every_s:
@@ -77,7 +83,7 @@ class QuietLog:
         self._last[key] = now
         if left_out:
             message += f" ({left_out} more like it since the last such line, not logged)"
-        self._logger.info("%s", message)
+        self._logger.log(level, "%s", message)
         return True
 
 
@@ -85,10 +91,41 @@ class QuietLog:
 QUIET = QuietLog(log)
 
 
-def client_fault(kind: Fault, what: str) -> None:
-    """Count a client fault and log it quietly: ``what`` says what happened (no traceback)."""
+def client_fault(kind: Fault, what: str, level: int = logging.INFO) -> None:
+    """Count a client fault and log it quietly (at ``level``): ``what`` says what happened (no
+    traceback)."""
     metrics.client_fault(kind.value)
-    QUIET.note(kind.value, f"client fault ({kind.value}): {what}")
+    QUIET.note(kind.value, f"client fault ({kind.value}): {what}", level)
+
+
+#: What asyncio reports, through the event loop's exception handler, when it cannot accept a
+#: connection for want of a file (EMFILE, ENFILE) or of memory for it (ENOBUFS, ENOMEM).
+ACCEPT_FAILED = "socket.accept() out of system resource"
+
+
+def quiet_accept_failures(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+    """Make ``loop`` report connections it cannot accept as a client fault (``out_of_files``,
+    at WARNING, quietly) instead of an ERROR with a traceback each time: opening connections
+    until the process has no file left is anyone's to do. Every other report goes where it
+    went. Returns what puts the loop's former handler back."""
+    previous = loop.get_exception_handler()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") == ACCEPT_FAILED:
+            exc = context.get("exception")
+            client_fault(
+                Fault.OUT_OF_FILES,
+                f"a connection could not be accepted ({exc}); accepting again in a second "
+                "(raise the process's open-file limit?)",
+                logging.WARNING,
+            )
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)
+    return lambda: loop.set_exception_handler(previous)
 
 
 class _ClientFaults(logging.Filter):
@@ -108,4 +145,13 @@ HTTP_LAYER_LOG = logging.getLogger("server.web.http_layer")
 if not any(isinstance(f, _ClientFaults) for f in HTTP_LAYER_LOG.filters):
     HTTP_LAYER_LOG.addFilter(_ClientFaults())
 
-__all__ = ["HTTP_LAYER_LOG", "QUIET", "QUIET_EVERY_S", "Fault", "QuietLog", "client_fault"]
+__all__ = [
+    "ACCEPT_FAILED",
+    "HTTP_LAYER_LOG",
+    "QUIET",
+    "QUIET_EVERY_S",
+    "Fault",
+    "QuietLog",
+    "client_fault",
+    "quiet_accept_failures",
+]

@@ -177,13 +177,20 @@ CLIENT_FAULTS = Counter(
     "Requests that failed by their client's doing, by kind: malformed_request (HTTP could not "
     "read it; answered 400), disconnected (the client left mid-request, its body cut short), "
     "body_timeout (its body did not arrive in time; answered 408), connection_limit (over its "
-    "address's connection limit; answered 429). Logged at INFO, at most one line per kind "
-    "every 10 s.",
+    "address's connection limit; answered 429), out_of_files (a connection not accepted: the "
+    "process had no file left). Logged at INFO (out_of_files at WARNING), at most one line "
+    "per kind every 10 s.",
     ["kind"],
 )
 _CLIENT_FAULTS = {
     kind: CLIENT_FAULTS.labels(kind)
-    for kind in ("malformed_request", "disconnected", "body_timeout", "connection_limit")
+    for kind in (
+        "malformed_request",
+        "disconnected",
+        "body_timeout",
+        "connection_limit",
+        "out_of_files",
+    )
 }
 
 

@@ -127,3 +127,26 @@ def test_the_quiet_log_keeps_one_line_per_kind_per_period(caplog: pytest.LogCapt
         "other",
         "four (2 more like it since the last such line, not logged)",
     ]
+
+
+async def test_connections_the_process_has_no_file_for_are_one_warning_not_errors(
+    served: int, caplog: pytest.LogCaptureFixture, clock_of_the_quiet_log: Clock
+) -> None:
+    # What asyncio reports each time accept() fails for want of a file (EMFILE) while a server
+    # runs: the exact report, as the event loop's selector makes it.
+    loop = asyncio.get_running_loop()
+    before = _faults("out_of_files")
+    caplog.set_level(logging.INFO)
+    for _ in range(20):
+        loop.call_exception_handler(
+            {"message": faults.ACCEPT_FAILED, "exception": OSError(24, "Too many open files")}
+        )
+    assert _faults("out_of_files") == before + 20
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    (line,) = _fault_lines(caplog, "out_of_files")
+    assert line.levelno == logging.WARNING and line.exc_info is None
+    # Any other report goes where it went: an ERROR.
+    loop.call_exception_handler({"message": "something else went wrong"})
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
+        "something else went wrong"
+    ]
