@@ -22,12 +22,16 @@ from pathlib import Path
 from typing import Literal
 
 import aiohttp
-import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
 from server.bench.process import free_port
-from tests.conftest import ADMIN_URL, _pgbouncer_program, _unprivileged_user
+from tests.conftest import (
+    ADMIN_URL,
+    _pgbouncer_answers,
+    _pgbouncer_program,
+    _unprivileged_user,
+)
 
 PoolMode = Literal["transaction", "session"]
 
@@ -100,7 +104,7 @@ admin_users = {user}
         probe = self.pooled(make_url(ADMIN_URL).set(database="postgres").render_as_string(False))
         deadline = time.monotonic() + BOUNCER_START_S
         while self._process.poll() is None and time.monotonic() < deadline:
-            if asyncio.run(_answers(probe)):
+            if asyncio.run(_pgbouncer_answers(probe)):
                 return
             time.sleep(0.05)  # polling for the condition: PgBouncer answers
         self.stop()
@@ -125,17 +129,6 @@ admin_users = {user}
         """Stop it and delete its folder."""
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-async def _answers(url: str) -> bool:
-    try:
-        conn = await asyncpg.connect(url, statement_cache_size=0, timeout=2)
-    except (OSError, asyncpg.PostgresError, TimeoutError):
-        return False
-    try:
-        return bool(await conn.fetchval("SELECT 1") == 1)
-    finally:
-        await conn.close()
 
 
 #: The daily secret of the server processes.

@@ -228,28 +228,18 @@ class Analyzer:
             self._cache.move_to_end(key)
             self._looked_up("hit")
             return cached
-        pending = self._pending.get(key)
-        if pending is not None:
-            self._looked_up("shared")
-            return await asyncio.shield(pending)
-        self._looked_up("miss")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[DealAnalysis] = loop.create_future()
-        self._pending[key] = future
-        try:
+        self._looked_up("shared" if key in self._pending else "miss")
+
+        async def solve() -> DealAnalysis:
             started = time.perf_counter()
+            loop = asyncio.get_running_loop()
             winnable, par, line = await loop.run_in_executor(self._pool, _solve_code, key)
             self._solved("analyse", started)
             result = DealAnalysis(winnable, par, _decode(line))
             self._keep(self._cache, key, result)
-            future.set_result(result)
             return result
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # mark retrieved: the waiters re-raise it themselves
-            raise
-        finally:
-            self._pending.pop(key, None)
+
+        return await self._shared(self._pending, key, solve)
 
     async def grade(self, code: GameCode) -> DealGrade:
         """A deal's analysis and, when it is winnable, its difficulty
@@ -261,14 +251,10 @@ class Analyzer:
         if cached is not None:
             self._grades.move_to_end(key)
             return cached
-        pending = self._grading.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[DealGrade] = loop.create_future()
-        self._grading[key] = future
-        try:
+
+        async def work() -> DealGrade:
             started = time.perf_counter()
+            loop = asyncio.get_running_loop()
             winnable, par, line, difficulty = await loop.run_in_executor(
                 self._pool, grade_code, key
             )
@@ -277,6 +263,25 @@ class Analyzer:
             result = DealGrade(analysis, difficulty)
             self._keep(self._cache, key, analysis)
             self._keep(self._grades, key, result)
+            return result
+
+        return await self._shared(self._grading, key, work)
+
+    @staticmethod
+    async def _shared(
+        pending: dict[str, asyncio.Future[T]],
+        key: str,
+        work: Callable[[], Coroutine[Any, Any, T]],
+    ) -> T:
+        """``work()`` for ``key``, unless it is already under way (in ``pending``): concurrent
+        asks share one run and its outcome, its result or its exception."""
+        running = pending.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        pending[key] = future
+        try:
+            result = await work()
             future.set_result(result)
             return result
         except BaseException as exc:
@@ -284,7 +289,7 @@ class Analyzer:
             future.exception()  # mark retrieved: the waiters re-raise it themselves
             raise
         finally:
-            self._grading.pop(key, None)
+            pending.pop(key, None)
 
     def _keep(self, cache: OrderedDict[str, Any], key: str, value: object) -> None:
         """Put ``value`` in ``cache`` as its newest entry, forgetting the oldest beyond the
