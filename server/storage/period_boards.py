@@ -8,8 +8,7 @@ elapsed ms ascending, player id (:func:`period_order_key`); entries equal on tot
 elapsed ms tie (:func:`period_tied`). A rank sums bounded ranges of ``period_counts`` and counts
 within one elapsed second on the board index, as the daily board does
 (:mod:`server.storage.board_queries`); a page is one range of ``ix_period_totals_board``, never
-an OFFSET. Every answer reads one snapshot: one statement, or (a window) two statements in one
-REPEATABLE READ transaction.
+an OFFSET. Every answer is one statement, hence one snapshot: rows and ranks always agree.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    CompoundSelect,
     Date,
     Integer,
     ScalarSelect,
@@ -31,8 +31,11 @@ from sqlalchemy import (
     bindparam,
     func,
     literal_column,
+    null,
     select,
+    true,
     tuple_,
+    union_all,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
@@ -280,12 +283,52 @@ OWN_MANY = (
 OWN = _ENTRIES.add_columns(*_rank_counts(_SELF, up_to=False)).where(
     PeriodTotal.player_id == _PLAYER
 )
-#: Up to ``limit`` entries before the cursor, nearest first.
-ABOVE = _ENTRIES.where(_SELF.position() < _CURSOR.position()).order_by(*_REVERSE).limit(_LIMIT)
-#: Up to ``limit`` entries after the cursor.
-BELOW = FIRST_PAGE.where(_SELF.position() > _CURSOR.position())
-#: The cursor's counts.
-COUNTS = select(*_rank_counts(_CURSOR, up_to=False))
+
+
+def _around() -> CompoundSelect[Any]:
+    """One statement for a window around a player: their entry with its counts (``part``
+    0), up to ``limit`` entries above it (1) and below it (2), and the counts of the farthest
+    entry above it, the window's first (3: the columns null but ``better``)."""
+    own = OWN.cte("own")
+    at_own = tuple_(-own.c.total, -own.c.days, own.c.elapsed_ms, own.c.player_id)
+    # LATERAL, so that the player's row drives the index scans.
+    nearer = _ENTRIES.where(_SELF.position() < at_own).order_by(*_REVERSE).limit(_LIMIT)
+    farther = _ENTRIES.where(_SELF.position() > at_own).order_by(*_ORDER).limit(_LIMIT)
+    nearest = nearer.lateral("nearer")
+    above = select(*nearest.c).select_from(own.join(nearest, true())).cte("above")
+    below = farther.lateral("below")
+    first = (
+        select(above)
+        .order_by(-above.c.total, -above.c.days, above.c.elapsed_ms, above.c.player_id)
+        .limit(1)
+        .subquery("first")
+    )
+    top = _Key(
+        total=first.c.total,
+        days=first.c.days,
+        elapsed_ms=first.c.elapsed_ms,
+        second=first.c.elapsed_ms // 1000,
+        player_id=first.c.player_id,
+    )
+    better, _ = _rank_counts(top, up_to=False)
+
+    def columns(source: Any) -> list[Any]:
+        return [source.c[column.key] for column in _COLUMNS]
+
+    blank = [null()] * len(_COLUMNS)
+    return union_all(
+        select(literal_column("0").label("part"), *columns(own), own.c.better, own.c.ties),
+        select(literal_column("1"), *columns(above), null(), null()),
+        select(literal_column("2"), *columns(below), null(), null()).select_from(
+            own.join(below, true())
+        ),
+        select(literal_column("3"), *blank, better, null()).select_from(first),
+    )
+
+
+#: The entries around a player (``player_id``, ``limit`` either side) and the counts of the
+#: player's entry and of the window's first (see :func:`_around`).
+AROUND = _around()
 
 
 # ---------------------------------------------------------------------------------- store
@@ -329,9 +372,8 @@ class PostgresPeriodBoardStore:
     async def window(
         self, kind: str, starts_on: dt.date, player_id: int, radius: int
     ) -> PeriodSlice | None:
-        """The player's entry with up to ``radius`` entries either side: its row and counts,
-        the rows around it and the counts of the window's first row, read in one REPEATABLE
-        READ transaction (one snapshot).
+        """The player's entry with up to ``radius`` entries either side, with the counts of
+        theirs and of the window's first (one statement, one snapshot).
 
         Returns:
             The window, or None when the player has no entry (also for ids outside
@@ -342,21 +384,18 @@ class PostgresPeriodBoardStore:
         """
         if not 0 < player_id <= MAX_PLAYER_ID:
             return None
-        values: dict[str, Any] = {"kind": kind, "starts_on": starts_on, "limit": radius}
-        async with self._connection(snapshot=True) as conn:
-            own = (await conn.execute(OWN, values | {"player_id": player_id})).first()
-            if own is None:
-                return None
-            at = values | position_values(own)
-            above = list(reversed((await conn.execute(ABOVE, at)).all())) if radius else []
-            below = (await conn.execute(BELOW, at)).all() if radius else []
-            before = int(own.better) + int(own.ties) - len(above)
-            if not above or period_tied(above[0], own):
-                better = int(own.better)
-            else:
-                top = (await conn.execute(COUNTS, values | position_values(above[0]))).one()
-                better = int(top.better)
-        return PeriodSlice(_rows([*above, own, *below]), before, better)
+        values = {"kind": kind, "starts_on": starts_on, "limit": radius, "player_id": player_id}
+        async with self._connection() as conn:
+            parts = (await conn.execute(AROUND, values)).all()
+        own = next((row for row in parts if row.part == 0), None)
+        if own is None:
+            return None
+        above = sorted((row for row in parts if row.part == 1), key=period_order_key)
+        below = sorted((row for row in parts if row.part == 2), key=period_order_key)
+        first = next((row for row in parts if row.part == 3), None)
+        before = int(own.better) + int(own.ties) - len(above)
+        better = int(own.better) if first is None or period_tied(above[0], own) else first.better
+        return PeriodSlice(_rows([*above, own, *below]), before, int(better))
 
     async def entries(
         self, kind: str, starts_on: dt.date, player_ids: Collection[int]
@@ -378,12 +417,11 @@ class PostgresPeriodBoardStore:
         ]
 
     @asynccontextmanager
-    async def _connection(self, *, snapshot: bool = False) -> AsyncIterator[AsyncConnection]:
-        """A connection for one answer: autocommit for one statement, else one REPEATABLE
-        READ transaction."""
-        level = "REPEATABLE READ" if snapshot else "AUTOCOMMIT"
+    async def _connection(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for one answer, read by one statement (one snapshot) outside any
+        transaction (sparing its two round trips)."""
         async with self._sessions() as session:
-            yield await session.connection(execution_options={"isolation_level": level})
+            yield await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
 
 
 def _rows(rows: Sequence[Any]) -> tuple[PeriodRow, ...]:
