@@ -8,18 +8,29 @@ kept by the database's triggers)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import random
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from server.engine import RuleSet
 from server.errors import ErrorCode, InvalidInputError, NotFoundError
+from server.services.clock import FakeClock
 from server.services.moderation import ModerationService
 from server.services.period_boards import Period, PeriodBoardService, PeriodEntry, PeriodKey
-from server.storage.period_boards import PostgresPeriodBoardStore
+from server.storage import period_boards
+from server.storage.follows import PostgresFollowStore
+from server.storage.period_boards import PostgresPeriodBoardStore, position_values
 from server.storage.sessions import Sessions
 from tests.backends import PostgresBackend, Seed, open_backend
+from tests.helpers import WsPlayer, blocking_line, daily_code, register
+from tests.services.test_leaderboard_ranks import explain
+from tests.storage.test_period_totals import assert_totals_match
 
 #: ISO week 2026-W10 (Monday 2 March to Sunday 8 March), inside March 2026.
 WEEK = Period("week", dt.date(2026, 3, 2))
@@ -247,3 +258,65 @@ async def test_a_bad_cursor_is_refused(backend: PostgresBackend, cursor: str) ->
 def test_a_cursor_names_its_position() -> None:
     key = PeriodKey(1800, 2, 61_000, 42)
     assert PeriodKey.decode(key.encode()) == key
+
+
+# --------------------------------------------------------------------------------- end to end
+
+
+async def test_dailies_finished_over_websockets_on_two_dates_are_summed(
+    client: TestClient[Any, Any], clock: FakeClock, settings: Any, db: AsyncEngine
+) -> None:
+    """Three players finish (or resign) the dailies of two dates of one week over real
+    websockets, two of them at once each date: the totals the triggers keep equal a recount of
+    the games, and the board ranks them by their sums."""
+    players = [await register(client, name) for name in ("Ann", "Ben", "Cid")]
+    sockets = [(await WsPlayer.connect(client, p["token"]))[0] for p in players]
+    for day in range(2):
+        if day:
+            clock.advance(days=1)
+        date = clock.now().date()
+        code = daily_code((settings.daily_secret or "").encode(), date, RuleSet.EASY)
+        line = blocking_line(code.deal(), code.rules)
+        assert line is not None
+        games = [(await ws.request({"type": "join_daily"}))["game"] for ws in sockets]
+        clock.advance(ms=30_000)
+        await asyncio.gather(sockets[0].play(games[0], line), sockets[1].play(games[1], line))
+        await sockets[2].request({"type": "resign", "game_id": games[2]["game_id"]})
+    await assert_totals_match(db)
+    week = Period.of("week", clock.now().date())
+    assert week == Period.of("week", clock.now().date() - dt.timedelta(days=1))
+    sessions = Sessions(db)
+    service = PeriodBoardService(PostgresPeriodBoardStore(sessions), PostgresFollowStore(sessions))
+    entries = (await service.page(week)).entries
+    assert [(e.rank, e.days) for e in entries] == [(1, 2), (1, 2)]
+    assert {e.player_id for e in entries} == {players[0]["id"], players[1]["id"]}
+    for ws in sockets:
+        await ws.close()
+
+
+# --------------------------------------------------------------------------------- query plans
+
+
+async def test_pages_windows_and_ranks_are_ranges_of_the_board_index(
+    backend: PostgresBackend,
+) -> None:
+    seeds, _ = await random_board(backend, 30, 7)
+    db = backend.engine
+    where = {"kind": "week", "starts_on": WEEK.starts_on, "limit": 51}
+    key = position_values(PeriodKey(600, 1, 1000, 3))
+
+    first = await explain(db, period_boards.FIRST_PAGE, where)
+    assert "Index Scan using ix_period_totals_board on period_totals" in first, first
+    assert "Sort" not in first, first
+    deeper = await explain(db, period_boards.NEXT_PAGE, where | key)
+    assert "Sort" not in deeper and "Seq Scan" not in deeper, deeper
+    assert "ROW((- total), (- days), elapsed_ms, player_id) > ROW(" in deeper, deeper
+    assert deeper.count("Index Scan using pk_period_counts") == 3, deeper
+    assert "(level = '0'::smallint) AND (total > " in deeper, deeper
+    window = await explain(db, period_boards.AROUND, where | {"player_id": seeds[0].player_id})
+    assert "Seq Scan" not in window, window
+    # The only sort is of the entries above the player (at most ``limit``), for the first.
+    sorts = [line for line in window.splitlines() if "Sort Key:" in line]
+    assert sorts and all("above" in line for line in sorts), window
+    assert "Index Scan Backward using ix_period_totals_board" in window, window
+    assert "Join Filter" not in window, window
