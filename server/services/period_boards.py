@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import calendar
 import datetime as dt
 import json
 import re
@@ -93,11 +94,12 @@ class Period:
 
     @property
     def ends_on(self) -> dt.date:
-        """The period's last date."""
+        """The period's last date (the last date there is, for the week of 9999-12-31)."""
         if self.kind == "week":
-            return self.starts_on + dt.timedelta(days=6)
-        following = (self.starts_on + dt.timedelta(days=31)).replace(day=1)
-        return following - dt.timedelta(days=1)
+            left = dt.date.max - self.starts_on
+            return self.starts_on + min(dt.timedelta(days=6), left)
+        last = calendar.monthrange(self.starts_on.year, self.starts_on.month)[1]
+        return self.starts_on.replace(day=last)
 
     def __str__(self) -> str:
         if self.kind == "week":

@@ -224,6 +224,10 @@ def test_period_names_parse_and_print() -> None:
     assert Period.parse("month", "2026-02").ends_on == dt.date(2026, 2, 28)
     assert Period.parse("month", "2026-12").ends_on == dt.date(2026, 12, 31)
     assert Period.parse("week", "2026-W49").ends_on == dt.date(2026, 12, 6)
+    # The calendar's ends.
+    assert Period.parse("month", "9999-12").ends_on == dt.date(9999, 12, 31)
+    assert Period.parse("week", "9999-W52").ends_on == dt.date(9999, 12, 31)
+    assert Period.parse("week", "0001-W01").starts_on == dt.date(1, 1, 1)
 
 
 @pytest.mark.parametrize(

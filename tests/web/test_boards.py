@@ -136,3 +136,10 @@ async def test_bad_input_is_400_naming_what_was_wrong(
     body = await _json(await client.get(f"/api/v1{path}"), 400)
     assert body["error"]["code"] == code
     assert message in body["error"]["message"]
+
+
+async def test_the_calendars_last_week_and_month_are_boards_too(client: Client) -> None:
+    week = await _json(await client.get("/api/v1/boards/week/9999-W52"))
+    assert (week["starts_on"], week["ends_on"], week["entries"]) == ("9999-12-27", "9999-12-31", [])
+    month = await _json(await client.get("/api/v1/boards/month/9999-12/around/1"), 404)
+    assert month["error"]["code"] == "not_ranked"
