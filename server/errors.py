@@ -89,6 +89,7 @@ class ErrorCode(StrEnum):
     NOT_IN_RACE = "not_in_race"
     # the daily challenge and its leaderboard (REST)
     BAD_DATE = "bad_date"
+    BAD_PERIOD = "bad_period"
     NO_DAILY = "no_daily"
     BAD_LIMIT = "bad_limit"
     BAD_CURSOR = "bad_cursor"

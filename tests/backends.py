@@ -620,10 +620,12 @@ class PostgresBackend(Backend):
                 "SELECT id, hidden_at, hidden_by FROM games ORDER BY id",
                 "SELECT 'board', * FROM leaderboard_counts ORDER BY 2, 3, 4, 5, 6",
                 "SELECT 'players', * FROM daily_players ORDER BY 2",
+                "SELECT 'periods', * FROM period_totals ORDER BY 2, 3, 4",
+                "SELECT 'period counts', * FROM period_counts ORDER BY 2, 3, 4, 5, 6, 7",
             ):
                 tables.append([tuple(row) for row in await conn.execute(text(query))])
-        actions, bans, hidden, board, players = tables
-        return ModerationState(actions, bans, hidden, board + players)
+        actions, bans, hidden, *counters = tables
+        return ModerationState(actions, bans, hidden, [row for rows in counters for row in rows])
 
     async def clear(self) -> None:
         async with self.engine.begin() as conn:

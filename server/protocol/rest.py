@@ -22,6 +22,7 @@ from server.engine.actions import ActionKind, Status
 from server.engine.codes import DealVersion, RuleSet
 from server.engine.difficulty import Level
 from server.errors import ErrorCode
+from server.protocol.rest_boards import PeriodBoardPage, PeriodBoardWindow, PeriodFriendsBoard
 from server.protocol.rest_players import FollowedPlayer, Following, PlayerProfile, Unfollowed
 from server.protocol.rest_replays import Replay
 from server.protocol.rest_types import (
@@ -282,6 +283,9 @@ Body = (
     | DailyChallenge
     | LeaderboardPage
     | LeaderboardWindow
+    | PeriodBoardPage
+    | PeriodBoardWindow
+    | PeriodFriendsBoard
     | GameRecord
     | Replay
     | PlayerProfile

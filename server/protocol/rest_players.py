@@ -10,6 +10,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
+from server.protocol.rest_boards import PeriodStanding
 from server.protocol.rest_types import Count, Date, RowId, Timestamp
 
 
@@ -75,7 +76,8 @@ class Streak(msgspec.Struct, frozen=True):
 
 class PlayerProfile(msgspec.Struct, frozen=True):
     """A player's public profile (docs/protocol.md §12.15): the daily history by date,
-    streaks and figures, and their races. No deal's code and no card."""
+    streaks and figures, their races, and their places on the boards of the current week and
+    month (§12.17). No deal's code and no card."""
 
     id: RowId
     name: str
@@ -88,3 +90,5 @@ class PlayerProfile(msgspec.Struct, frozen=True):
     races_played: Count
     races_won: Count
     days: list[ProfileDay]
+    week: PeriodStanding
+    month: PeriodStanding

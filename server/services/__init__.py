@@ -1,5 +1,6 @@
-"""Services: games, the daily challenge, players, profiles, leaderboards, races, following and
-replays. They use the engine and the store, take a clock, and know nothing of sockets or HTTP."""
+"""Services: games, the daily challenge, players, profiles, leaderboards (daily, weekly and
+monthly), races, following and replays. They use the engine and the store, take a clock, and
+know nothing of sockets or HTTP."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from server.services.friends import FriendService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
 from server.services.moderation import ModerationService
+from server.services.period_boards import PeriodBoardService
 from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.profiles import ProfileService
@@ -30,6 +32,7 @@ from server.storage.games import PostgresGameStore
 from server.storage.leaderboards import PostgresLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.online import PostgresOnlineStore
+from server.storage.period_boards import PostgresPeriodBoardStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence_postgres import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore
@@ -53,6 +56,7 @@ class Services:
     replays: ReplayService
     profiles: ProfileService
     friends: FriendService
+    boards: PeriodBoardService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -101,6 +105,7 @@ class Services:
         rooms, presence = PostgresRaceStore(sessions), PostgresPresenceStore(sessions)
         leaderboards = LeaderboardService(PostgresLeaderboardStore(sessions))
         instance = instance or uuid.uuid4().hex
+        follows = PostgresFollowStore(sessions)
         return cls(
             db=db,
             clock=clock,
@@ -124,13 +129,14 @@ class Services:
             replays=ReplayService(game_store, daily, analyzer),
             profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
             friends=FriendService(
-                PostgresFollowStore(sessions),
+                follows,
                 PostgresOnlineStore(sessions),
                 leaderboards,
                 clock,
                 instance=instance,
                 instance_timeout_s=limits.instance_timeout_s,
             ),
+            boards=PeriodBoardService(PostgresPeriodBoardStore(sessions), follows),
             analyzer=analyzer,
         )
 

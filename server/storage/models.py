@@ -238,6 +238,64 @@ class LeaderboardCount(Base):
     __table_args__ = (CheckConstraint("level IN (0, 1, 2)", name="level"),)
 
 
+class PeriodTotal(Base):
+    """A player's entry on a weekly or monthly board: the sum of the scores, the number of days
+    and the sum of the elapsed ms of their ranked daily results in the period (docs/rules.md §4
+    "Weekly and monthly boards").
+
+    Kept by statement-level triggers on ``games`` (migration 0013). ``kind`` is ``week`` (an
+    ISO week, ``starts_on`` its Monday) or ``month`` (``starts_on`` its first day). A row whose
+    results have all left (hidden, deleted) stays with ``days = 0``, on no board.
+    """
+
+    __tablename__ = "period_totals"
+
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)
+    starts_on: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    player_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    total: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    days: Mapped[int] = mapped_column(Integer, nullable=False)
+    elapsed_ms: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+    __table_args__ = (
+        CheckConstraint("kind IN ('week', 'month')", name="kind"),
+        # The board in its order (total and days descending, time ascending, player id), for
+        # keyset pages: one row comparison is one index range.
+        Index(
+            "ix_period_totals_board",
+            "kind",
+            "starts_on",
+            text("(-total)"),
+            text("(-days)"),
+            "elapsed_ms",
+            "player_id",
+            postgresql_where=text("days > 0"),
+        ),
+    )
+
+
+class PeriodCount(Base):
+    """Entries of a weekly or monthly board counted by key prefix (as
+    :class:`LeaderboardCount` for a date), kept by the triggers of migration 0013: ``level`` 0
+    per ``total`` (``days`` and ``elapsed_s`` 0), 1 per ``total`` and ``days``, 2 per
+    ``total``, ``days`` and whole elapsed second (``elapsed_ms / 1000``)."""
+
+    __tablename__ = "period_counts"
+
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)
+    starts_on: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    level: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    total: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    days: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    elapsed_s: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    entries: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+    __table_args__ = (
+        CheckConstraint("kind IN ('week', 'month')", name="kind"),
+        CheckConstraint("level IN (0, 1, 2)", name="level"),
+    )
+
+
 class DailyPlayers(Base):
     """How many daily games were started for a date (any status), kept by statement-level
     triggers on ``games`` (migration 0005) so that it is never a count of the date's games."""
@@ -543,6 +601,8 @@ __all__ = [
     "GameAction",
     "LeaderboardCount",
     "ModerationAction",
+    "PeriodCount",
+    "PeriodTotal",
     "Player",
     "PlayerConnection",
     "PresenceRole",

@@ -21,7 +21,9 @@ from server.protocol.rest_players import (
     Unfollowed,
 )
 from server.services.friends import FollowedPlayer as Followed
+from server.services.period_boards import Period, PeriodEntry
 from server.services.profiles import Profile
+from server.web.api_boards import standing
 from server.web.http import bearer, follow_name_body, path_id, respond, utc
 from server.web.keys import SERVICES
 
@@ -78,7 +80,10 @@ async def unfollow(request: web.Request) -> web.Response:
     return respond(Unfollowed(player_id, was))
 
 
-def _profile(profile: Profile) -> PlayerProfile:
+Standing = tuple[Period, PeriodEntry | None]
+
+
+def _profile(profile: Profile, week: Standing, month: Standing) -> PlayerProfile:
     return PlayerProfile(
         id=profile.player_id,
         name=profile.name,
@@ -93,13 +98,19 @@ def _profile(profile: Profile) -> PlayerProfile:
         days=[
             ProfileDay(d.date, d.status, d.score, d.rank, d.par, d.par_share) for d in profile.days
         ],
+        week=standing(*week),
+        month=standing(*month),
     )
 
 
 async def player_profile(request: web.Request) -> web.Response:
     """A player's public profile: name, member since, the daily history by UTC date (result,
     rank on that date's leaderboard, score, share of par), the current and best daily streak,
-    best score, average share of par, races played and won. Never a deal's code nor a card:
-    today's daily shows its result alone, a race still running shows nowhere."""
+    best score, average share of par, races played and won, and their rank on the boards of
+    the current week and month. Never a deal's code nor a card: today's daily shows its result
+    alone, a race still running shows nowhere."""
     player_id = path_id(request, "player_id")
-    return respond(_profile(await request.app[SERVICES].profiles.profile(player_id)))
+    services = request.app[SERVICES]
+    profile = await services.profiles.profile(player_id)
+    week, month = await services.boards.standings(player_id, profile.today)
+    return respond(_profile(profile, week, month))

@@ -4,7 +4,8 @@ document served at ``GET /api/v1/openapi.json``, so no route exists without its 
 
 The table is assembled here from the per-area lists, in registration order:
 :mod:`server.web.routes_players` (players, profiles, following), :mod:`server.web.routes_daily`
-(the daily and its leaderboards), :mod:`server.web.routes_games` (game records, replays, race
+(the daily and its leaderboards), :mod:`server.web.routes_boards` (the weekly and monthly
+boards), :mod:`server.web.routes_games` (game records, replays, race
 rooms), then this document and the health routes. What the entries share (:class:`Route`,
 parameter types, common answers and headers) is :mod:`server.web.routing`'s.
 """
@@ -28,6 +29,7 @@ from server.protocol.rest import Health
 from server.web.api import healthz, readyz, scrape_metrics
 from server.web.http import PREFIX, Handler
 from server.web.keys import SETTINGS
+from server.web.routes_boards import BOARD_ROUTES
 from server.web.routes_daily import DAILY_ROUTES
 from server.web.routes_games import GAME_ROUTES
 from server.web.routes_players import PLAYER_ROUTES
@@ -87,6 +89,7 @@ def _health(path: str, handler: Handler, summary: str, *answers: Answer) -> Rout
 ROUTES: tuple[Route, ...] = (
     *PLAYER_ROUTES,
     *DAILY_ROUTES,
+    *BOARD_ROUTES,
     *GAME_ROUTES,
     Route(
         Operation(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from server.errors import ErrorCode
-from server.protocol.openapi import Answer, Auth, Parameter, errors
+from server.protocol.openapi import Answer, Auth, errors
 from server.protocol.rest import (
     DailyChallenge,
     FriendsBoard,
@@ -12,16 +12,7 @@ from server.protocol.rest import (
     LeaderboardWindow,
 )
 from server.web.api import around, daily_of_date, daily_today, friends_board, leaderboard
-from server.web.routing import (
-    DATE,
-    UNAUTHORIZED,
-    CursorParam,
-    LimitParam,
-    RadiusParam,
-    Route,
-    RowIdParam,
-    api_route,
-)
+from server.web.routing import AROUND, DATE, PAGE, UNAUTHORIZED, Route, api_route
 
 #: The routes under ``/api/v1/daily``, in registration order.
 DAILY_ROUTES: tuple[Route, ...] = (
@@ -52,16 +43,7 @@ DAILY_ROUTES: tuple[Route, ...] = (
         "daily",
         Answer(200, "a page of entries", LeaderboardPage),
         errors(400, ErrorCode.BAD_DATE, ErrorCode.BAD_LIMIT, ErrorCode.BAD_CURSOR),
-        parameters=(
-            DATE,
-            Parameter("limit", "query", LimitParam, "entries per page", default=50),
-            Parameter(
-                "cursor",
-                "query",
-                CursorParam,
-                "the previous page's next_cursor (opaque); absent for the first page",
-            ),
-        ),
+        parameters=(DATE, *PAGE),
     ),
     api_route(
         "GET",
@@ -84,10 +66,6 @@ DAILY_ROUTES: tuple[Route, ...] = (
         Answer(200, "the entries around the player's", LeaderboardWindow),
         errors(400, ErrorCode.BAD_DATE, ErrorCode.BAD_PLAYER_ID, ErrorCode.BAD_RADIUS),
         errors(404, ErrorCode.NOT_RANKED),
-        parameters=(
-            DATE,
-            Parameter("player_id", "path", RowIdParam, "the player in the middle"),
-            Parameter("radius", "query", RadiusParam, "entries either side of theirs", default=5),
-        ),
+        parameters=(DATE, *AROUND),
     ),
 )

@@ -43,6 +43,21 @@ InviteParam = Annotated[
 ]
 #: The ``date`` of a daily's path.
 DATE = Parameter("date", "path", DateParam, "the UTC date, YYYY-MM-DD: today or earlier")
+#: The query parameters of a board's keyset page.
+PAGE = (
+    Parameter("limit", "query", LimitParam, "entries per page", default=50),
+    Parameter(
+        "cursor",
+        "query",
+        CursorParam,
+        "the previous page's next_cursor (opaque); absent for the first page",
+    ),
+)
+#: The player in the middle of a board's window around them, and the window's radius.
+AROUND = (
+    Parameter("player_id", "path", RowIdParam, "the player in the middle"),
+    Parameter("radius", "query", RadiusParam, "entries either side of theirs", default=5),
+)
 NO_STORE = Header(
     "Cache-Control", "API answers are never cached", {"type": "string", "const": "no-store"}
 )

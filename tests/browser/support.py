@@ -11,6 +11,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from server.engine import Action, GameCode, RuleSet
 from server.services.daily import MAX_CANDIDATES, derive_daily_code
 from tests.browser.conftest import WAIT_MS, watch
+from tests.helpers import blocking_line, find_winning_line
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 DESKTOP: ViewportSize = {"width": 1280, "height": 860}
@@ -118,6 +119,20 @@ async def play_action(page: Page, action: Action, *, keyboard: bool = False) -> 
 async def play_line(page: Page, line: list[Action]) -> None:
     for i, action in enumerate(line):
         await play_action(page, action, keyboard=i % 3 == 1)
+
+
+async def finish_the_daily(page: Page, secret: str, date: dt.date) -> Any:
+    """From the home view, play the date's daily to its end (won when the deal allows it,
+    else blocked) and return the final STATE."""
+    await expect(page.locator("#daily-info")).to_contain_text(date.isoformat())
+    await page.click("#btn-daily")
+    await expect(page.locator("#play-title")).to_contain_text(date.isoformat())
+    code = await identify_daily(page, secret, date, RuleSet.EASY)
+    line = find_winning_line(code.deal(), code.rules) or blocking_line(code.deal(), code.rules)
+    assert line is not None
+    await play_line(page, line)
+    await expect(page.locator("#end-panel")).to_be_visible()
+    return await game_state(page)
 
 
 async def reconnect(page: Page) -> None:

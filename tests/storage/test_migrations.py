@@ -45,6 +45,8 @@ TABLES = {
     "races",
     "race_players",
     "leaderboard_counts",
+    "period_totals",
+    "period_counts",
     "daily_players",
     "server_instances",
     "race_connections",

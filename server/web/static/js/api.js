@@ -56,6 +56,14 @@ export const api = {
   followName: (token, name) => call("POST", "/players/me/following", { token, body: { name } }),
   unfollow: (token, playerId) => call("DELETE", `/players/me/following/${encodeURIComponent(playerId)}`, { token }),
   friendsBoard: (date, token) => call("GET", `/daily/${encodeURIComponent(date)}/leaderboard/friends`, { token }),
+  periodBoard: (kind, period, { limit = 50, cursor = null } = {}) => {
+    const q = new URLSearchParams({ limit: String(limit) });
+    if (cursor) q.set("cursor", cursor);
+    return call("GET", `/boards/${kind}/${encodeURIComponent(period)}?${q}`);
+  },
+  periodAround: (kind, period, playerId, radius = 3) =>
+    call("GET", `/boards/${kind}/${encodeURIComponent(period)}/around/${playerId}?radius=${radius}`),
+  periodFriends: (kind, period, token) => call("GET", `/boards/${kind}/${encodeURIComponent(period)}/friends`, { token }),
   game: (id, token) => call("GET", `/games/${encodeURIComponent(id)}`, { token }),
   race: (invite) => call("GET", `/races/${encodeURIComponent(invite)}`),
 };

@@ -7,6 +7,7 @@ import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
 import { levelBadge, parAndBaselines } from "./difficulty.js";
+import { PeriodBoard } from "./period-board.js";
 
 export function shiftDate(iso, days) {
   const d = new Date(`${iso}T00:00:00Z`);
@@ -46,6 +47,7 @@ export class Leaderboard {
       event.preventDefault();
       this._followName();
     });
+    this.periods = new PeriodBoard(root, ctx, () => ({ date: this.date, today: this.today }));
   }
 
   _setScope(scope) {
@@ -185,6 +187,7 @@ export class Leaderboard {
     } else if (this.entries.length) list.append(this._table(this.entries, "lb-table"));
     else if (this.info) list.append(h("p", { class: "muted" }, t("lb.empty")));
     $("#lb-more", root).hidden = friends || !this.cursor;
+    this.periods.render();
   }
 
   /** A row's follow / unfollow button (none on my own row, nor when signed out). */

@@ -102,10 +102,19 @@ export class ProfileView {
         this._figure("profile-ranked-days", t("profile.rankedDays"), String(p.ranked_days)),
         this._figure("profile-races", t("profile.races"), String(p.races_played)),
         this._figure("profile-races-won", t("profile.racesWon"), String(p.races_won)),
+        this._standing("profile-week", "profile.week", p.week),
+        this._standing("profile-month", "profile.month", p.month),
       ),
       this._calendar(p),
       this._table(p),
     );
+  }
+
+  /** The player's rank on the board of the current week or month (§12.17), "—" without one. */
+  _standing(id, key, standing) {
+    if (!standing) return null;
+    const value = standing.rank === null ? "—" : t("profile.periodRank", { rank: standing.rank, total: standing.total });
+    return this._figure(id, t(key, { period: standing.period }), value);
   }
 
   _figure(id, label, value, kind = "") {
