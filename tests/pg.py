@@ -134,6 +134,27 @@ class PrivatePostgres:
             options,
         )
 
+    def follow(self, primary: PrivatePostgres) -> None:
+        """Make this server's data directory a streaming standby of ``primary`` (running):
+        ``pg_basebackup -R`` over its replication connection, ready to :meth:`start` (hot
+        standby, read-only queries allowed)."""
+        self._run(
+            "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            "postgres",
+            "-D",
+            str(self.data),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+        )
+
     def stop(self, mode: str = "fast") -> None:
         """Shut the server down (``fast``: roll back open transactions and disconnect every
         client; ``immediate``: abort without a clean shutdown) and wait until it is gone."""

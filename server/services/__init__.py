@@ -27,13 +27,14 @@ from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
 from server.storage.follows import PostgresFollowStore
 from server.storage.games import PostgresGameStore
-from server.storage.leaderboards import PostgresLeaderboardStore
+from server.storage.leaderboards import PostgresLeaderboardStore, ReplicaLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.online import PostgresOnlineStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence_postgres import PostgresPresenceStore
-from server.storage.profiles import PostgresProfileStore
+from server.storage.profiles import PostgresProfileStore, ReplicaProfileStore
 from server.storage.races_postgres import PostgresRaceStore
+from server.storage.replicas import ReadRouter
 from server.storage.sessions import Sessions
 
 
@@ -54,6 +55,7 @@ class Services:
     profiles: ProfileService
     friends: FriendService
     analyzer: Analyzer | None = None
+    reads: ReadRouter | None = None
 
     @classmethod
     def build(
@@ -68,6 +70,7 @@ class Services:
         write_timeout_s: float = 5.0,
         instance: str | None = None,
         observe_batch: Callable[[int, float], None] | None = None,
+        reads: ReadRouter | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -84,8 +87,10 @@ class Services:
             instance: this process's id in the presence records (default: a new random one).
             observe_batch: called after each committed group-commit batch with its number of
                 writes and its statement's time in seconds (see :class:`GroupCommitter`).
+            reads: the router of the reads that tolerate lag (leaderboards, profiles) between
+                ``db`` and its replicas, or None: every read on ``db``.
         """
-        sessions = Sessions(db)
+        sessions = Sessions(db) if reads is None else reads.primary
         daily = DailyService(
             PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
         )
@@ -99,7 +104,9 @@ class Services:
         )
         limits = race_limits or RaceLimits()
         rooms, presence = PostgresRaceStore(sessions), PostgresPresenceStore(sessions)
-        leaderboards = LeaderboardService(PostgresLeaderboardStore(sessions))
+        leaderboards = LeaderboardService(
+            PostgresLeaderboardStore(sessions) if reads is None else ReplicaLeaderboardStore(reads)
+        )
         instance = instance or uuid.uuid4().hex
         return cls(
             db=db,
@@ -122,7 +129,11 @@ class Services:
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
             replays=ReplayService(game_store, daily, analyzer),
-            profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
+            profiles=ProfileService(
+                PostgresProfileStore(sessions) if reads is None else ReplicaProfileStore(reads),
+                daily,
+                analyzer,
+            ),
             friends=FriendService(
                 PostgresFollowStore(sessions),
                 PostgresOnlineStore(sessions),
@@ -132,6 +143,7 @@ class Services:
                 instance_timeout_s=limits.instance_timeout_s,
             ),
             analyzer=analyzer,
+            reads=reads,
         )
 
     async def close(self) -> None:

@@ -1,0 +1,277 @@
+"""Reads on a real streaming replica: a primary and a hot standby of the test's own
+(``pg_basebackup -R``), and a real server whose ``TRIPEAKS_DATABASE_READ_URLS`` names the
+standby. Board reads are answered by the standby; a finisher sees their own rank at once even
+while the standby's replay is paused; a standby past the lag bound, stopped or frozen is not
+read, and the reads go on on the primary."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from aiohttp.test_utils import TestClient
+
+from server.bench.process import free_port
+from server.engine import RuleSet
+from server.services.clock import FakeClock
+from tests.boards import BOARD, DATE, get_json
+from tests.conftest import ServerFactory
+from tests.helpers import (
+    WsPlayer,
+    blocking_line,
+    daily_code,
+    eventually,
+    metric,
+    metric_samples,
+    register,
+)
+from tests.pg import PrivatePostgres
+
+Client = TestClient[Any, Any]
+
+
+@dataclass
+class Replicated:
+    """A primary and its streaming standby, both running."""
+
+    primary: PrivatePostgres
+    standby: PrivatePostgres
+
+    @property
+    def replica(self) -> str:
+        """The standby's name in the metrics' ``replica`` label."""
+        return f"127.0.0.1:{self.standby.port}"
+
+    async def on_standby(self, sql: str) -> Any:
+        """Run one statement on the standby's ``postgres`` database and return its value."""
+        conn = await asyncpg.connect(self.standby.admin_url, timeout=10)
+        try:
+            return await conn.fetchval(sql)
+        finally:
+            await conn.close()
+
+
+@pytest.fixture
+def replicated() -> Iterator[Replicated]:
+    """A primary with an empty ``tripeaks`` database and a hot standby streaming from it, each
+    in a fresh directory on a free loopback port; both stopped and deleted afterwards."""
+    roots = [Path(tempfile.mkdtemp(prefix="tripeaks-pg-")) for _ in range(2)]
+    primary = PrivatePostgres(roots[0], free_port())
+    standby = PrivatePostgres(roots[1], free_port())
+    try:
+        primary.init()
+        primary.start()
+        primary.create_database("tripeaks")
+        standby.follow(primary)
+        standby.start()
+        yield Replicated(primary, standby)
+    finally:
+        for server in (standby, primary):
+            _resume_processes(server)
+            if server.data.exists() and server.running():
+                server.stop("immediate")
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _processes(server: PrivatePostgres) -> list[int]:
+    """The server's postmaster and its children."""
+    try:
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return []
+    children = Path(f"/proc/{postmaster}/task/{postmaster}/children")
+    try:
+        return [postmaster, *(int(pid) for pid in children.read_text().split())]
+    except OSError:
+        return []
+
+
+def _signal_processes(server: PrivatePostgres, sig: signal.Signals) -> None:
+    for pid in _processes(server):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _resume_processes(server: PrivatePostgres) -> None:
+    _signal_processes(server, signal.SIGCONT)
+
+
+async def _scrape(client: Client) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    return metric_samples(await resp.text())
+
+
+async def _reads(client: Client, target: str) -> float:
+    return metric(await _scrape(client), "tripeaks_db_reads_total", target=target)
+
+
+async def _fallbacks(client: Client, reason: str) -> float:
+    return metric(await _scrape(client), "tripeaks_db_read_fallbacks_total", reason=reason)
+
+
+async def _usable(client: Client, replica: str) -> float:
+    return metric(await _scrape(client), "tripeaks_db_replica_usable", replica=replica)
+
+
+@contextlib.asynccontextmanager
+async def _serving(
+    make_server: ServerFactory, replicated: Replicated, **overrides: object
+) -> AsyncIterator[Client]:
+    """A client of a server on the primary that reads on the standby, once the standby is in
+    use."""
+    server = await make_server(
+        database_url=replicated.primary.url,
+        database_read_urls=replicated.standby.url,
+        database_read_probe_s=0.1,
+        **overrides,
+    )
+    async with TestClient(server) as client:
+        await _until_used(client, replicated, True, "the standby to be taken into use")
+        yield client
+
+
+async def _until_used(client: Client, replicated: Replicated, used: bool, what: str) -> None:
+    async def holds() -> bool:
+        return await _usable(client, replicated.replica) == (1 if used else 0)
+
+    await eventually(holds, what)
+
+
+async def _finish_daily(
+    client: Client, clock: FakeClock, settings: Any, name: str
+) -> dict[str, Any]:
+    """Register ``name`` and play today's daily to its end (blocked, a minute after the
+    previous one) over a websocket; the player as registered."""
+    clock.advance(ms=60_000)
+    code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
+    line = blocking_line(code.deal(), code.rules)
+    assert line is not None
+    player = await register(client, name)
+    ws, _ = await WsPlayer.connect(client, player["token"])
+    game = (await ws.request({"type": "join_daily"}))["game"]
+    final = await ws.play(game, line)
+    assert final["status"] == "blocked"
+    await ws.close()
+    return player
+
+
+def _names(board: dict[str, Any]) -> list[str]:
+    return [entry["name"] for entry in board["entries"]]
+
+
+async def test_board_reads_go_to_the_replica_and_a_finisher_sees_their_rank_while_it_is_paused(
+    make_server: ServerFactory, replicated: Replicated, clock: FakeClock, settings: Any
+) -> None:
+    async with _serving(make_server, replicated, database_read_max_lag_s=3600) as client:
+        await _finish_daily(client, clock, settings, "Alice")
+
+        # The standby has Alice's game once it has replayed it; the page is read there.
+        async def alice_on_the_board() -> bool:
+            return _names(await get_json(client, BOARD)) == ["Alice"]
+
+        await eventually(alice_on_the_board, "Alice's entry on the board")
+        before = await _reads(client, "replica")
+        assert _names(await get_json(client, BOARD)) == ["Alice"]
+        assert await _reads(client, "replica") == before + 1
+        assert await replicated.on_standby(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tripeaks'"
+        )
+
+        await replicated.on_standby("SELECT pg_wal_replay_pause()")
+
+        async def paused() -> bool:
+            state = await replicated.on_standby("SELECT pg_get_wal_replay_pause_state()")
+            return bool(state == "paused")
+
+        await eventually(paused, "the standby's replay to pause")
+        missing = await _fallbacks(client, "missing")
+        bob = await _finish_daily(client, clock, settings, "Bob")
+
+        # Bob's own rank, at once, though the standby has not replayed his game.
+        around = await get_json(client, f"{BOARD}/around/{bob['id']}", radius=0)
+        assert [(e["name"], e["rank"]) for e in around["entries"]] == [("Bob", 1)]
+        resp = await client.get(
+            f"{BOARD}/friends", headers={"Authorization": f"Bearer {bob['token']}"}
+        )
+        assert resp.status == 200
+        assert "Bob" in _names(await resp.json())
+        assert await _fallbacks(client, "missing") == missing + 2
+        # The page, which tolerates lag, is still the paused standby's.
+        assert _names(await get_json(client, BOARD)) == ["Alice"]
+
+        await replicated.on_standby("SELECT pg_wal_replay_resume()")
+
+        async def both_on_the_board() -> bool:
+            return sorted(_names(await get_json(client, BOARD))) == ["Alice", "Bob"]
+
+        await eventually(both_on_the_board, "Bob's entry on the standby's board")
+
+
+async def test_a_replica_past_the_lag_bound_is_not_read(
+    make_server: ServerFactory, replicated: Replicated, clock: FakeClock, settings: Any
+) -> None:
+    async with _serving(make_server, replicated, database_read_max_lag_s=0.5) as client:
+        await replicated.on_standby("SELECT pg_wal_replay_pause()")
+        await _finish_daily(client, clock, settings, "Carol")
+
+        await _until_used(client, replicated, False, "the paused standby to be taken out of use")
+        primary, skipped = await _reads(client, "primary"), await _fallbacks(client, "no_replica")
+        lag = metric(
+            await _scrape(client), "tripeaks_db_replica_lag_seconds", replica=replicated.replica
+        )
+        assert lag > 0.5
+        # The board is the primary's: Carol's entry is on it.
+        assert _names(await get_json(client, BOARD)) == ["Carol"]
+        assert await _reads(client, "primary") == primary + 1
+        assert await _fallbacks(client, "no_replica") == skipped + 1
+
+        await replicated.on_standby("SELECT pg_wal_replay_resume()")
+        await _until_used(client, replicated, True, "the standby back in use once caught up")
+
+
+async def test_a_stopped_replica_is_not_read(
+    make_server: ServerFactory, replicated: Replicated, clock: FakeClock, settings: Any
+) -> None:
+    async with _serving(make_server, replicated) as client:
+        await _finish_daily(client, clock, settings, "Dave")
+        replicated.standby.stop("immediate")
+        primary = await _reads(client, "primary")
+        # Whether the probe or this read finds it gone first, the read is the primary's.
+        assert _names(await get_json(client, BOARD)) == ["Dave"]
+        assert await _reads(client, "primary") == primary + 1
+
+        await _until_used(client, replicated, False, "the stopped standby to be taken out of use")
+        assert _names(await get_json(client, BOARD)) == ["Dave"]
+
+
+async def test_a_frozen_replica_is_not_read(
+    make_server: ServerFactory, replicated: Replicated, clock: FakeClock, settings: Any
+) -> None:
+    async with _serving(make_server, replicated, database_read_timeout_s=0.5) as client:
+        await _finish_daily(client, clock, settings, "Erin")
+        _signal_processes(replicated.standby, signal.SIGSTOP)
+        try:
+            fallbacks = await _fallbacks(client, "failed") + await _fallbacks(client, "no_replica")
+            # The read on the frozen standby misses its deadline and is done on the primary.
+            assert _names(await get_json(client, BOARD)) == ["Erin"]
+
+            await _until_used(
+                client, replicated, False, "the frozen standby to be taken out of use"
+            )
+            after = await _fallbacks(client, "failed") + await _fallbacks(client, "no_replica")
+            assert after == fallbacks + 1
+            assert _names(await get_json(client, BOARD)) == ["Erin"]
+        finally:
+            _resume_processes(replicated.standby)
+        await _until_used(client, replicated, True, "the thawed standby back in use")
