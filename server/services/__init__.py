@@ -34,6 +34,7 @@ from server.storage.players import PostgresPlayerStore
 from server.storage.presence_postgres import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore, ReplicaProfileStore
 from server.storage.races_postgres import PostgresRaceStore
+from server.storage.replays import ReplicaReplayStore
 from server.storage.replicas import ReadRouter
 from server.storage.sessions import Sessions
 
@@ -128,7 +129,9 @@ class Services:
             moderation=ModerationService(
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
-            replays=ReplayService(game_store, daily, analyzer),
+            replays=ReplayService(
+                game_store if reads is None else ReplicaReplayStore(reads), daily, analyzer
+            ),
             profiles=ProfileService(
                 PostgresProfileStore(sessions) if reads is None else ReplicaProfileStore(reads),
                 daily,

@@ -275,8 +275,8 @@ REPLICA_USABLE = Gauge(
 )
 DB_READS = Counter(
     "tripeaks_db_reads",
-    "Reads that tolerate lag (leaderboards, profiles), by where they were answered: primary "
-    "or replica.",
+    "Reads that tolerate lag (leaderboards, profiles, replays), by where they were answered: "
+    "primary or replica.",
     ["target"],
 )
 _DB_READS = {target: DB_READS.labels(target.value) for target in ReadTarget}
@@ -284,7 +284,7 @@ DB_READ_FALLBACKS = Counter(
     "tripeaks_db_read_fallbacks",
     "Reads that could have gone to a replica answered by the primary, by reason: no_replica "
     "(none usable), failed (the replica's read failed or missed its deadline), missing (the "
-    "replica lacked the player's own write).",
+    "replica lacked the player's own write, or a game over for good).",
     ["reason"],
 )
 _DB_READ_FALLBACKS = {reason: DB_READ_FALLBACKS.labels(reason.value) for reason in Fallback}

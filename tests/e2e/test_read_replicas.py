@@ -7,10 +7,9 @@ read, and the reads go on on the primary."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
-import shutil
 import signal
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,6 @@ import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient
 
-from server.bench.process import free_port
 from server.engine import RuleSet
 from server.services.clock import FakeClock
 from tests.boards import BOARD, DATE, get_json
@@ -34,7 +32,7 @@ from tests.helpers import (
     metric_samples,
     register,
 )
-from tests.pg import PrivatePostgres
+from tests.pg import PrivatePostgres, primary_and_standby
 
 Client = TestClient[Any, Any]
 
@@ -63,24 +61,12 @@ class Replicated:
 @pytest.fixture
 def replicated() -> Iterator[Replicated]:
     """A primary with an empty ``tripeaks`` database and a hot standby streaming from it, each
-    in a fresh directory on a free loopback port; both stopped and deleted afterwards."""
-    roots = [Path(tempfile.mkdtemp(prefix="tripeaks-pg-")) for _ in range(2)]
-    primary = PrivatePostgres(roots[0], free_port())
-    standby = PrivatePostgres(roots[1], free_port())
-    try:
-        primary.init()
-        primary.start()
-        primary.create_database("tripeaks")
-        standby.follow(primary)
-        standby.start()
-        yield Replicated(primary, standby)
-    finally:
-        for server in (standby, primary):
-            _resume_processes(server)
-            if server.data.exists() and server.running():
-                server.stop("immediate")
-        for root in roots:
-            shutil.rmtree(root, ignore_errors=True)
+    on a free loopback port; both stopped (woken first if frozen) and deleted afterwards."""
+    with primary_and_standby() as (primary, standby):
+        try:
+            yield Replicated(primary, standby)
+        finally:
+            _resume_processes(standby)
 
 
 def _processes(server: PrivatePostgres) -> list[int]:
@@ -152,7 +138,7 @@ async def _finish_daily(
     client: Client, clock: FakeClock, settings: Any, name: str
 ) -> dict[str, Any]:
     """Register ``name`` and play today's daily to its end (blocked, a minute after the
-    previous one) over a websocket; the player as registered."""
+    previous one) over a websocket; the player as registered, with ``game_id`` and ``seq``."""
     clock.advance(ms=60_000)
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     line = blocking_line(code.deal(), code.rules)
@@ -163,7 +149,7 @@ async def _finish_daily(
     final = await ws.play(game, line)
     assert final["status"] == "blocked"
     await ws.close()
-    return player
+    return {**player, "game_id": game["game_id"], "seq": final["seq"]}
 
 
 def _names(board: dict[str, Any]) -> list[str]:
@@ -174,7 +160,7 @@ async def test_board_reads_go_to_the_replica_and_a_finisher_sees_their_rank_whil
     make_server: ServerFactory, replicated: Replicated, clock: FakeClock, settings: Any
 ) -> None:
     async with _serving(make_server, replicated, database_read_max_lag_s=3600) as client:
-        await _finish_daily(client, clock, settings, "Alice")
+        alice = await _finish_daily(client, clock, settings, "Alice")
 
         # The standby has Alice's game once it has replayed it; the page is read there.
         async def alice_on_the_board() -> bool:
@@ -209,6 +195,16 @@ async def test_board_reads_go_to_the_replica_and_a_finisher_sees_their_rank_whil
         assert await _fallbacks(client, "missing") == missing + 2
         # The page, which tolerates lag, is still the paused standby's.
         assert _names(await get_json(client, BOARD)) == ["Alice"]
+
+        # Once the date is over, Alice's replay (her game ended on the standby) is the
+        # standby's; Bob's, whose end it has not replayed, is the primary's, whole.
+        clock.set(dt.datetime(2026, 3, 15, 0, 0, tzinfo=dt.UTC))
+        replica, missing = await _reads(client, "replica"), await _fallbacks(client, "missing")
+        for finisher in (alice, bob):
+            replay = await get_json(client, f"/api/v1/games/{finisher['game_id']}/replay")
+            assert len(replay["actions"]) == finisher["seq"]
+        assert await _reads(client, "replica") == replica + 1
+        assert await _fallbacks(client, "missing") == missing + 1
 
         await replicated.on_standby("SELECT pg_wal_replay_resume()")
 
