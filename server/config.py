@@ -29,10 +29,10 @@ Environment variables (all optional):
   migrations (a session-level advisory lock). Defaults to ``DATABASE_URL``; required with
   ``TRIPEAKS_DB_POOLER=transaction``.
 - ``TRIPEAKS_DATABASE_READ_URLS``: PostgreSQL URLs of streaming replicas (standbys) of the
-  database, comma-separated, for the reads that tolerate lag: leaderboards, profiles, replays
-  (empty by default: every read goes to ``DATABASE_URL``). A player's own entry or profile, or a
-  game's end, that a replica has not replayed yet is read on the primary (see
-  :mod:`server.storage.replicas`).
+  database, comma-separated, for the reads that tolerate lag: leaderboards, profiles, replays,
+  the daily's counts (empty by default: every read goes to ``DATABASE_URL``). A player's own
+  entry or profile, or a game's end, that a replica has not replayed yet is read on the primary
+  (see :mod:`server.storage.replicas`).
   ``TRIPEAKS_DATABASE_READ_MAX_LAG_S``: a replica more than this many seconds behind the primary
   is not read (5). ``TRIPEAKS_DATABASE_READ_TIMEOUT_S``: the deadline of a read on a replica and
   of each lag probe (2); a replica that misses it or fails is not read until its next good probe,

@@ -24,7 +24,7 @@ from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
 from server.services.replays import ReplayService
 from server.storage.commits import GroupCommitter
-from server.storage.daily import PostgresDailyStore
+from server.storage.daily import PostgresDailyStore, ReplicaDailyStore
 from server.storage.follows import PostgresFollowStore
 from server.storage.games import PostgresGameStore
 from server.storage.leaderboards import PostgresLeaderboardStore, ReplicaLeaderboardStore
@@ -93,7 +93,11 @@ class Services:
         """
         sessions = Sessions(db) if reads is None else reads.primary
         daily = DailyService(
-            PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
+            PostgresDailyStore(sessions) if reads is None else ReplicaDailyStore(reads),
+            clock,
+            daily_secret,
+            daily_rules,
+            analyzer,
         )
         game_store = PostgresGameStore(sessions)
         games = GameService(

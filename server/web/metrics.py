@@ -275,8 +275,8 @@ REPLICA_USABLE = Gauge(
 )
 DB_READS = Counter(
     "tripeaks_db_reads",
-    "Reads that tolerate lag (leaderboards, profiles, replays), by where they were answered: "
-    "primary or replica.",
+    "Reads that tolerate lag (leaderboards, profiles, replays, the daily's counts), by where "
+    "they were answered: primary or replica.",
     ["target"],
 )
 _DB_READS = {target: DB_READS.labels(target.value) for target in ReadTarget}

@@ -193,8 +193,11 @@ async def test_board_reads_go_to_the_replica_and_a_finisher_sees_their_rank_whil
         assert resp.status == 200
         assert "Bob" in _names(await resp.json())
         assert await _fallbacks(client, "missing") == missing + 2
-        # The page, which tolerates lag, is still the paused standby's.
+        # The page, which tolerates lag, is still the paused standby's; so are the daily's
+        # counts (Bob joined after the pause).
         assert _names(await get_json(client, BOARD)) == ["Alice"]
+        daily = await get_json(client, f"/api/v1/daily/{DATE.isoformat()}")
+        assert (daily["players"], daily["ranked"]) == (1, 1)
 
         # Once the date is over, Alice's replay (her game ended on the standby) is the
         # standby's; Bob's, whose end it has not replayed, is the primary's, whole.
