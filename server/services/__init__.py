@@ -88,8 +88,9 @@ class Services:
             instance: this process's id in the presence records (default: a new random one).
             observe_batch: called after each committed group-commit batch with its number of
                 writes and its statement's time in seconds (see :class:`GroupCommitter`).
-            reads: the router of the reads that tolerate lag (leaderboards, profiles) between
-                ``db`` and its replicas, or None: every read on ``db``.
+            reads: the router of the reads that tolerate lag (leaderboards, profiles, replays,
+                the daily's counts) between ``db`` and its replicas, or None: every read on
+                ``db``.
         """
         sessions = Sessions(db) if reads is None else reads.primary
         daily = DailyService(

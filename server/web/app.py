@@ -310,9 +310,10 @@ def _start_loops(
     settings: Settings, stack: contextlib.AsyncExitStack, services: Services, hub: Hub
 ) -> None:
     """Start the background loops, each stopped (bounded) at shutdown: the presence heartbeat,
-    the race sweep, the presence sweep, the online sweep (the records of who is online), and
-    the daily deals prepared ahead. Separate loops, so that none holds up another; a failed
-    step is counted and tried again after a back-off (:func:`.background.periodically`)."""
+    the race sweep, the presence sweep, the online sweep (the records of who is online), the
+    read replicas' lag probe (with read URLs), and the daily deals prepared ahead. Separate
+    loops, so that none holds up another; a failed step is counted and tried again after a
+    back-off (:func:`.background.periodically`)."""
 
     async def heartbeat() -> None:
         # This process's presence record, kept fresh on its own (a sweep held up by a locked
