@@ -145,12 +145,13 @@ class _Positions:
         self.seen.append((at, position))
 
     def stale_s(self, replayed: int, now: float) -> float:
-        """Seconds since the newest probe whose primary position ``replayed`` has reached
-        (since the oldest kept, when it has reached none)."""
+        """Seconds since the newest probe whose primary position ``replayed`` has reached: at
+        most how stale a view that has replayed to ``replayed`` is (infinite, unknown, when it
+        has reached none of the probes kept)."""
         for at, position in reversed(self.seen):
             if position <= replayed:
                 return now - at
-        return now - self.seen[0][0] if self.seen else math.inf
+        return math.inf
 
 
 class ReadRouter:

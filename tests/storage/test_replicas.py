@@ -154,7 +154,9 @@ def test_a_standby_behind_lags_the_smaller_of_its_two_bounds(db: AsyncEngine) ->
     stale = router._positions.stale_s(50, 11.0)
     assert stale == 11.0  # reached the probe at 0.0 s, not the one at 1.0 s
     assert router._positions.stale_s(60, 11.0) == 10.0
-    assert router._positions.stale_s(10, 11.0) == 11.0  # before every probe kept: the oldest
+    # Before every probe kept: no bound from the probes, the one from its last commit holds.
+    assert router._positions.stale_s(10, 11.0) == math.inf
+    assert router._lag(True, 10, 7.5, 100) == 7.5
 
 
 def test_a_replica_is_named_by_its_host_and_port_only() -> None:
