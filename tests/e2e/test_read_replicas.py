@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient
 
+from server.bench.process import free_port
 from server.engine import RuleSet
 from server.services.clock import FakeClock
 from tests.boards import BOARD, DATE, get_json
@@ -47,7 +50,7 @@ class Replicated:
     @property
     def replica(self) -> str:
         """The standby's name in the metrics' ``replica`` label."""
-        return f"127.0.0.1:{self.standby.port}"
+        return _name(self.standby)
 
     async def on_standby(self, sql: str) -> Any:
         """Run one statement on the standby's ``postgres`` database and return its value."""
@@ -112,24 +115,34 @@ async def _usable(client: Client, replica: str) -> float:
 
 @contextlib.asynccontextmanager
 async def _serving(
-    make_server: ServerFactory, replicated: Replicated, **overrides: object
+    make_server: ServerFactory,
+    replicated: Replicated,
+    *more: PrivatePostgres,
+    **overrides: object,
 ) -> AsyncIterator[Client]:
-    """A client of a server on the primary that reads on the standby, once the standby is in
-    use."""
+    """A client of a server on the primary that reads on the standby (and on the ``more``
+    standbys), once each is in use."""
+    standbys = [replicated.standby, *more]
     server = await make_server(
         database_url=replicated.primary.url,
-        database_read_urls=replicated.standby.url,
+        database_read_urls=",".join(standby.url for standby in standbys),
         database_read_probe_s=0.1,
         **overrides,
     )
     async with TestClient(server) as client:
-        await _until_used(client, replicated, True, "the standby to be taken into use")
+        for standby in standbys:
+            await _until_used(client, _name(standby), True, "each standby to be taken into use")
         yield client
 
 
-async def _until_used(client: Client, replicated: Replicated, used: bool, what: str) -> None:
+def _name(standby: PrivatePostgres) -> str:
+    """A standby's name in the metrics' ``replica`` label."""
+    return f"127.0.0.1:{standby.port}"
+
+
+async def _until_used(client: Client, replica: str, used: bool, what: str) -> None:
     async def holds() -> bool:
-        return await _usable(client, replicated.replica) == (1 if used else 0)
+        return await _usable(client, replica) == (1 if used else 0)
 
     await eventually(holds, what)
 
@@ -228,7 +241,7 @@ async def test_a_replica_past_the_lag_bound_is_not_read(
         await replicated.on_standby("SELECT pg_wal_replay_pause()")
         await _finish_daily(client, clock, settings, "Carol")
 
-        await _until_used(client, replicated, False, "the paused standby to be taken out of use")
+        await _until_used(client, replicated.replica, False, "the paused standby out of use")
         primary, skipped = await _reads(client, "primary"), await _fallbacks(client, "no_replica")
         lag = metric(
             await _scrape(client), "tripeaks_db_replica_lag_seconds", replica=replicated.replica
@@ -240,7 +253,35 @@ async def test_a_replica_past_the_lag_bound_is_not_read(
         assert await _fallbacks(client, "no_replica") == skipped + 1
 
         await replicated.on_standby("SELECT pg_wal_replay_resume()")
-        await _until_used(client, replicated, True, "the standby back in use once caught up")
+        await _until_used(client, replicated.replica, True, "the standby back in use, caught up")
+
+
+async def test_a_replica_past_the_lag_bound_leaves_its_reads_to_another(
+    make_server: ServerFactory, replicated: Replicated, clock: FakeClock, settings: Any
+) -> None:
+    second = PrivatePostgres(Path(tempfile.mkdtemp(prefix="tripeaks-pg-")), free_port())
+    try:
+        second.follow(replicated.primary)
+        second.start()
+        async with _serving(make_server, replicated, second, database_read_max_lag_s=0.5) as client:
+            await replicated.on_standby("SELECT pg_wal_replay_pause()")
+            await _finish_daily(client, clock, settings, "Fay")
+            await _until_used(client, replicated.replica, False, "the paused standby out of use")
+
+            async def fay_on_the_board() -> bool:
+                return _names(await get_json(client, BOARD)) == ["Fay"]
+
+            await eventually(fay_on_the_board, "Fay's entry on the other standby's board")
+            replica, primary = await _reads(client, "replica"), await _reads(client, "primary")
+            for _ in range(3):
+                assert _names(await get_json(client, BOARD)) == ["Fay"]
+            assert await _reads(client, "replica") == replica + 3
+            assert await _reads(client, "primary") == primary
+            await replicated.on_standby("SELECT pg_wal_replay_resume()")
+    finally:
+        if second.data.exists() and second.running():
+            second.stop("immediate")
+        shutil.rmtree(second.root, ignore_errors=True)
 
 
 async def test_a_stopped_replica_is_not_read(
@@ -254,7 +295,7 @@ async def test_a_stopped_replica_is_not_read(
         assert _names(await get_json(client, BOARD)) == ["Dave"]
         assert await _reads(client, "primary") == primary + 1
 
-        await _until_used(client, replicated, False, "the stopped standby to be taken out of use")
+        await _until_used(client, replicated.replica, False, "the stopped standby out of use")
         assert _names(await get_json(client, BOARD)) == ["Dave"]
 
 
@@ -270,11 +311,11 @@ async def test_a_frozen_replica_is_not_read(
             assert _names(await get_json(client, BOARD)) == ["Erin"]
 
             await _until_used(
-                client, replicated, False, "the frozen standby to be taken out of use"
+                client, replicated.replica, False, "the frozen standby to be taken out of use"
             )
             after = await _fallbacks(client, "failed") + await _fallbacks(client, "no_replica")
             assert after == fallbacks + 1
             assert _names(await get_json(client, BOARD)) == ["Erin"]
         finally:
             _resume_processes(replicated.standby)
-        await _until_used(client, replicated, True, "the thawed standby back in use")
+        await _until_used(client, replicated.replica, True, "the thawed standby back in use")
