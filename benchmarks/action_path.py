@@ -25,13 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import secrets
-import socket
 import statistics
-import sys
-import time
 from pathlib import Path
 
 from server.bench import throwaway_database
@@ -40,19 +36,8 @@ from server.bench.crowd import run_players
 from server.bench.echo import run_echo
 from server.bench.load import idle_connections
 from server.bench.paced import paced_ladder
-from server.bench.process import free_port
+from server.bench.process import server_process
 from server.bench.stats import report
-
-
-async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.returncode is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError("the server did not listen within 60 s")
 
 
 async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int = 1) -> None:
@@ -60,10 +45,8 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
     against it."""
     # Empty: each tree's server migrates it to its own newest schema as it starts.
     async with throwaway_database(migrated=False) as url:
-        port = free_port()
         env = {
             **os.environ,
-            "PYTHONPATH": str(tree),
             "DATABASE_URL": url,
             "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
             "TRIPEAKS_WS_RATE_PER_SECOND": "10000",
@@ -73,20 +56,7 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
             "TRIPEAKS_SOLVER_WORKERS": "0",
             "TRIPEAKS_WORKERS": str(workers),
         }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "server",
-            "serve",
-            "--port",
-            str(port),
-            env=env,
-            cwd=tree,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        try:
-            await _wait_listening(port, process)
+        async with server_process(tree, env) as (port, process):
             base = f"http://127.0.0.1:{port}"
             print(f"\n=== {name}: {tree}, {workers} worker(s)")
             if args.closed:
@@ -115,13 +85,6 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
                 await paced_ladder(
                     base, counts, args.seconds, args.pace, args.jitter, process.pid, 50.0
                 )
-        finally:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 30)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
 
 
 def _cpu_per_reply(cpu_s: float | None, replies: int) -> float | None:

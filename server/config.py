@@ -28,6 +28,16 @@ Environment variables (all optional):
   transaction pooler, for what holds a session: the event listener (``LISTEN``) and the
   migrations (a session-level advisory lock). Defaults to ``DATABASE_URL``; required with
   ``TRIPEAKS_DB_POOLER=transaction``.
+- ``TRIPEAKS_DATABASE_READ_URLS``: PostgreSQL URLs of streaming replicas (standbys) of the
+  database, comma-separated, for the reads that tolerate lag: leaderboards, profiles, replays,
+  the daily's counts (empty by default: every read goes to ``DATABASE_URL``). A player's own
+  entry or profile, or a game's end, that a replica has not replayed yet is read on the primary
+  (see :mod:`server.storage.replicas`).
+  ``TRIPEAKS_DATABASE_READ_MAX_LAG_S``: a replica more than this many seconds behind the primary
+  is not read (5). ``TRIPEAKS_DATABASE_READ_TIMEOUT_S``: the deadline of a read on a replica and
+  of each lag probe (2); a replica that misses it or fails is not read until its next good probe,
+  and the read is done on the primary. ``TRIPEAKS_DATABASE_READ_PROBE_S``: how often each
+  process measures the replicas' lag (1).
 - ``TRIPEAKS_DB_START_TIMEOUT_S``: how long the start waits for the database (its migrations,
   this process's records, the event listener) before the process exits saying what it waited
   for (60); it says so every 10 s meanwhile.
@@ -95,6 +105,19 @@ DEFAULT_INSTANCE_TIMEOUT_S = 30.0
 _ORIGIN = re.compile(r"https?://[a-z0-9.\-\[\]:]+")
 
 
+#: The start of a PostgreSQL URL (a read URL's).
+_POSTGRES_URL = re.compile(r"postgres(ql)?(\+asyncpg)?://", re.IGNORECASE)
+#: A comma that starts another read URL (a URL's own commas, in a multi-host ``host=a,b``
+#: query, are followed by no scheme).
+_NEXT_URL = re.compile(r",\s*(?=[a-z][a-z0-9+.-]*://)", re.IGNORECASE)
+
+
+def split_read_urls(value: str) -> list[str]:
+    """Comma-separated URLs as a list: split only at a comma followed by a scheme
+    (``scheme://``), so that a multi-host URL's own ``host=h1,h2`` stays whole."""
+    return [url.strip() for url in _NEXT_URL.split(value) if url.strip()]
+
+
 def _split_origins(value: str) -> list[str]:
     return [o.strip().lower().rstrip("/") for o in value.split(",") if o.strip()]
 
@@ -125,6 +148,10 @@ class Settings(BaseSettings):
     direct_database_url: str | None = None
     db_write_timeout_s: float = Field(default=5.0, gt=0, le=600)
     db_start_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    database_read_urls: str = ""
+    database_read_max_lag_s: float = Field(default=5.0, gt=0, le=86_400)
+    database_read_timeout_s: float = Field(default=2.0, gt=0, le=600)
+    database_read_probe_s: float = Field(default=1.0, gt=0, le=3600)
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)
@@ -178,6 +205,22 @@ class Settings(BaseSettings):
                     "e.g. https://tripeaks.example, or * for any"
                 )
         return value
+
+    @field_validator("database_read_urls")
+    @classmethod
+    def _read_urls(cls, value: str) -> str:
+        for url in split_read_urls(value):
+            if not _POSTGRES_URL.match(url):
+                raise ValueError(
+                    f"{url.split('@')[-1]!r} is not a PostgreSQL URL: write "
+                    "postgresql://user@host:port/db, several separated by commas"
+                )
+        return value
+
+    @property
+    def read_urls(self) -> list[str]:
+        """``TRIPEAKS_DATABASE_READ_URLS`` as a list of URLs (empty: none)."""
+        return split_read_urls(self.database_read_urls)
 
     @property
     def origins(self) -> frozenset[str]:

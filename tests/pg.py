@@ -9,10 +9,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import pwd
+import shutil
 import stat
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+
+from server.bench.process import free_port
 
 #: PostgreSQL refuses to run as root; as root the server runs as this user (the one the
 #: ``pgserver`` package itself uses for the embedded database).
@@ -134,6 +139,27 @@ class PrivatePostgres:
             options,
         )
 
+    def follow(self, primary: PrivatePostgres) -> None:
+        """Make this server's data directory a streaming standby of ``primary`` (running):
+        ``pg_basebackup -R`` over its replication connection, ready to :meth:`start` (hot
+        standby, read-only queries allowed)."""
+        self._run(
+            "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            "postgres",
+            "-D",
+            str(self.data),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+        )
+
     def stop(self, mode: str = "fast") -> None:
         """Shut the server down (``fast``: roll back open transactions and disconnect every
         client; ``immediate``: abort without a clean shutdown) and wait until it is gone."""
@@ -166,3 +192,26 @@ class PrivatePostgres:
             "-c",
             f'CREATE DATABASE "{name}"',
         )
+
+
+@contextmanager
+def primary_and_standby() -> Iterator[tuple[PrivatePostgres, PrivatePostgres]]:
+    """A primary with an empty ``tripeaks`` database and a hot standby streaming from it
+    (:meth:`PrivatePostgres.follow`), each in a fresh directory under the system's temporary
+    directory on a free loopback port; both stopped (``immediate``) and deleted afterwards."""
+    roots = [Path(tempfile.mkdtemp(prefix="tripeaks-pg-")) for _ in range(2)]
+    primary = PrivatePostgres(roots[0], free_port())
+    standby = PrivatePostgres(roots[1], free_port())
+    try:
+        primary.init()
+        primary.start()
+        primary.create_database("tripeaks")
+        standby.follow(primary)
+        standby.start()
+        yield primary, standby
+    finally:
+        for server in (standby, primary):
+            if server.data.exists() and server.running():
+                server.stop("immediate")
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)

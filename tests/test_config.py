@@ -87,3 +87,23 @@ def test_a_given_secret_is_checked_with_either_database(tmp_path: Path) -> None:
     for generate in (True, False):
         with pytest.raises(SecretError, match="TRIPEAKS_DAILY_SECRET"):
             load_or_create_daily_secret(settings, generate=generate)
+
+
+def test_read_urls_split_at_each_url_keeping_a_multi_host_url_whole() -> None:
+    settings = Settings(
+        database_read_urls=(
+            "postgresql://u@r1:5432/db?host=a,b&port=1,2 , postgres://u@r2/db,"
+            "postgresql+asyncpg://u@r3/db"
+        )
+    )
+    assert settings.read_urls == [
+        "postgresql://u@r1:5432/db?host=a,b&port=1,2",
+        "postgres://u@r2/db",
+        "postgresql+asyncpg://u@r3/db",
+    ]
+    assert Settings().read_urls == []
+
+
+def test_a_read_url_of_another_database_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="'r2/db' is not a PostgreSQL URL"):
+        Settings(database_read_urls="postgresql://u@r1/db,mysql://u@r2/db")

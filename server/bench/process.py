@@ -1,10 +1,17 @@
 """Measuring processes on this machine (Linux ``/proc``): resident memory and CPU time of a
-server process and its descendants, and a free loopback port to start one on."""
+server process and its descendants, a free loopback port to start one on, and a server process
+started from a source tree and stopped afterwards."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 
 
 def rss_kb(pid: int, *, descendants: bool = True) -> int | None:
@@ -75,3 +82,56 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+#: Seconds a started server process has to listen on its port.
+LISTEN_WITHIN_S = 60.0
+
+
+async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
+    deadline = time.monotonic() + LISTEN_WITHIN_S
+    while time.monotonic() < deadline:
+        if process.returncode is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"the server did not listen within {LISTEN_WITHIN_S:g} s")
+
+
+@contextlib.asynccontextmanager
+async def server_process(
+    tree: Path, env: Mapping[str, str]
+) -> AsyncIterator[tuple[int, asyncio.subprocess.Process]]:
+    """``python -m server serve`` from the source tree ``tree`` (its ``PYTHONPATH`` and working
+    directory) on a free loopback port, with ``env`` as its environment (output discarded);
+    yields the port and the process once it listens, and stops it afterwards (SIGTERM, then
+    SIGKILL after 30 s).
+
+    Raises:
+        RuntimeError: it exited, or did not listen within :data:`LISTEN_WITHIN_S`.
+    """
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "server",
+        "serve",
+        "--port",
+        str(port),
+        env={**env, "PYTHONPATH": str(tree)},
+        cwd=tree,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await _wait_listening(port, process)
+        yield port, process
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

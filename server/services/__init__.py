@@ -26,17 +26,19 @@ from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
 from server.services.replays import ReplayService
 from server.storage.commits import GroupCommitter
-from server.storage.daily import PostgresDailyStore
+from server.storage.daily import PostgresDailyStore, ReplicaDailyStore
 from server.storage.follows import PostgresFollowStore
 from server.storage.games import PostgresGameStore
-from server.storage.leaderboards import PostgresLeaderboardStore
+from server.storage.leaderboards import PostgresLeaderboardStore, ReplicaLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.online import PostgresOnlineStore
 from server.storage.period_boards import PostgresPeriodBoardStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence_postgres import PostgresPresenceStore
-from server.storage.profiles import PostgresProfileStore
+from server.storage.profiles import PostgresProfileStore, ReplicaProfileStore
 from server.storage.races_postgres import PostgresRaceStore
+from server.storage.replays import ReplicaReplayStore
+from server.storage.replicas import ReadRouter
 from server.storage.sessions import Sessions
 
 
@@ -58,6 +60,7 @@ class Services:
     friends: FriendService
     boards: PeriodBoardService
     analyzer: Analyzer | None = None
+    reads: ReadRouter | None = None
 
     @classmethod
     def build(
@@ -72,6 +75,7 @@ class Services:
         write_timeout_s: float = 5.0,
         instance: str | None = None,
         observe_batch: Callable[[int, float], None] | None = None,
+        reads: ReadRouter | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -88,10 +92,17 @@ class Services:
             instance: this process's id in the presence records (default: a new random one).
             observe_batch: called after each committed group-commit batch with its number of
                 writes and its statement's time in seconds (see :class:`GroupCommitter`).
+            reads: the router of the reads that tolerate lag (leaderboards, profiles, replays,
+                the daily's counts) between ``db`` and its replicas, or None: every read on
+                ``db``.
         """
-        sessions = Sessions(db)
+        sessions = Sessions(db) if reads is None else reads.primary
         daily = DailyService(
-            PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
+            PostgresDailyStore(sessions) if reads is None else ReplicaDailyStore(reads),
+            clock,
+            daily_secret,
+            daily_rules,
+            analyzer,
         )
         game_store = PostgresGameStore(sessions)
         games = GameService(
@@ -103,7 +114,9 @@ class Services:
         )
         limits = race_limits or RaceLimits()
         rooms, presence = PostgresRaceStore(sessions), PostgresPresenceStore(sessions)
-        leaderboards = LeaderboardService(PostgresLeaderboardStore(sessions))
+        leaderboards = LeaderboardService(
+            PostgresLeaderboardStore(sessions) if reads is None else ReplicaLeaderboardStore(reads)
+        )
         instance = instance or uuid.uuid4().hex
         follows = PostgresFollowStore(sessions)
         return cls(
@@ -126,8 +139,14 @@ class Services:
             moderation=ModerationService(
                 PostgresModerationStore(sessions), address_key(daily_secret)
             ),
-            replays=ReplayService(game_store, daily, analyzer),
-            profiles=ProfileService(PostgresProfileStore(sessions), daily, analyzer),
+            replays=ReplayService(
+                game_store if reads is None else ReplicaReplayStore(reads), daily, analyzer
+            ),
+            profiles=ProfileService(
+                PostgresProfileStore(sessions) if reads is None else ReplicaProfileStore(reads),
+                daily,
+                analyzer,
+            ),
             friends=FriendService(
                 follows,
                 PostgresOnlineStore(sessions),
@@ -138,6 +157,7 @@ class Services:
             ),
             boards=PeriodBoardService(PostgresPeriodBoardStore(sessions), follows),
             analyzer=analyzer,
+            reads=reads,
         )
 
     async def close(self) -> None:

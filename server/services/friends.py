@@ -189,7 +189,7 @@ class FriendService:
             StorageError: the database failed.
         """
         rows = await self._follows.following(me)
-        return await self._leaderboards.ranks_of(date, [me, *(r.id for r in rows)])
+        return await self._leaderboards.ranks_of(date, [r.id for r in rows], own=me)
 
     # ------------------------------------------------------------------------------- online
 

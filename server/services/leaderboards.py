@@ -174,18 +174,22 @@ class LeaderboardService:
         own = await self._store.entry(date, player_id)
         return None if own is None else _entries(own)[0]
 
-    async def ranks_of(self, date: dt.date, player_ids: Collection[int]) -> list[Entry]:
+    async def ranks_of(
+        self, date: dt.date, player_ids: Collection[int], *, own: int | None = None
+    ) -> list[Entry]:
         """Some players' entries, each with its rank on the whole board (the same as on its
         pages), in board order.
 
         Args:
             date: the UTC date.
             player_ids: the players; those with no ranked game that date are left out.
+            own: the asking player, one more of the players, whose entry is read where their
+                own latest write is seen (a replica that lacks it is not believed).
 
         Raises:
             StorageError: the database failed.
         """
-        slices = await self._store.entries(date, player_ids)
+        slices = await self._store.entries(date, player_ids, own=own)
         return [_entries(one)[0] for one in slices]
 
 

@@ -23,7 +23,7 @@ from server.errors import ConflictError, ErrorCode, NotFoundError
 from server.services.analysis import Analyzer, DealAnalysis, LineStep
 from server.services.daily import DailyService
 from server.storage.enums import RaceStatus
-from server.storage.games import GameMode, GameRecord, GameStore, StoredAction
+from server.storage.games import GameMode, GameRecord, ReplayStore, StoredAction
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class ReplayService:
 
     def __init__(
         self,
-        store: GameStore,
+        store: ReplayStore,
         daily: DailyService,
         analyzer: Analyzer | None = None,
         *,
@@ -155,11 +155,12 @@ class ReplayService:
                 message says when it will be, and nothing of the deal.
             StorageError: the database failed.
         """
-        record = await self._store.record(game_id)
-        if record is None:
+        rows = await self._store.replay_rows(game_id)
+        if rows is None:
             raise NotFoundError(f"there is no game {game_id}", code=ErrorCode.UNKNOWN_GAME)
+        record, actions = rows
         await self._check_public(record)
-        steps = replay_steps(await self._store.actions(game_id))
+        steps = replay_steps(actions)
         par, line, diverged = await self._analysis(record, steps)
         return Replay(record, record.code.deal(), steps, par, line, diverged)
 

@@ -21,6 +21,7 @@ from server.engine.actions import Status
 from server.engine.codes import GameCode
 from server.engine.difficulty import Level
 from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
+from server.storage.replicas import ReadRouter, RoutedStore
 from server.storage.sessions import Sessions
 from server.storage.today import today_sql
 
@@ -236,4 +237,30 @@ class PostgresDailyStore:
         return DailyCounts(players=int(players or 0), ranked=int(ranked or 0))
 
 
-__all__ = ["DailyCounts", "DailyDeal", "DailyDifficulty", "DailyStore", "PostgresDailyStore"]
+class ReplicaDailyStore(PostgresDailyStore):
+    """:class:`PostgresDailyStore` whose counts (a date's players and ranked entries: the
+    daily's facts, today's and the archive's) are read on the database's replicas while they
+    keep up (see :class:`~server.storage.replicas.ReadRouter`); the date and the deals stay
+    on the primary (its clock decides the date; a deal is stored by its first reader).
+
+    Args:
+        router: the router between the primary and the replicas.
+    """
+
+    def __init__(self, router: ReadRouter) -> None:
+        super().__init__(router.primary)
+        self._stores = RoutedStore(router, PostgresDailyStore)
+
+    async def counts(self, date: dt.date) -> DailyCounts:
+        """See :meth:`PostgresDailyStore.counts`."""
+        return await self._stores.read(lambda store: store.counts(date))
+
+
+__all__ = [
+    "DailyCounts",
+    "DailyDeal",
+    "DailyDifficulty",
+    "DailyStore",
+    "PostgresDailyStore",
+    "ReplicaDailyStore",
+]

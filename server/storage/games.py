@@ -133,7 +133,16 @@ class GameHead:
     status: Status
 
 
-class GameStore(Protocol):
+class ReplayStore(Protocol):
+    """Where games are read to be replayed. May raise :class:`~server.errors.StorageError`."""
+
+    async def replay_rows(self, game_id: int) -> tuple[GameRecord, tuple[StoredAction, ...]] | None:
+        """A game's record and then its action log, from one database; None when there is no
+        such game."""
+        ...
+
+
+class GameStore(ReplayStore, Protocol):
     """Where games, their action logs and their races' windows are read, and games are created,
     resigned and marked hinted (an action is stored by the group commit, see
     :mod:`server.storage.commits`). Times are aware UTC datetimes, durations whole ms. Every
@@ -427,6 +436,11 @@ class PostgresGameStore:
             StoredAction(r.seq, ActionKind(r.kind), r.pos, r.card, r.score_after, r.created_at)
             for r in rows
         )
+
+    async def replay_rows(self, game_id: int) -> tuple[GameRecord, tuple[StoredAction, ...]] | None:
+        """A game's :meth:`record` and then its :meth:`actions` (see :class:`ReplayStore`)."""
+        record = await self.record(game_id)
+        return None if record is None else (record, await self.actions(game_id))
 
     async def load(self, game_id: int) -> StoredGame | None:
         """A game's row, its action log and its race's window, read in one snapshot (so a

@@ -34,6 +34,7 @@ from server.storage.board_queries import (
     Placed,
     key_values,
 )
+from server.storage.replicas import ReadRouter, RoutedStore
 from server.storage.sessions import Sessions
 
 #: Largest player id (``players.id`` is a BIGINT); larger ids are on no board.
@@ -135,9 +136,12 @@ class LeaderboardStore(Protocol):
         player has none."""
         ...
 
-    async def entries(self, date: dt.date, player_ids: Collection[int]) -> list[BoardSlice]:
-        """The entries of these players on the date's board, each alone (``rows`` of one, with
-        its counts on the whole board), in board order; players with none are left out."""
+    async def entries(
+        self, date: dt.date, player_ids: Collection[int], *, own: int | None = None
+    ) -> list[BoardSlice]:
+        """The entries of these players (and of ``own``, the asking player, if given) on the
+        date's board, each alone (``rows`` of one, with its counts on the whole board), in
+        board order; players with none are left out."""
         ...
 
 
@@ -281,12 +285,15 @@ class PostgresLeaderboardStore:
             return None
         return BoardSlice(_board_rows([own]), int(own.better) + int(own.ties), int(own.better))
 
-    async def entries(self, date: dt.date, player_ids: Collection[int]) -> list[BoardSlice]:
+    async def entries(
+        self, date: dt.date, player_ids: Collection[int], *, own: int | None = None
+    ) -> list[BoardSlice]:
         """Some players' entries with their counts (one statement, one snapshot).
 
         Args:
             date: the UTC date.
             player_ids: the players (ids outside 1..2⁶³−1 name nobody).
+            own: the asking player, one more of the players.
 
         Returns:
             A slice of one entry per player with one, in board order.
@@ -294,7 +301,8 @@ class PostgresLeaderboardStore:
         Raises:
             StorageError: the database failed.
         """
-        ids = sorted({i for i in player_ids if 0 < i <= MAX_PLAYER_ID})
+        wanted = {*player_ids, *(() if own is None else (own,))}
+        ids = sorted(i for i in wanted if 0 < i <= MAX_PLAYER_ID)
         if not ids:
             return []
         async with self._connection() as conn:
@@ -312,6 +320,56 @@ class PostgresLeaderboardStore:
         level = "REPEATABLE READ" if snapshot else "AUTOCOMMIT"
         async with self._sessions() as session:
             yield await session.connection(execution_options={"isolation_level": level})
+
+
+class ReplicaLeaderboardStore:
+    """:class:`LeaderboardStore` read on the database's replicas while they keep up (see
+    :class:`~server.storage.replicas.ReadRouter`), each answer from one database.
+
+    Pages are as the replica has them. A player's window or entry, and the asking player's
+    entry among others (``own``), are read on the primary when the replica has none: a player
+    who has just finished sees their rank at once, whichever process stored the game. (An entry,
+    once on a board, never changes: a daily game ranks once, when it ends.)
+
+    Args:
+        router: the router between the primary and the replicas.
+    """
+
+    def __init__(self, router: ReadRouter) -> None:
+        self._stores = RoutedStore(router, PostgresLeaderboardStore)
+
+    async def page(self, date: dt.date, limit: int, after: BoardPosition | None) -> BoardSlice:
+        """See :meth:`PostgresLeaderboardStore.page`."""
+        return await self._stores.read(lambda store: store.page(date, limit, after))
+
+    async def window(self, date: dt.date, player_id: int, radius: int) -> BoardSlice | None:
+        """See :meth:`PostgresLeaderboardStore.window`; read on the primary when a replica
+        has no entry of the player."""
+        return await self._stores.read(
+            lambda store: store.window(date, player_id, radius), complete=_found
+        )
+
+    async def entry(self, date: dt.date, player_id: int) -> BoardSlice | None:
+        """See :meth:`PostgresLeaderboardStore.entry`; read on the primary when a replica has
+        no entry of the player."""
+        return await self._stores.read(lambda store: store.entry(date, player_id), complete=_found)
+
+    async def entries(
+        self, date: dt.date, player_ids: Collection[int], *, own: int | None = None
+    ) -> list[BoardSlice]:
+        """See :meth:`PostgresLeaderboardStore.entries`; read on the primary when a replica
+        has no entry of ``own``."""
+
+        def complete(slices: list[BoardSlice]) -> bool:
+            return own is None or any(one.rows[0].player_id == own for one in slices)
+
+        return await self._stores.read(
+            lambda store: store.entries(date, player_ids, own=own), complete=complete
+        )
+
+
+def _found(board: BoardSlice | None) -> bool:
+    return board is not None
 
 
 def _board_row(row: Any) -> BoardRow:
@@ -341,6 +399,7 @@ __all__ = [
     "LeaderboardStore",
     "Placed",
     "PostgresLeaderboardStore",
+    "ReplicaLeaderboardStore",
     "order_key",
     "tied",
 ]

@@ -32,6 +32,7 @@ from server.storage.board_queries import better_on_its_date
 from server.storage.enums import RaceStatus
 from server.storage.leaderboards import MAX_PLAYER_ID
 from server.storage.models import Game, Player, Race
+from server.storage.replicas import ReadRouter, RoutedStore
 from server.storage.sessions import Sessions
 from server.storage.today import today_sql
 
@@ -218,4 +219,30 @@ class PostgresProfileStore:
         )
 
 
-__all__ = ["DailyResult", "PostgresProfileStore", "ProfileStore", "StoredProfile"]
+class ReplicaProfileStore:
+    """:class:`ProfileStore` read on the database's replicas while they keep up (see
+    :class:`~server.storage.replicas.ReadRouter`); a player a replica does not know yet (just
+    registered) is read on the primary.
+
+    Args:
+        router: the router between the primary and the replicas.
+    """
+
+    def __init__(self, router: ReadRouter) -> None:
+        self._stores = RoutedStore(router, PostgresProfileStore)
+
+    async def read(self, player_id: int, pinned_today: dt.date | None) -> StoredProfile | None:
+        """See :meth:`PostgresProfileStore.read`."""
+        return await self._stores.read(
+            lambda store: store.read(player_id, pinned_today),
+            complete=lambda stored: stored is not None,
+        )
+
+
+__all__ = [
+    "DailyResult",
+    "PostgresProfileStore",
+    "ProfileStore",
+    "ReplicaProfileStore",
+    "StoredProfile",
+]

@@ -23,6 +23,7 @@ from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
 from server.storage.events import Listener
+from server.storage.replicas import ReadRouter
 from server.web import faults, http, metrics, page_rules, per_address, routes, ws
 from server.web.admission import Admission
 from server.web.background import periodically
@@ -180,6 +181,18 @@ async def _open_services(
     )
     stack.callback(metrics.watch_pool(engine))
     stack.push_async_callback(_bounded, "the database pool", _later(engine.dispose))
+    reads = None
+    if settings.read_urls:
+        reads = ReadRouter.over(
+            engine,
+            settings.read_urls,
+            pool_size=settings.db_pool_size,
+            pooler=settings.db_pooler,
+            max_lag_s=settings.database_read_max_lag_s,
+            timeout_s=settings.database_read_timeout_s,
+            observer=metrics.ReplicaMetrics(),
+        )
+        stack.push_async_callback(_bounded, "the read replicas' pools", _later(reads.close))
     analyzer = shared
     if shared is None and settings.solver_workers:
         analyzer = Analyzer(
@@ -209,6 +222,7 @@ async def _open_services(
         analyzer=analyzer,
         write_timeout_s=settings.db_write_timeout_s,
         observe_batch=metrics.observe_batch,
+        reads=reads,
     )
     stack.push_async_callback(_bounded, "the group committer", _later(services.close))
     hub = app[HUB] = Hub(services)
@@ -296,9 +310,10 @@ def _start_loops(
     settings: Settings, stack: contextlib.AsyncExitStack, services: Services, hub: Hub
 ) -> None:
     """Start the background loops, each stopped (bounded) at shutdown: the presence heartbeat,
-    the race sweep, the presence sweep, the online sweep (the records of who is online), and
-    the daily deals prepared ahead. Separate loops, so that none holds up another; a failed
-    step is counted and tried again after a back-off (:func:`.background.periodically`)."""
+    the race sweep, the presence sweep, the online sweep (the records of who is online), the
+    read replicas' lag probe (with read URLs), and the daily deals prepared ahead. Separate
+    loops, so that none holds up another; a failed step is counted and tried again after a
+    back-off (:func:`.background.periodically`)."""
 
     async def heartbeat() -> None:
         # This process's presence record, kept fresh on its own (a sweep held up by a locked
@@ -331,6 +346,13 @@ def _start_loops(
         settings.race_sweep_s,
         lambda: services.friends.sweep(hub.open_keys, hub.signed_in_all),
     )
+    if services.reads is not None:
+        loop(
+            BackgroundTask.REPLICA_LAG,
+            settings.database_read_probe_s,
+            services.reads.probe,
+            at_once=True,
+        )
     if settings.daily_prepare_every_s > 0:
         lead = dt.timedelta(seconds=settings.daily_prepare_ahead_s)
         loop(

@@ -20,6 +20,7 @@ from server.engine.errors import Rejection
 from server.errors import ErrorCode
 from server.services.analysis import Lookup as SolverLookup
 from server.services.analysis import Task as SolverTask
+from server.storage.replicas import Fallback, ReadTarget
 
 # No ``*_created`` series beside each counter and histogram (a start time per series, which
 # would double what every scrape carries): the process start time is in ``process_*``.
@@ -236,6 +237,8 @@ class BackgroundTask(StrEnum):
     RACE_RELEASE = "race_release"
     #: A race invitation, checked and shown to the invited player.
     RACE_INVITATION = "race_invitation"
+    #: The read replicas' lag, measured.
+    REPLICA_LAG = "replica_lag"
 
 
 BACKGROUND_RESTARTS = Counter(
@@ -251,6 +254,59 @@ _RESTARTS = {task: BACKGROUND_RESTARTS.labels(task.value) for task in Background
 def background_restarted(task: BackgroundTask) -> None:
     """Count a background task that failed and is started again."""
     _RESTARTS[task].inc()
+
+
+# ----------------------------------------------------------------------------- read replicas
+
+REPLICA_LAG = Gauge(
+    "tripeaks_db_replica_lag_seconds",
+    "How far each read replica (TRIPEAKS_DATABASE_READ_URLS; host:port) was behind the primary "
+    "at its last lag probe, in seconds (+Inf: it has replayed nothing; the last value stays "
+    "while it does not answer); the largest any process measured.",
+    ["replica"],
+    multiprocess_mode="livemax",
+)
+REPLICA_USABLE = Gauge(
+    "tripeaks_db_replica_usable",
+    "1 while reads go to the replica (it answered its last probe in time and lags at most "
+    "TRIPEAKS_DATABASE_READ_MAX_LAG_S), else 0; the smallest of the processes'.",
+    ["replica"],
+    multiprocess_mode="livemin",
+)
+DB_READS = Counter(
+    "tripeaks_db_reads",
+    "Reads that tolerate lag (leaderboards, profiles, replays, the daily's counts), by where "
+    "they were answered: primary or replica.",
+    ["target"],
+)
+_DB_READS = {target: DB_READS.labels(target.value) for target in ReadTarget}
+DB_READ_FALLBACKS = Counter(
+    "tripeaks_db_read_fallbacks",
+    "Reads that could have gone to a replica answered by the primary, by reason: no_replica "
+    "(none usable), failed (the replica's read failed or missed its deadline), missing (the "
+    "replica lacked the player's own write, or a game over for good).",
+    ["reason"],
+)
+_DB_READ_FALLBACKS = {reason: DB_READ_FALLBACKS.labels(reason.value) for reason in Fallback}
+
+
+class ReplicaMetrics:
+    """The read router's observer (:class:`~server.storage.replicas.ReadObserver`): counts
+    reads and fallbacks, and sets the replicas' lag and use."""
+
+    def read(self, target: ReadTarget) -> None:
+        """Count a read answered by ``target``."""
+        _DB_READS[target].inc()
+
+    def fallback(self, reason: Fallback) -> None:
+        """Count a read sent to the primary for ``reason``."""
+        _DB_READ_FALLBACKS[reason].inc()
+
+    def lag(self, replica: str, seconds: float | None, usable: bool) -> None:
+        """Set a replica's lag (kept as it was when None) and whether it is used."""
+        if seconds is not None:
+            REPLICA_LAG.labels(replica).set(seconds)
+        REPLICA_USABLE.labels(replica).set(1 if usable else 0)
 
 
 # ------------------------------------------------------------------------------------ solver
@@ -318,6 +374,7 @@ __all__ = [
     "ActivityReader",
     "BackgroundTask",
     "CloseReason",
+    "ReplicaMetrics",
     "action_failed",
     "action_rejected",
     "background_restarted",

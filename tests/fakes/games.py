@@ -142,6 +142,10 @@ class MemoryGameStore:
             for a in self._db.game_actions(game_id)
         )
 
+    async def replay_rows(self, game_id: int) -> tuple[GameRecord, tuple[StoredAction, ...]] | None:
+        record = await self.record(game_id)
+        return None if record is None else (record, await self.actions(game_id))
+
     async def load(self, game_id: int) -> StoredGame | None:
         await self._db.query()
         row = self._db.games.get(game_id)

@@ -39,10 +39,12 @@ class MemoryLeaderboardStore:
     async def entry(self, date: dt.date, player_id: int) -> BoardSlice | None:
         return await self.window(date, player_id, 0)
 
-    async def entries(self, date: dt.date, player_ids: Collection[int]) -> list[BoardSlice]:
+    async def entries(
+        self, date: dt.date, player_ids: Collection[int], *, own: int | None = None
+    ) -> list[BoardSlice]:
         await self._db.query()
         board = daily_board(self._db, date)
-        wanted = set(player_ids)
+        wanted = {*player_ids, *(() if own is None else (own,))}
         return [_slice(board, i, i + 1) for i, e in enumerate(board) if e.player_id in wanted]
 
 
