@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import secrets
 import socket
 import statistics
 import sys
@@ -40,7 +38,7 @@ from server.bench.crowd import run_players
 from server.bench.echo import run_echo
 from server.bench.load import idle_connections
 from server.bench.paced import paced_ladder
-from server.bench.process import free_port
+from server.bench.process import free_port, server_env, stop
 from server.bench.stats import report
 
 
@@ -61,18 +59,15 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
     # Empty: each tree's server migrates it to its own newest schema as it starts.
     async with throwaway_database(migrated=False) as url:
         port = free_port()
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(tree),
-            "DATABASE_URL": url,
-            "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
-            "TRIPEAKS_WS_RATE_PER_SECOND": "10000",
-            "TRIPEAKS_REGISTER_PER_MINUTE": "1000000",
-            "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "1000000",
-            "TRIPEAKS_MAX_SOCKETS_PER_PLAYER": "8",
-            "TRIPEAKS_SOLVER_WORKERS": "0",
-            "TRIPEAKS_WORKERS": str(workers),
-        }
+        env = server_env(
+            tree,
+            url,
+            TRIPEAKS_WS_RATE_PER_SECOND="10000",
+            TRIPEAKS_REGISTER_PER_MINUTE="1000000",
+            TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS="1000000",
+            TRIPEAKS_MAX_SOCKETS_PER_PLAYER="8",
+            TRIPEAKS_WORKERS=str(workers),
+        )
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -116,12 +111,7 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
                     base, counts, args.seconds, args.pace, args.jitter, process.pid, 50.0
                 )
         finally:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 30)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+            await stop(process)
 
 
 def _cpu_per_reply(cpu_s: float | None, replies: int) -> float | None:

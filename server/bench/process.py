@@ -3,8 +3,11 @@ server process and its descendants, and a free loopback port to start one on."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import secrets
 import socket
+from pathlib import Path
 
 
 def rss_kb(pid: int, *, descendants: bool = True) -> int | None:
@@ -67,6 +70,30 @@ def cpu_since(pid: int, before: float | None) -> float | None:
     None when either reading is missing."""
     now = cpu_s(pid)
     return None if before is None or now is None else now - before
+
+
+def server_env(tree: Path, database_url: str, **settings: str) -> dict[str, str]:
+    """The environment of a server process started from the source tree ``tree`` over
+    ``database_url``: this process's, with a daily secret of its own, no solver processes, and
+    ``settings`` (``TRIPEAKS_…`` variables) on top."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "DATABASE_URL": database_url,
+        "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
+        "TRIPEAKS_SOLVER_WORKERS": "0",
+        **settings,
+    }
+
+
+async def stop(process: asyncio.subprocess.Process) -> None:
+    """Stop a server process: SIGTERM, then SIGKILL if it has not ended within 30 s."""
+    process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), 30)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
 
 
 def free_port() -> int:

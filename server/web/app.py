@@ -375,8 +375,8 @@ async def _bounded(what: str, step: Awaitable[object]) -> None:
     for a step that does not end when cancelled (the database driver, cancelled in the middle
     of a query, waits for its connection to close; behind PgBouncer whose database is gone
     that is minutes): that one is left behind. The clean-up may itself run in a task being
-    cancelled (``aiohttp.web.run_app`` cancels its main task to stop): that cancellation
-    stops the step too and goes on up."""
+    cancelled (:func:`server.web.serving.run_app`, as aiohttp's, cancels its main task to
+    stop): that cancellation stops the step too and goes on up."""
     task = asyncio.ensure_future(step)
     try:
         await asyncio.wait({task}, timeout=CLEANUP_STEP_S)
