@@ -188,10 +188,14 @@ async def _trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, b
     """Send ``byte`` every :data:`TRICKLE_S` until the server answers or closes; how it ended."""
     while True:
         await writer.drain()
-        with contextlib.suppress(TimeoutError):
+        try:
             async with asyncio.timeout(TRICKLE_S):
-                return _ended(await reader.read())  # the answer, then the close
-        writer.write(byte)
+                # A bounded read keeps what came in when the time runs out (read() would not).
+                first = await reader.read(65536)
+        except TimeoutError:
+            writer.write(byte)
+            continue
+        return _ended(first + await reader.read())  # the answer, then the close
 
 
 async def _silent_ws(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
