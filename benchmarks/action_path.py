@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import secrets
 import statistics
 from pathlib import Path
 
@@ -36,7 +34,7 @@ from server.bench.crowd import run_players
 from server.bench.echo import run_echo
 from server.bench.load import idle_connections
 from server.bench.paced import paced_ladder
-from server.bench.process import server_process
+from server.bench.process import server_env, server_process
 from server.bench.stats import report
 
 
@@ -45,17 +43,15 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
     against it."""
     # Empty: each tree's server migrates it to its own newest schema as it starts.
     async with throwaway_database(migrated=False) as url:
-        env = {
-            **os.environ,
-            "DATABASE_URL": url,
-            "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
-            "TRIPEAKS_WS_RATE_PER_SECOND": "10000",
-            "TRIPEAKS_REGISTER_PER_MINUTE": "1000000",
-            "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "1000000",
-            "TRIPEAKS_MAX_SOCKETS_PER_PLAYER": "8",
-            "TRIPEAKS_SOLVER_WORKERS": "0",
-            "TRIPEAKS_WORKERS": str(workers),
-        }
+        env = server_env(
+            tree,
+            url,
+            TRIPEAKS_WS_RATE_PER_SECOND="10000",
+            TRIPEAKS_REGISTER_PER_MINUTE="1000000",
+            TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS="1000000",
+            TRIPEAKS_MAX_SOCKETS_PER_PLAYER="8",
+            TRIPEAKS_WORKERS=str(workers),
+        )
         async with server_process(tree, env) as (port, process):
             base = f"http://127.0.0.1:{port}"
             print(f"\n=== {name}: {tree}, {workers} worker(s)")

@@ -120,10 +120,14 @@ async def _phase(
     """One phase: ack p50 and p99 (ms), acks, reads per second and read p99 (ms)."""
     stop = asyncio.Event()
     reads = Reads()
-    readers = [
-        asyncio.create_task(_reader(reads_at, args.entries, seed, stop, reads))
-        for seed in range(args.readers if reads_at else 0)
-    ]
+    readers = (
+        []
+        if reads_at is None
+        else [
+            asyncio.create_task(_reader(reads_at, args.entries, seed, stop, reads))
+            for seed in range(args.readers)
+        ]
+    )
     t0 = time.monotonic()
     try:
         stats, _ = await run_paced(actions, args.players, args.seconds, 1.0, 0.5)
@@ -146,7 +150,7 @@ async def _phase(
 async def main(args: argparse.Namespace) -> None:
     with primary_and_standby() as (primary, standby):
         await migrate_url(primary.url)
-        await fill(primary.url, args.entries, args.seed)
+        await fill(primary.url, args.entries, args.seed, extra_days=0)
         conn = await asyncpg.connect(primary.url)
         try:  # the filled rows took explicit ids: new players and games come after them
             for table in ("players", "games"):

@@ -27,11 +27,12 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from aiohttp.web import Application, Request
+from aiohttp.web import Application, AppRunner, Request
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -40,6 +41,7 @@ from server.services.analysis import Analyzer
 from server.services.clock import Clock, FakeClock
 from server.storage.db import create_engine, migrate
 from server.web.app import create_app
+from server.web.per_address import GatedAppRunner
 from tests import contract
 from tests.pg import PrivatePostgres
 
@@ -225,6 +227,14 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
 ServerFactory = Callable[..., Awaitable[TestServer]]
 
 
+class ServedTestServer(TestServer):
+    """A test server run by the runner ``tripeaks serve`` runs the app with (connections over
+    their address's limit closed at accept)."""
+
+    async def _make_runner(self, **kwargs: Any) -> AppRunner:
+        return GatedAppRunner(self.app, **kwargs)
+
+
 @pytest.fixture(scope="session")
 def analyzer() -> Iterator[Analyzer]:
     """One solver pool for the whole run (its cache spares re-solving the same deals)."""
@@ -254,7 +264,7 @@ async def make_server(
         app_settings = settings.model_copy(update=overrides) if overrides else settings
         app = create_app(app_settings, clock=own_clock or clock, analyzer=analyzer)
         watches.append(contract.watch(app))
-        server = TestServer(app, host="127.0.0.1")
+        server = ServedTestServer(app, host="127.0.0.1")
         await server.start_server()
         servers.append(server)
         return server

@@ -45,6 +45,15 @@ def choose_action(state: dict[str, Any], rng: random.Random, undo_share: float) 
     return {"action": "undo"}
 
 
+async def send_action(
+    ws: aiohttp.ClientWebSocketResponse, state: dict[str, Any], rng: random.Random
+) -> None:
+    """Send a legal action (:func:`choose_action`, an undo now and then) for a game's STATE."""
+    message = {"type": "action", "game_id": state["game_id"], "seq": state["seq"]}
+    message.update(choose_action(state, rng, undo_share=0.05))
+    await ws.send_str(json.dumps(message))
+
+
 @dataclass
 class Start:
     """The moment every simulated player is connected: play (and the clock) starts then."""

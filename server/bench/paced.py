@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from server.bench import percentile
-from server.bench.crowd import Refused, Start, choose_action, connect_player, crowd, start_game
+from server.bench.crowd import Refused, Start, connect_player, crowd, send_action, start_game
 from server.bench.process import cpu_s
 from server.bench.stats import Stats
 
@@ -67,9 +67,7 @@ async def _paced_player(
                 if state is None:
                     return
             else:
-                message = {"type": "action", "game_id": state["game_id"], "seq": state["seq"]}
-                message.update(choose_action(state, rng, undo_share=0.05))
-                await ws.send_str(json.dumps(message))
+                await send_action(ws, state, rng)
                 raw = await ws.receive()
                 if raw.type is not aiohttp.WSMsgType.TEXT:
                     stats.errors[f"ws_{raw.type.name.lower()}"] += 1

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import IO
 
 
 def rss_kb(pid: int, *, descendants: bool = True) -> int | None:
@@ -101,10 +103,11 @@ async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> Non
 
 @contextlib.asynccontextmanager
 async def server_process(
-    tree: Path, env: Mapping[str, str]
+    tree: Path, env: Mapping[str, str], output: IO[str] | None = None
 ) -> AsyncIterator[tuple[int, asyncio.subprocess.Process]]:
     """``python -m server serve`` from the source tree ``tree`` (its ``PYTHONPATH`` and working
-    directory) on a free loopback port, with ``env`` as its environment (output discarded);
+    directory) on a free loopback port, with ``env`` as its environment (its output written to
+    ``output``, else discarded);
     yields the port and the process once it listens, and stops it afterwards (SIGTERM, then
     SIGKILL after 30 s).
 
@@ -121,17 +124,37 @@ async def server_process(
         str(port),
         env={**env, "PYTHONPATH": str(tree)},
         cwd=tree,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL if output is None else output,
+        stderr=asyncio.subprocess.DEVNULL if output is None else output,
     )
     try:
         await _wait_listening(port, process)
         yield port, process
     finally:
-        if process.returncode is None:
-            process.terminate()
-        try:
-            await asyncio.wait_for(process.wait(), 30)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        await stop(process)
+
+
+def server_env(tree: Path, database_url: str, **settings: str) -> dict[str, str]:
+    """The environment of a server process started from the source tree ``tree`` over
+    ``database_url``: this process's, with a daily secret of its own, no solver processes, and
+    ``settings`` (``TRIPEAKS_…`` variables) on top."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "DATABASE_URL": database_url,
+        "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
+        "TRIPEAKS_SOLVER_WORKERS": "0",
+        **settings,
+    }
+
+
+async def stop(process: asyncio.subprocess.Process) -> None:
+    """Stop a server process: SIGTERM (unless it has ended), then SIGKILL if it has not
+    ended within 30 s."""
+    if process.returncode is None:
+        process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), 30)
+    except TimeoutError:
+        process.kill()
+        await process.wait()

@@ -63,24 +63,22 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
 
 def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None) -> None:
     """Run one server process until SIGINT or SIGTERM (a worker shares its port with others)."""
-    from aiohttp import web
-
     from server.errors import StorageError
     from server.storage.sessions import as_storage_error
     from server.web.app import StartupTimeout, create_app
+    from server.web.serving import run_app
 
     app = create_app(settings, daily_secret=daily_secret, freeze_startup=True)
     try:
-        web.run_app(
+        run_app(
             app,
             host=settings.host,
             port=settings.port,
             reuse_port=worker is not None,
             shutdown_timeout=8.0,
-            print=lambda _banner: log.info(
+            on_listening=lambda: log.info(
                 "serving on http://%s:%s (Ctrl-C to stop)", settings.host, settings.port
             ),
-            access_log=None,
         )
     except StartupTimeout as exc:
         raise click.ClickException(f"could not start: {exc}") from None

@@ -3,22 +3,30 @@ on them (``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``).
 
 A connection is in use while the server serves a request on it: a websocket for its whole
 life, from before its upgrade; an HTTP request from its headers to its answer, reading its body
-included. Beyond the limit a request is answered 429 ``too_many_connections`` at once, a
-websocket before its upgrade. The address is the client's as every limit per address takes it
-(:func:`server.web.http.client_group`: an IPv6 address by its /64, the forwarded one behind a
-trusted proxy). A connection still sending its first request's headers is not yet anyone's:
+included. A connection accepted from an address that already has the limit in use is closed
+at once, before anything is read from it or sent on it (:func:`refuse_at_accept`): refusing
+costs the server next to nothing, however often the address comes back. A request that
+arrives over the limit on a connection accepted earlier (kept alive) is answered 429
+``too_many_connections`` at once, a websocket before its upgrade. The address is the
+client's as every limit per address takes it (:func:`server.web.http.client_group`: an IPv6
+address by its /64, the forwarded one behind a trusted proxy). A connection still sending
+its first request's headers is not yet anyone's:
 ``TRIPEAKS_HTTP_HEADER_TIMEOUT_S`` bounds it instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 from server.errors import ErrorCode
+from server.services.addresses import address_group
 from server.web.faults import Fault, client_fault
 from server.web.http import Handler, client_group, error_response
+from server.web.keys import SETTINGS
 
 
 class AddressConnections:
@@ -89,4 +97,54 @@ async def limit_middleware(request: web.Request, handler: Handler) -> web.Stream
         counts.give_back(address)
 
 
-__all__ = ["ADDRESS_CONNECTIONS", "AddressConnections", "limit_middleware"]
+def refuse_at_accept(server: web.Server, app: web.Application) -> None:
+    """Make ``server`` (``app``'s connections, :class:`GatedAppRunner`) close each connection
+    whose address already has ``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS`` in use the moment it is
+    accepted: nothing is read from it nor sent on it (its peer sees the connection closed), and
+    it is counted and logged quietly as a ``connection_limit`` client fault, as a 429 is.
+
+    Behind a trusted proxy (``TRIPEAKS_TRUST_FORWARDED_FOR``) every connection comes from the
+    proxy, whose clients are known only once a request's headers are read: nothing is refused
+    at accept there (the middleware's 429 still is)."""
+    if app[SETTINGS].trust_forwarded_for:
+        return
+    counts = app[ADDRESS_CONNECTIONS]
+    made = server.connection_made
+
+    def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
+        made(handler, transport)  # the server's own record, which its connection_lost ends
+        peer = transport.get_extra_info("peername")
+        if not isinstance(peer, tuple) or not peer:
+            return  # not an IP connection (a Unix socket)
+        address = address_group(str(peer[0])) or str(peer[0])
+        if counts.in_use(address) >= counts.per_address:
+            client_fault(
+                Fault.CONNECTION_LIMIT,
+                f"a connection from {address} closed as it was accepted: over its "
+                f"{counts.per_address} connections",
+            )
+            # On the loop's next turn: the handler's task, created as this returns, must start
+            # before the close reaches the handler, as for a client that leaves at once.
+            asyncio.get_running_loop().call_soon(transport.abort)
+
+    server.connection_made = connection_made  # type: ignore[method-assign]
+
+
+class GatedAppRunner(web.AppRunner):
+    """An :class:`aiohttp.web.AppRunner` whose server refuses connections at accept for their
+    address's limit (:func:`refuse_at_accept`); the app must be one of
+    :func:`server.web.app.create_app`."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        refuse_at_accept(server, self.app)
+        return server
+
+
+__all__ = [
+    "ADDRESS_CONNECTIONS",
+    "AddressConnections",
+    "GatedAppRunner",
+    "limit_middleware",
+    "refuse_at_accept",
+]

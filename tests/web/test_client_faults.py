@@ -18,6 +18,7 @@ from server.services.clock import FakeClock
 from server.web import faults
 from server.web.app import create_app
 from server.web.faults import QuietLog
+from server.web.per_address import GatedAppRunner
 from tests.helpers import eventually
 
 MALFORMED = b"GET /api/v1/daily HTTP/1.1\r\nHost: x\r\nNot A Header\r\n\r\n"
@@ -51,9 +52,9 @@ def clock_of_the_quiet_log(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 @pytest.fixture
 async def served(settings: Settings, clock: FakeClock, analyzer: Analyzer) -> AsyncIterator[int]:
-    """A server run as ``tripeaks serve`` runs it (``web.run_app``'s runner: a handler goes on
-    when its client leaves, where the tests' servers cancel it); its port."""
-    runner = web.AppRunner(create_app(settings, clock=clock, analyzer=analyzer), access_log=None)
+    """A server run as ``tripeaks serve`` runs it (:func:`server.web.serving.run_app`'s runner:
+    a handler goes on when its client leaves, where the tests' servers cancel it); its port."""
+    runner = GatedAppRunner(create_app(settings, clock=clock, analyzer=analyzer), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

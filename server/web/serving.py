@@ -1,0 +1,86 @@
+"""Running the application on a port until the process is told to stop: what
+:func:`aiohttp.web.run_app` does, with the runner that refuses connections at accept for their
+address's limit (:class:`server.web.per_address.GatedAppRunner`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from server.web.per_address import GatedAppRunner
+
+
+def run_app(
+    app: web.Application,
+    *,
+    host: str,
+    port: int,
+    reuse_port: bool,
+    shutdown_timeout: float,
+    on_listening: Callable[[], None],
+) -> None:
+    """Serve ``app`` on ``host``:``port`` until SIGINT or SIGTERM (or Ctrl-C), then shut it
+    down (its websockets closed, its requests given ``shutdown_timeout`` s to end, its clean-up
+    run) and return. ``on_listening`` is called once the port is open.
+
+    Raises:
+        OSError: the port cannot be listened on (``EADDRINUSE``…).
+        Exception: whatever the application's start raised (the database's failures,
+            :class:`server.web.app.StartupTimeout`).
+    """
+
+    async def serve() -> None:
+        runner = GatedAppRunner(
+            app, handle_signals=True, access_log=None, shutdown_timeout=shutdown_timeout
+        )
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+            on_listening()
+            await asyncio.Event().wait()  # until cancelled, or a signal ends the loop
+        finally:
+            await runner.cleanup()
+
+    loop = asyncio.new_event_loop()
+    main = loop.create_task(serve())
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(main)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        try:
+            if not main.done():
+                main.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    loop.run_until_complete(main)
+        finally:
+            _cancel_tasks(asyncio.all_tasks(loop), loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _cancel_tasks(tasks: set[asyncio.Task[Any]], loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is left running at the end and let it end; report what failed meanwhile."""
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            loop.call_exception_handler(
+                {
+                    "message": "unhandled exception while stopping",
+                    "exception": task.exception(),
+                    "task": task,
+                }
+            )
+
+
+__all__ = ["run_app"]
