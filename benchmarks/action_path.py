@@ -16,7 +16,11 @@ of *this* tree:
 - idle (``--idle``): that many connected players doing nothing; the server's memory per
   connection and its CPU share meanwhile;
 - a burst (``--burst``): that many registered players opening their websocket and saying hello
-  at the same moment; the time to each ``welcome`` and connections per second.
+  at the same moment; the time to each ``welcome`` and connections per second;
+- a storm (``--storm``): that many players with games in progress, every socket cut at once,
+  each page reconnecting with the browser's backoff and resuming its game, while
+  ``--storm-stayed`` players play on; the time until 50/99/100 % are back in play, the
+  ``server_busy`` answers, the stayed players' ack p99 and the server's CPU per hello.
 
 Every target is on loopback; every step stops by itself.
 """
@@ -42,6 +46,7 @@ from server.bench.load import idle_connections
 from server.bench.paced import paced_ladder
 from server.bench.process import free_port
 from server.bench.stats import report
+from server.bench.storm import storm
 
 
 async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
@@ -108,6 +113,8 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
                         )
             if args.burst:
                 await burst(base, args.burst, process.pid)
+            if args.storm:
+                await storm(base, args.storm, args.storm_stayed, process.pid, args.pace)
             if args.idle:
                 await idle_connections(base, args.idle, process.pid)
             if args.paced:
@@ -142,6 +149,12 @@ def main() -> None:
     parser.add_argument("--paced", default="", help="Human-pace player counts, e.g. 300,1000.")
     parser.add_argument(
         "--burst", type=int, default=0, help="Connections opened at once (0: skip)."
+    )
+    parser.add_argument(
+        "--storm", type=int, default=0, help="Players whose sockets are cut at once (0: skip)."
+    )
+    parser.add_argument(
+        "--storm-stayed", type=int, default=100, help="Players left connected in the storm."
     )
     parser.add_argument("--idle", type=int, default=0, help="Idle connections to hold (0: skip).")
     parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")

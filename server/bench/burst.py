@@ -20,8 +20,8 @@ from server.bench.stats import Stats
 REGISTER_CONCURRENCY = 32
 
 
-async def _register(http: aiohttp.ClientSession, base: str, count: int) -> list[str]:
-    """``count`` new players' tokens."""
+async def register(http: aiohttp.ClientSession, base: str, count: int) -> list[str]:
+    """``count`` new players' tokens (registered :data:`REGISTER_CONCURRENCY` at a time)."""
     gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
 
     async def one() -> str:
@@ -42,7 +42,7 @@ async def burst(base: str, count: int, pid: int | None) -> None:
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=PATIENCE_S * 2)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        tokens = await _register(http, base, count)
+        tokens = await register(http, base, count)
         stats = Stats()
         sockets: list[aiohttp.ClientWebSocketResponse] = []
         go = asyncio.Event()
