@@ -61,6 +61,8 @@ class StormResult:
     cut: int
     back_s: list[float] = field(default_factory=list)
     busy: int = 0
+    #: ``server_busy`` answers to players in play (stayed or back), by request type.
+    busy_in_play: Counter[str] = field(default_factory=Counter)
     hellos: int = 0
     #: Cut players whose resumed STATE was not the one they had been acknowledged.
     lost: int = 0
@@ -98,20 +100,31 @@ async def _seat(http: aiohttp.ClientSession, ws_url: str, player: _Player) -> No
     await _act(player)
 
 
-async def _act(player: _Player) -> float:
-    """One legal action on the player's game; its ack time (ms)."""
+async def _act(player: _Player, busy: Counter[str] | None = None) -> float:
+    """One legal action on the player's game (a new game once it is over); its ack time (ms),
+    waits after ``server_busy`` included (each counted in ``busy`` by request type).
+
+    Raises:
+        RuntimeError: the request was refused otherwise.
+    """
     assert player.ws is not None and player.state is not None
-    message = {"type": "action", "id": 2, "game_id": player.state["game_id"]}
-    message["seq"] = player.state["seq"]
     if player.state["status"] != "playing":
-        message = {"type": "new_game", "id": 2}
+        message: dict[str, Any] = {"type": "new_game", "id": 2}
     else:
+        message = {"type": "action", "id": 2, "game_id": player.state["game_id"]}
+        message["seq"] = player.state["seq"]
         message.update(choose_action(player.state, player.rng, undo_share=0.0))
     began = time.perf_counter()
-    reply = await _ask(player.ws, message)
+    while True:
+        reply = await _ask(player.ws, message)
+        if reply.get("code") != "server_busy":
+            break
+        if busy is not None:
+            busy[message["type"]] += 1
+        await asyncio.sleep(reply.get("retry_after_ms", 1000) / 1000)
     elapsed = (time.perf_counter() - began) * 1000
     if reply.get("type") not in ("accepted", "rejected", "game"):
-        raise RuntimeError(f"action refused: {reply.get('code', reply.get('type'))}")
+        raise RuntimeError(f"{message['type']} refused: {reply.get('code', reply.get('type'))}")
     player.state = reply["game"]
     return elapsed
 
@@ -166,17 +179,17 @@ async def _come_back(
     result.errors["gave_up"] += 1
 
 
-async def _paced(player: _Player, until: float, pace: float, acks: list[float] | None) -> None:
+async def _paced(
+    player: _Player, until: float, pace: float, acks: list[float], busy: Counter[str]
+) -> None:
     """Play on at a human pace (``pace`` actions per second, jittered) until ``until``; the
-    ack times (ms) go into ``acks`` when given."""
+    ack times (ms) go into ``acks``, the ``server_busy`` answers into ``busy``."""
     while True:
         gap = player.rng.uniform(0.5, 1.5) / pace
         if time.monotonic() + gap >= until:
             return
         await asyncio.sleep(gap)
-        elapsed = await _act(player)
-        if acks is not None:
-            acks.append(elapsed)
+        acks.append(await _act(player, busy))
 
 
 async def storm(
@@ -223,7 +236,7 @@ async def storm(
         async def keep_playing(player: _Player) -> None:
             while not storm_over.is_set():
                 await asyncio.sleep(player.rng.uniform(0.5, 1.5) / pace)
-                stayed_acks.append(await _act(player))
+                stayed_acks.append(await _act(player, result.busy_in_play))
 
         stayed_tasks = [asyncio.create_task(keep_playing(p)) for p in kept]
         await asyncio.sleep(1.0)  # the stayed players' pace is established
@@ -244,7 +257,9 @@ async def storm(
         until = time.monotonic() + after_s
         back = [p for p in cut if p.back_at is not None]
         after_acks: list[float] = []
-        await asyncio.gather(*(_paced(p, until, pace, after_acks) for p in back + kept))
+        await asyncio.gather(
+            *(_paced(p, until, pace, after_acks, result.busy_in_play) for p in back + kept)
+        )
         for player in players:
             if player.ws is not None:
                 await player.ws.close()
@@ -264,7 +279,10 @@ def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
         f"  back in play: 50% {at(0.5)}  99% {at(0.99)}  100% {at(1.0)}  "
         f"({len(back)} of {result.cut})"
     )
-    print(f"  server_busy answers: {result.busy}  errors: {dict(result.errors) or 0}")
+    print(
+        f"  server_busy answers: {result.busy} to hellos, {dict(result.busy_in_play) or 0} "
+        f"to players in play  errors: {dict(result.errors) or 0}"
+    )
     print(f"  resumed STATE not the one acknowledged: {result.lost}")
     acks = result.stayed_acks_ms
     if acks:
