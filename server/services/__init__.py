@@ -23,6 +23,7 @@ from server.services.presence import PresenceService
 from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
 from server.services.replays import ReplayService
+from server.services.welcomes import WelcomeService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
 from server.storage.follows import PostgresFollowStore
@@ -35,6 +36,7 @@ from server.storage.presence_postgres import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore
 from server.storage.races_postgres import PostgresRaceStore
 from server.storage.sessions import Sessions
+from server.storage.welcome import PostgresWelcomeStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,7 @@ class Services:
     replays: ReplayService
     profiles: ProfileService
     friends: FriendService
+    welcomes: WelcomeService
     analyzer: Analyzer | None = None
 
     @classmethod
@@ -131,6 +134,7 @@ class Services:
                 instance=instance,
                 instance_timeout_s=limits.instance_timeout_s,
             ),
+            welcomes=WelcomeService(PostgresWelcomeStore(db), games, daily, clock),
             analyzer=analyzer,
         )
 
