@@ -146,6 +146,8 @@ class Settings(BaseSettings):
     solver_workers: int = Field(default=1, ge=0, le=64)
     workers: int = Field(default=1, ge=1, le=64)
     admission_wait_s: float = Field(default=10.0, gt=0, le=120)
+    #: 0: never turn newcomers away for the event loop's lag.
+    admission_shed_lag_ms: float = Field(default=200.0, ge=0, le=60_000)
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     sign_in_per_minute: int = Field(default=10, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False

@@ -29,17 +29,24 @@ from server.bench.burst import REGISTER_CONCURRENCY, register
 from server.bench.crowd import choose_action
 from server.bench.process import cpu_s
 
-#: The page's reconnection delays (ms) by attempt (connection.js).
+#: The page's reconnection delays (ms) by attempt, before its jitter (connection.js).
 BACKOFF_MS = (250, 500, 1000, 2000, 4000, 8000)
+#: The page's jitter: a step is drawn between (1 - JITTER) and 1 times itself, a retry time
+#: between 1 and (1 + JITTER) times itself.
+JITTER = 0.5
 #: Longest a cut player keeps trying to come back (s).
 GIVE_UP_S = 120.0
 
 
 def page_backoff_ms(attempt: int, retry_after_ms: float | None, rng: random.Random) -> float:
     """How long the page waits before its reconnection number ``attempt`` (0 first), in ms:
-    its step of :data:`BACKOFF_MS` (connection.js ``_retry``; a ``server_busy`` hello is
-    closed and retried on the same schedule, its ``retry_after_ms`` unread)."""
-    return float(BACKOFF_MS[min(attempt, len(BACKOFF_MS) - 1)])
+    its step of :data:`BACKOFF_MS` jittered down by up to :data:`JITTER`, and at least the
+    ``retry_after_ms`` a ``server_busy`` hello was answered, jittered up (connection.js
+    ``reconnectDelay``)."""
+    delay = BACKOFF_MS[min(attempt, len(BACKOFF_MS) - 1)] * (1 - JITTER * rng.random())
+    if retry_after_ms is not None:
+        delay = max(delay, retry_after_ms * (1 + JITTER * rng.random()))
+    return delay
 
 
 @dataclass
