@@ -60,9 +60,11 @@ async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> Non
     raise RuntimeError("the server did not listen within 60 s")
 
 
-async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int = 1) -> None:
-    """Start a server from ``tree`` (``workers`` processes) and run the chosen measurements
-    against it."""
+async def measure(
+    name: str, tree: Path, args: argparse.Namespace, workers: int = 1, loop: str = ""
+) -> None:
+    """Start a server from ``tree`` (``workers`` processes, on the event loop ``loop``:
+    ``TRIPEAKS_EVENT_LOOP``, unset when empty) and run the chosen measurements against it."""
     # Empty: each tree's server migrates it to its own newest schema as it starts.
     async with throwaway_database(migrated=False) as url:
         port = free_port()
@@ -78,6 +80,9 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
             "TRIPEAKS_SOLVER_WORKERS": "0",
             "TRIPEAKS_WORKERS": str(workers),
         }
+        if loop:
+            env["TRIPEAKS_EVENT_LOOP"] = loop
+            name = f"{name} on {loop}"
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -160,6 +165,12 @@ def main() -> None:
     parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")
     parser.add_argument("--jitter", type=float, default=0.5)
     parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per measurement.")
+    parser.add_argument(
+        "--loops",
+        default="",
+        help="Event loops to measure each tree on, comma-separated (asyncio,uvloop: "
+        "TRIPEAKS_EVENT_LOOP); default: each tree's own.",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="Measure every tree this often.")
     parser.add_argument(
         "--workers",
@@ -178,7 +189,8 @@ async def _rounds(trees: list[tuple[str, Path]], args: argparse.Namespace) -> No
             print(f"\n##### round {round_ + 1} of {args.rounds}")
         for name, tree in trees:
             for workers in [int(w) for w in args.workers.split(",")]:
-                await measure(name, tree, args, workers)
+                for loop in args.loops.split(","):
+                    await measure(name, tree, args, workers, loop)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,9 @@ class StormResult:
     stayed_acks_ms: list[float] = field(default_factory=list)
     server_cpu_s: float | None = None
     storm_s: float = 0.0
+    #: At the end, each player's game on the table and the ``(seq, status)`` of its last
+    #: STATE the server sent.
+    acked: dict[int, tuple[int, str]] = field(default_factory=dict)
 
 
 async def _ask(ws: aiohttp.ClientWebSocketResponse, request: dict[str, Any]) -> dict[str, Any]:
@@ -268,6 +271,9 @@ async def storm(
             *(_paced(p, until, pace, after_acks, result.busy_in_play) for p in back + kept)
         )
         for player in players:
+            if player.state is not None:
+                state = player.state
+                result.acked[state["game_id"]] = (state["seq"], state["status"])
             if player.ws is not None:
                 await player.ws.close()
     _print(result, stayed, after_acks)
