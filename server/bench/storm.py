@@ -68,7 +68,8 @@ class StormResult:
     cut: int
     back_s: list[float] = field(default_factory=list)
     busy: int = 0
-    #: ``server_busy`` answers to players in play (stayed or back), by request type.
+    #: ``server_busy`` answers to players in play (stayed or back), by request type, and
+    #: after the storm their other refusals.
     busy_in_play: Counter[str] = field(default_factory=Counter)
     hellos: int = 0
     #: Cut players whose resumed STATE was not the one they had been acknowledged.
@@ -199,7 +200,10 @@ async def _paced(
         if time.monotonic() + gap >= until:
             return
         await asyncio.sleep(gap)
-        acks.append(await _act(player, busy))
+        try:
+            acks.append(await _act(player, busy))
+        except RuntimeError as refused:  # counted; the same request is sent at the next turn
+            busy[str(refused)] += 1
 
 
 async def storm(
@@ -246,7 +250,10 @@ async def storm(
         async def keep_playing(player: _Player) -> None:
             while not storm_over.is_set():
                 await asyncio.sleep(player.rng.uniform(0.5, 1.5) / pace)
-                stayed_acks.append(await _act(player, result.busy_in_play))
+                try:
+                    stayed_acks.append(await _act(player, result.busy_in_play))
+                except RuntimeError as refused:  # counted; sent again at the next turn
+                    result.errors[str(refused)] += 1
 
         stayed_tasks = [asyncio.create_task(keep_playing(p)) for p in kept]
         await asyncio.sleep(1.0)  # the stayed players' pace is established
