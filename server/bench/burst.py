@@ -21,16 +21,21 @@ REGISTER_CONCURRENCY = 32
 
 
 async def register(http: aiohttp.ClientSession, base: str, count: int) -> list[str]:
-    """``count`` new players' tokens (registered :data:`REGISTER_CONCURRENCY` at a time)."""
+    """``count`` new players' tokens (registered :data:`REGISTER_CONCURRENCY` at a time, each
+    coming back when told ``server_busy``)."""
     gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
 
     async def one() -> str:
         async with gate:
             name = f"burst{secrets.token_hex(5)}"
-            async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-                resp.raise_for_status()
-                token: str = (await resp.json())["token"]
-                return token
+            while True:  # told server_busy (503 with Retry-After), back when told
+                async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+                    if resp.status != 503 or "Retry-After" not in resp.headers:
+                        resp.raise_for_status()
+                        token: str = (await resp.json())["token"]
+                        return token
+                    wait_s = float(resp.headers["Retry-After"])
+                await asyncio.sleep(wait_s)
 
     return list(await asyncio.gather(*(one() for _ in range(count))))
 

@@ -104,11 +104,9 @@ async def _seat(http: aiohttp.ClientSession, ws_url: str, player: _Player) -> No
         await asyncio.sleep(welcome.get("retry_after_ms", 1000) / 1000)
     if welcome.get("type") != "welcome":
         raise RuntimeError(f"hello refused: {welcome}")
-    game = await _ask(player.ws, {"type": "new_game", "id": 1})
-    if game.get("type") != "game":
-        raise RuntimeError(f"new_game refused: {game}")
-    player.state = game["game"]
-    await _act(player)
+    player.state = {"status": "none"}
+    await _act(player)  # a new game
+    await _act(player)  # an action in it
 
 
 async def _act(player: _Player, busy: Counter[str] | None = None) -> float:
@@ -204,6 +202,9 @@ async def _paced(
             acks.append(await _act(player, busy))
         except RuntimeError as refused:  # counted; the same request is sent at the next turn
             busy[str(refused)] += 1
+        except (aiohttp.ClientError, ConnectionError) as lost:  # counted; this one stops
+            busy[f"connection_{type(lost).__name__}"] += 1
+            return
 
 
 async def storm(
@@ -254,6 +255,9 @@ async def storm(
                     stayed_acks.append(await _act(player, result.busy_in_play))
                 except RuntimeError as refused:  # counted; sent again at the next turn
                     result.errors[str(refused)] += 1
+                except (aiohttp.ClientError, ConnectionError) as lost:  # counted; it stops
+                    result.errors[f"stayed_connection_{type(lost).__name__}"] += 1
+                    return
 
         stayed_tasks = [asyncio.create_task(keep_playing(p)) for p in kept]
         await asyncio.sleep(1.0)  # the stayed players' pace is established

@@ -4,6 +4,7 @@ room (whose rooms the caller then follows, a rare case read apart)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from server.services.clock import Clock
@@ -23,13 +24,17 @@ class Welcomed:
 
     Attributes:
         credential: the token's player and the token's id.
-        games: the player's games that can still be played, newest first.
+        games: the player's games that can still be played, newest first, less those in
+            ``unchanged``.
         seated: whether the player sits in a room in the lobby or running.
+        unchanged: the games the page holds (as the hello said) that can still be played and
+            are at the page's ``seq``, newest first; None when the hello named none.
     """
 
     credential: Credential
     games: list[GameSnapshot]
     seated: bool
+    unchanged: list[int] | None = None
 
 
 class WelcomeService:
@@ -50,8 +55,13 @@ class WelcomeService:
         self._daily = daily
         self._clock = clock
 
-    async def welcome(self, token: str | None) -> Welcomed:
+    async def welcome(self, token: str | None, held: Mapping[int, int] | None = None) -> Welcomed:
         """The player owning a bearer token, with what their welcome shows.
+
+        Args:
+            token: the bearer token.
+            held: the games whose STATE the page holds, each game id's ``seq`` (None: the
+                hello named none).
 
         Raises:
             UnauthorizedError: ``unauthorized``: the token is missing, too long or unknown
@@ -66,7 +76,11 @@ class WelcomeService:
         if pinned is None:
             self._daily.saw_today(found.today)
         credential = Credential(PlayerInfo(found.player.id, found.player.name), found.token_id)
-        return Welcomed(credential, await self._games.snapshots(found.games), found.seated)
+        if held is None:
+            return Welcomed(credential, await self._games.snapshots(found.games), found.seated)
+        unchanged = [g.id for g in found.games if held.get(g.id) == g.seq]
+        changed = [g for g in found.games if held.get(g.id) != g.seq]
+        return Welcomed(credential, await self._games.snapshots(changed), found.seated, unchanged)
 
 
 __all__ = ["WELCOME_GAMES", "WelcomeService", "Welcomed"]

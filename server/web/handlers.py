@@ -107,7 +107,8 @@ async def _hello(session: WsSession, message: Hello) -> None:
     it); the rooms only when they do."""
     services = session.services
     revocations = session.hub.revocations
-    welcomed = await services.welcomes.welcome(message.token)
+    held = None if message.games is None else {g.game_id: g.seq for g in message.games}
+    welcomed = await services.welcomes.welcome(message.token, held)
     credential = welcomed.credential
     me = credential.player
     before = session.player_id
@@ -136,7 +137,13 @@ async def _hello(session: WsSession, message: Hello) -> None:
         for room in rooms:
             session.hub.subscribe(session, room)
     welcome = out.welcome(
-        me, welcomed.games, session.locale, rooms, services.clock.now(), message.id
+        me,
+        welcomed.games,
+        session.locale,
+        rooms,
+        services.clock.now(),
+        message.id,
+        welcomed.unchanged,
     )
     await session.send(welcome)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import WSMsgType
@@ -225,8 +226,8 @@ async def test_a_hello_racing_a_revocation_is_closed_all_the_same(
     looked_up, go_on = asyncio.Event(), asyncio.Event()
     real_welcome = welcomes.welcome
 
-    async def slow_welcome(token: str | None) -> Welcomed:
-        found = await real_welcome(token)
+    async def slow_welcome(token: str | None, held: Mapping[int, int] | None = None) -> Welcomed:
+        found = await real_welcome(token, held)
         looked_up.set()
         await go_on.wait()
         return found

@@ -181,3 +181,53 @@ async def test_a_token_signed_out_rotated_or_never_made_is_answered_unauthorized
         reply = await _hello(client, token)
         assert (reply["type"], reply["code"]) == ("error", "unauthorized"), token
     assert (await _hello(client, rotated))["type"] == "welcome"
+
+
+async def test_a_page_that_says_which_games_it_holds_is_sent_only_those_that_changed(
+    client: Client,
+) -> None:
+    ws, me = await _player(client, "Hana")
+    other, _ = await _player(client, "Ivo")
+    held = (await ws.request({"type": "new_game"}))["game"]  # the page's STATE, seq 0
+    moved = (await ws.request({"type": "new_game"}))["game"]
+    assert (await ws.act(moved, "draw"))["type"] == "accepted"  # seq 1 since the page's
+    ended = (await ws.request({"type": "new_game"}))["game"]
+    await ws.request({"type": "resign", "game_id": ended["game_id"]})
+    new = (await ws.request({"type": "new_game"}))["game"]  # not held by the page
+    theirs = (await other.request({"type": "new_game"}))["game"]
+    everything = await _hello(client, me["token"])
+    assert "unchanged" not in everything  # a hello that names no game: all of them
+
+    holding = [
+        {"game_id": held["game_id"], "seq": 0},
+        {"game_id": moved["game_id"], "seq": 0},
+        {"game_id": ended["game_id"], "seq": 0},
+        {"game_id": theirs["game_id"], "seq": 0},
+    ]
+    welcome = await _hello(client, me["token"], games=holding)
+    assert welcome["unchanged"] == [held["game_id"]]
+    assert welcome["games"] == [g for g in everything["games"] if g["game_id"] != held["game_id"]]
+    assert {g["game_id"] for g in welcome["games"]} == {new["game_id"], moved["game_id"]}
+    nothing_held = await _hello(client, me["token"], games=[])
+    assert nothing_held == {**everything, "unchanged": []}
+
+
+@pytest.mark.parametrize(
+    "games",
+    [
+        [{"game_id": n, "seq": 0} for n in range(1, 22)],  # more than a welcome lists
+        [{"game_id": 1, "seq": -1}],
+        [{"game_id": 0, "seq": 0}],
+        [{"game_id": 1}],
+        [{"game_id": 1, "seq": 0, "status": "playing"}],
+        {"1": 0},
+    ],
+)
+async def test_a_hello_holding_games_badly_is_refused_naming_the_field(
+    client: Client, games: Any
+) -> None:
+    info = await register(client, "Jo")
+    reply = await _hello(client, info["token"], games=games)
+    assert (reply["type"], reply["code"]) == ("error", "invalid_message")
+    assert reply["message"].startswith("hello: ") and "games" in reply["message"], reply
+    assert (await _hello(client, info["token"]))["type"] == "welcome"  # nothing was changed

@@ -24,7 +24,8 @@ const KEEPALIVE_MS = 25000;
 export class Connection {
   /**
    * @param {object} opts
-   * @param {() => object} opts.hello      the hello fields: {token, locale, error_help}
+   * @param {({again}) => object} opts.hello  the hello fields: {token, locale, error_help, games?};
+   *   `again`: a hello repeated on the open socket
    * @param {(welcome: object) => void} opts.onWelcome  after every successful hello
    * @param {(msg: object) => void} opts.onPush         messages that answer no request
    * @param {(online: boolean) => void} opts.onStatus   connection up or down
@@ -77,7 +78,7 @@ export class Connection {
   /** Send hello again on the open socket (a locale or error-help change). */
   async rehello() {
     if (!this.ready) return null;
-    const reply = await this._raw({ type: "hello", ...this.opts.hello() });
+    const reply = await this._raw({ type: "hello", ...this.opts.hello({ again: true }) });
     if (reply.type === "welcome") this.opts.onWelcome(reply, { again: true });
     return reply;
   }
