@@ -16,7 +16,11 @@ of *this* tree:
 - idle (``--idle``): that many connected players doing nothing; the server's memory per
   connection and its CPU share meanwhile;
 - a burst (``--burst``): that many registered players opening their websocket and saying hello
-  at the same moment; the time to each ``welcome`` and connections per second.
+  at the same moment; the time to each ``welcome`` and connections per second;
+- a storm (``--storm``): that many players with games in progress, every socket cut at once,
+  each page reconnecting with the browser's backoff and resuming its game, while
+  ``--storm-stayed`` players play on; the time until 50/99/100 % are back in play, the
+  ``server_busy`` answers, the stayed players' ack p99 and the server's CPU per hello.
 
 Every target is on loopback; every step stops by itself.
 """
@@ -36,11 +40,14 @@ from server.bench.load import idle_connections
 from server.bench.paced import paced_ladder
 from server.bench.process import server_env, server_process
 from server.bench.stats import report
+from server.bench.storm import storm
 
 
-async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int = 1) -> None:
-    """Start a server from ``tree`` (``workers`` processes) and run the chosen measurements
-    against it."""
+async def measure(
+    name: str, tree: Path, args: argparse.Namespace, workers: int = 1, loop: str = ""
+) -> None:
+    """Start a server from ``tree`` (``workers`` processes, on the event loop ``loop``:
+    ``TRIPEAKS_EVENT_LOOP``, unset when empty) and run the chosen measurements against it."""
     # Empty: each tree's server migrates it to its own newest schema as it starts.
     async with throwaway_database(migrated=False) as url:
         env = server_env(
@@ -51,7 +58,10 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
             TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS="1000000",
             TRIPEAKS_MAX_SOCKETS_PER_PLAYER="8",
             TRIPEAKS_WORKERS=str(workers),
+            **({"TRIPEAKS_EVENT_LOOP": loop} if loop else {}),
         )
+        if loop:
+            name = f"{name} on {loop}"
         async with server_process(tree, env) as (port, process):
             base = f"http://127.0.0.1:{port}"
             print(f"\n=== {name}: {tree}, {workers} worker(s)")
@@ -74,6 +84,8 @@ async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int 
                         )
             if args.burst:
                 await burst(base, args.burst, process.pid)
+            if args.storm:
+                await storm(base, args.storm, args.storm_stayed, process.pid, args.pace)
             if args.idle:
                 await idle_connections(base, args.idle, process.pid)
             if args.paced:
@@ -102,10 +114,22 @@ def main() -> None:
     parser.add_argument(
         "--burst", type=int, default=0, help="Connections opened at once (0: skip)."
     )
+    parser.add_argument(
+        "--storm", type=int, default=0, help="Players whose sockets are cut at once (0: skip)."
+    )
+    parser.add_argument(
+        "--storm-stayed", type=int, default=100, help="Players left connected in the storm."
+    )
     parser.add_argument("--idle", type=int, default=0, help="Idle connections to hold (0: skip).")
     parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")
     parser.add_argument("--jitter", type=float, default=0.5)
     parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per measurement.")
+    parser.add_argument(
+        "--loops",
+        default="",
+        help="Event loops to measure each tree on, comma-separated (asyncio,uvloop: "
+        "TRIPEAKS_EVENT_LOOP); default: each tree's own.",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="Measure every tree this often.")
     parser.add_argument(
         "--workers",
@@ -124,7 +148,8 @@ async def _rounds(trees: list[tuple[str, Path]], args: argparse.Namespace) -> No
             print(f"\n##### round {round_ + 1} of {args.rounds}")
         for name, tree in trees:
             for workers in [int(w) for w in args.workers.split(",")]:
-                await measure(name, tree, args, workers)
+                for loop in args.loops.split(","):
+                    await measure(name, tree, args, workers, loop)
 
 
 if __name__ == "__main__":

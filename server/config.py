@@ -79,6 +79,7 @@ Environment variables (all optional):
 - ``TRIPEAKS_SOLVER_WORKERS``: solver processes (1); 0 turns the solver off (daily deals are
   then not checked for winnability, and there is no par and no hint).
 - ``TRIPEAKS_WORKERS``: server processes sharing the port (1), e.g. one per core.
+- ``TRIPEAKS_EVENT_LOOP``: ``auto`` (uvloop where installed), ``uvloop`` or ``asyncio``.
 - ``TRIPEAKS_ADMISSION_WAIT_S``: how long a player arriving in a crowd (registering, saying
   hello) waits for their turn before being told ``server_busy`` and when to come back (10).
 - ``TRIPEAKS_METRICS``: serve ``GET /metrics`` (Prometheus text format) on the main port
@@ -172,7 +173,10 @@ class Settings(BaseSettings):
     instance_timeout_s: float | None = Field(default=None, gt=0, le=3600)
     solver_workers: int = Field(default=1, ge=0, le=64)
     workers: int = Field(default=1, ge=1, le=64)
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "asyncio"
     admission_wait_s: float = Field(default=10.0, gt=0, le=120)
+    #: 0: never turn newcomers away for the event loop's lag.
+    admission_shed_lag_ms: float = Field(default=200.0, ge=0, le=60_000)
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     sign_in_per_minute: int = Field(default=10, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False

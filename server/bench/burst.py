@@ -20,17 +20,22 @@ from server.bench.stats import Stats
 REGISTER_CONCURRENCY = 32
 
 
-async def _register(http: aiohttp.ClientSession, base: str, count: int) -> list[str]:
-    """``count`` new players' tokens."""
+async def register(http: aiohttp.ClientSession, base: str, count: int) -> list[str]:
+    """``count`` new players' tokens (registered :data:`REGISTER_CONCURRENCY` at a time, each
+    coming back when told ``server_busy``)."""
     gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
 
     async def one() -> str:
         async with gate:
             name = f"burst{secrets.token_hex(5)}"
-            async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-                resp.raise_for_status()
-                token: str = (await resp.json())["token"]
-                return token
+            while True:  # told server_busy (503 with Retry-After), back when told
+                async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+                    if resp.status != 503 or "Retry-After" not in resp.headers:
+                        resp.raise_for_status()
+                        token: str = (await resp.json())["token"]
+                        return token
+                    wait_s = float(resp.headers["Retry-After"])
+                await asyncio.sleep(wait_s)
 
     return list(await asyncio.gather(*(one() for _ in range(count))))
 
@@ -42,7 +47,7 @@ async def burst(base: str, count: int, pid: int | None) -> None:
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=PATIENCE_S * 2)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        tokens = await _register(http, base, count)
+        tokens = await register(http, base, count)
         stats = Stats()
         sockets: list[aiohttp.ClientWebSocketResponse] = []
         go = asyncio.Event()

@@ -18,6 +18,7 @@ from server.cli.common import (
     with_database,
 )
 from server.config import Settings
+from server.loops import EventLoopUnavailable, loop_name, new_event_loop
 
 log = logging.getLogger("server")
 
@@ -68,10 +69,17 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
     from server.web.app import StartupTimeout, create_app
     from server.web.serving import run_app
 
+    try:
+        loop = new_event_loop(settings.event_loop)
+    except EventLoopUnavailable as exc:
+        raise click.ClickException(f"could not start: {exc}") from None
+    asyncio.set_event_loop(loop)
+    log.info("event loop: %s", loop_name(loop))
     app = create_app(settings, daily_secret=daily_secret, freeze_startup=True)
     try:
         run_app(
             app,
+            loop=loop,
             host=settings.host,
             port=settings.port,
             reuse_port=worker is not None,

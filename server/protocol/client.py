@@ -91,12 +91,26 @@ class _Message(
     id: RequestId | None = None
 
 
+#: Games a ``hello`` may say the page holds, at most (as many as a welcome lists).
+HELD_GAMES_MAX = 20
+
+
+class HeldGame(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A game whose STATE a reconnecting page holds, at the ``seq`` of that STATE."""
+
+    game_id: RowId
+    seq: Annotated[int, Meta(ge=0)]
+
+
 class Hello(_Message, tag="hello", frozen=True):
-    """First message of a connection: authenticates with a player's bearer token."""
+    """First message of a connection: authenticates with a player's bearer token. ``games``:
+    the games whose STATE the page holds (a reconnection); those still unfinished at that
+    ``seq`` are named in the welcome's ``unchanged`` instead of being sent again."""
 
     token: Annotated[str, Meta(min_length=1, max_length=200)]
     locale: Annotated[str, Meta(max_length=20)] | None = None
     error_help: bool = True
+    games: Annotated[list[HeldGame], Meta(max_length=HELD_GAMES_MAX)] | None = None
 
 
 def _rule_set(rules: str | None) -> RuleSet:

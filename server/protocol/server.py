@@ -111,6 +111,10 @@ class Welcome(Message, frozen=True, tag="welcome"):
     games: list[GameState]
     races: list[RoomState]
     id: int | str | None = None
+    #: The games the hello said the page holds that are unfinished and still at the page's
+    #: ``seq``: left out of ``games`` (the page's STATE of each is current). None (left out)
+    #: when the hello named no game.
+    unchanged: list[int] | None = None
 
 
 def welcome(
@@ -120,6 +124,7 @@ def welcome(
     rooms: Sequence[RoomView] = (),
     now: dt.datetime | None = None,
     request_id: int | str | None = None,
+    unchanged: Sequence[int] | None = None,
 ) -> Welcome:
     """Reply to ``hello`` (see :class:`Welcome`)."""
     at = now or dt.datetime.now(dt.UTC)
@@ -129,6 +134,7 @@ def welcome(
         [game_state(g, locale) for g in games],
         [room_state(r, at) for r in rooms],
         request_id,
+        None if unchanged is None else list(unchanged),
     )
 
 

@@ -25,6 +25,7 @@ from server.services.presence import PresenceService
 from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
 from server.services.replays import ReplayService
+from server.services.welcomes import WelcomeService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore, ReplicaDailyStore
 from server.storage.follows import PostgresFollowStore
@@ -40,6 +41,7 @@ from server.storage.races_postgres import PostgresRaceStore
 from server.storage.replays import ReplicaReplayStore
 from server.storage.replicas import ReadRouter
 from server.storage.sessions import Sessions
+from server.storage.welcome import PostgresWelcomeStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,7 @@ class Services:
     profiles: ProfileService
     friends: FriendService
     boards: PeriodBoardService
+    welcomes: WelcomeService
     analyzer: Analyzer | None = None
     reads: ReadRouter | None = None
 
@@ -156,6 +159,7 @@ class Services:
                 instance_timeout_s=limits.instance_timeout_s,
             ),
             boards=PeriodBoardService(PostgresPeriodBoardStore(sessions), follows),
+            welcomes=WelcomeService(PostgresWelcomeStore(db), games, daily, clock),
             analyzer=analyzer,
             reads=reads,
         )

@@ -190,6 +190,11 @@ class DailyService:
         """Record that the database refused an action on ``date``'s daily: it has closed."""
         self._confirm(date + dt.timedelta(days=1))
 
+    def saw_today(self, today: dt.date) -> None:
+        """The database's clock was read as ``today`` (UTC) by another statement: a date
+        before it is known closed from now on (:meth:`known_closed`)."""
+        self._confirm(today)
+
     def _confirm(self, today: dt.date) -> None:
         if self._confirmed_today is None or today > self._confirmed_today:
             self._confirmed_today = today

@@ -54,6 +54,7 @@ from server.storage.commits import (
 from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress
 from server.storage.games import (
+    GameHead,
     GameMode,
     GameStore,
 )
@@ -241,6 +242,16 @@ class GameService:
         """The player's games that can still be played, newest first (at most ``limit``)."""
         today = await self._daily.today()
         heads = await self._store.unfinished(player_id, today, self._clock.now(), limit)
+        return await self.snapshots(heads)
+
+    async def snapshots(self, heads: Sequence[GameHead]) -> list[GameSnapshot]:
+        """The games as far as their stored rows are (a copy in memory that is not is read
+        again), in the order given.
+
+        Raises:
+            NotFoundError: ``unknown_game``: one of them does not exist.
+            StorageError: the database failed.
+        """
         for head in heads:
             self._live.forget_if_stale(head.id, head.seq, head.status)
         return [self._snapshot(await self._live.load(head.id)) for head in heads]

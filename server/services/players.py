@@ -246,11 +246,9 @@ class PlayerService:
                 (never made, rotated, or signed out).
             StorageError: the database failed.
         """
-        if not token or len(token) > TOKEN_INPUT_MAX:
-            raise UnauthorizedError("a valid player token is required", code=ErrorCode.UNAUTHORIZED)
-        found = await self._store.by_token_hash(hash_token(token))
+        found = await self._store.by_token_hash(checked_token_hash(token))
         if found is None:
-            raise UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
+            raise unknown_token()
         return _credential(found)
 
     async def authenticate(self, token: str | None) -> PlayerInfo:
@@ -365,6 +363,22 @@ class PlayerService:
             StorageError: the database failed.
         """
         return await self._store.live_tokens(token_ids)
+
+
+def checked_token_hash(token: str | None) -> bytes:
+    """The SHA-256 a bearer token is looked up by.
+
+    Raises:
+        UnauthorizedError: ``unauthorized``: the token is missing or too long.
+    """
+    if not token or len(token) > TOKEN_INPUT_MAX:
+        raise UnauthorizedError("a valid player token is required", code=ErrorCode.UNAUTHORIZED)
+    return hash_token(token)
+
+
+def unknown_token() -> UnauthorizedError:
+    """The refusal of a token no player has (never made, rotated, or signed out)."""
+    return UnauthorizedError("unknown player token", code=ErrorCode.UNAUTHORIZED)
 
 
 def _info(row: PlayerRow) -> PlayerInfo:

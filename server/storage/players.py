@@ -416,20 +416,25 @@ class PostgresPlayerStore:
 
 #: The token and its player by the token's hash, refreshing ``last_used_at`` when an hour
 #: stale: a data-modifying CTE (run whether or not it is read) over the row the first one found.
-_BY_TOKEN_HASH = text(
-    f"""
-    WITH found AS (
-        SELECT t.id AS token_id, t.last_used_at, p.id, p.name
-        FROM player_tokens AS t JOIN players AS p ON p.id = t.player_id
-        WHERE t.token_hash = :token_hash
-    ), touched AS (
+#: A common table expression ``touched`` refreshing the ``last_used_at`` of the tokens of a
+#: ``found`` one (its columns ``token_id`` and ``last_used_at``) when it is
+#: :data:`LAST_USED_EVERY` stale or unset; it returns nothing.
+TOKENS_TOUCHED_SQL = f"""touched AS (
         UPDATE player_tokens SET last_used_at = statement_timestamp()
         FROM found
         WHERE player_tokens.id = found.token_id
           AND (found.last_used_at IS NULL
                OR found.last_used_at < statement_timestamp()
                   - interval '{int(LAST_USED_EVERY.total_seconds())} seconds')
-    )
+    )"""
+
+_BY_TOKEN_HASH = text(
+    f"""
+    WITH found AS (
+        SELECT t.id AS token_id, t.last_used_at, p.id, p.name
+        FROM player_tokens AS t JOIN players AS p ON p.id = t.player_id
+        WHERE t.token_hash = :token_hash
+    ), {TOKENS_TOUCHED_SQL}
     SELECT token_id, id, name FROM found
     """
 )
@@ -438,6 +443,7 @@ _BY_TOKEN_HASH = text(
 __all__ = [
     "LAST_USED_EVERY",
     "MAX_PLAYER_ID",
+    "TOKENS_TOUCHED_SQL",
     "PlayerRow",
     "PlayerStore",
     "PostgresPlayerStore",

@@ -126,11 +126,16 @@ def create_app(
     app[METRICS] = metrics.ActivityReader()
     # Newcomers use at most half the database pool, so the players already at the table keep
     # theirs however many arrive at once.
-    app[ADMISSION] = Admission(max(1, settings.db_pool_size // 2), settings.admission_wait_s)
+    app[ADMISSION] = Admission(
+        max(1, settings.db_pool_size // 2),
+        settings.admission_wait_s,
+        shed_lag_s=settings.admission_shed_lag_ms / 1000 or None,
+    )
     app.cleanup_ctx.append(_database(run_migrations, analyzer, daily_secret))
     if freeze_startup:
         app.on_startup.append(_freeze_startup_objects)
     app.cleanup_ctx.append(_quiet_accept_failures)
+    app.cleanup_ctx.append(_watch_loop_lag)
     app.on_shutdown.append(_close_sockets)
     app.on_response_prepare.append(_cache_headers)
     routes.add_routes(app)
@@ -461,6 +466,20 @@ async def _quiet_accept_failures(app: web.Application) -> AsyncIterator[None]:
     restore = faults.quiet_accept_failures(asyncio.get_running_loop())
     yield
     restore()
+
+
+#: Seconds between two measures of the event loop's lag (admission's shedding).
+LOOP_LAG_EVERY_S = 0.05
+
+
+async def _watch_loop_lag(app: web.Application) -> AsyncIterator[None]:
+    """While the app runs, the event loop's lag is measured for admission (newcomers are
+    turned away at once while it runs too late)."""
+    watcher = asyncio.create_task(app[ADMISSION].watch_loop(LOOP_LAG_EVERY_S))
+    yield
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
 
 
 async def _close_sockets(app: web.Application) -> None:

@@ -102,10 +102,14 @@ def _service_error(exc: ServiceError, request_id: int | str | None) -> out.Error
 
 async def _hello(session: WsSession, message: Hello) -> None:
     """Authenticate the connection; answer ``welcome`` with the player's unfinished games and
-    race rooms (which the connection follows from now on)."""
+    race rooms (which the connection follows from now on). The token, the games and whether the
+    player sits in a room are read in one statement (shared with the hellos arriving with
+    it); the rooms only when they do."""
     services = session.services
     revocations = session.hub.revocations
-    credential = await services.players.credential(message.token)
+    held = None if message.games is None else {g.game_id: g.seq for g in message.games}
+    welcomed = await services.welcomes.welcome(message.token, held)
+    credential = welcomed.credential
     me = credential.player
     before = session.player_id
     session.connections.authenticate(me.id, before)
@@ -122,16 +126,25 @@ async def _hello(session: WsSession, message: Hello) -> None:
         log.warning("online: the hello of %s was not recorded at once", session.key)
     session.locale = Locale.parse(message.locale)
     session.error_help = message.error_help
-    games = await services.games.unfinished(me.id)
-    try:
-        session.followed |= await services.presence.follow_rooms(me.id, session.connection)
-    except StorageError:  # a locked room, the database: recorded again in the background
-        session.followed = True
-        session.hub.spawn(_follow_later(session, me.id))
-    rooms = await services.races.active_for(me.id)
-    for room in rooms:
-        session.hub.subscribe(session, room)
-    welcome = out.welcome(me, games, session.locale, rooms, services.clock.now(), message.id)
+    rooms = []
+    if welcomed.seated:  # rare: most hellos read nothing more
+        try:
+            session.followed |= await services.presence.follow_rooms(me.id, session.connection)
+        except StorageError:  # a locked room, the database: recorded again in the background
+            session.followed = True
+            session.hub.spawn(_follow_later(session, me.id))
+        rooms = await services.races.active_for(me.id)
+        for room in rooms:
+            session.hub.subscribe(session, room)
+    welcome = out.welcome(
+        me,
+        welcomed.games,
+        session.locale,
+        rooms,
+        services.clock.now(),
+        message.id,
+        welcomed.unchanged,
+    )
     await session.send(welcome)
 
 

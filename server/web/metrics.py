@@ -209,6 +209,7 @@ ADMISSION_BUSY = Counter(
 )
 ADMISSION_QUEUE_FULL = ADMISSION_BUSY.labels("queue_full")
 ADMISSION_WAIT_TIMEOUT = ADMISSION_BUSY.labels("wait_timeout")
+ADMISSION_LOOP_LAG = ADMISSION_BUSY.labels("loop_lag")
 
 # ------------------------------------------------------------------------- background tasks
 
@@ -361,6 +362,7 @@ __all__ = [
     "ACCEPTED",
     "ACK_SECONDS",
     "ACTIVITY_TIMEOUT_S",
+    "ADMISSION_LOOP_LAG",
     "ADMISSION_QUEUE_FULL",
     "ADMISSION_WAIT_TIMEOUT",
     "CONTENT_TYPE",

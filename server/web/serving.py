@@ -22,10 +22,12 @@ def run_app(
     reuse_port: bool,
     shutdown_timeout: float,
     on_listening: Callable[[], None],
+    loop: asyncio.AbstractEventLoop | None = None,
 ) -> None:
     """Serve ``app`` on ``host``:``port`` until SIGINT or SIGTERM (or Ctrl-C), then shut it
     down (its websockets closed, its requests given ``shutdown_timeout`` s to end, its clean-up
-    run) and return. ``on_listening`` is called once the port is open.
+    run) and return. ``on_listening`` is called once the port is open. It runs on ``loop``
+    (closed at the end), else on a new asyncio event loop.
 
     Raises:
         OSError: the port cannot be listened on (``EADDRINUSE``…).
@@ -45,7 +47,7 @@ def run_app(
         finally:
             await runner.cleanup()
 
-    loop = asyncio.new_event_loop()
+    loop = loop or asyncio.new_event_loop()
     main = loop.create_task(serve())
     try:
         asyncio.set_event_loop(loop)

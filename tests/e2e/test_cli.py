@@ -171,6 +171,21 @@ async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
         await conn.close()
 
 
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+async def test_serve_runs_on_the_event_loop_chosen(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]], loop: str
+) -> None:
+    pytest.importorskip("uvloop")
+    port = free_port()
+    env = _on_database(tmp_path, port, database_url, TRIPEAKS_EVENT_LOOP=loop)
+    proc = _start(env, port, tmp_path / "server.log")
+    processes.append(proc)
+    await _play_a_little(f"http://127.0.0.1:{port}")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=15) == 0
+    assert f"event loop: {loop}" in (tmp_path / "server.log").read_text()
+
+
 def test_deal_and_solve_take_tp2_codes_with_or_without_group_hyphens() -> None:
     out = subprocess.run(
         [*TRIPEAKS, "deal", "tp2-e-aaaaaaaaaaaaaaaaaaaaaaaaaaaa", "--json"],

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient
 
-from server.services.players import Credential, PlayerService
+from server.services.welcomes import Welcomed, WelcomeService
 from server.web.keys import HUB, SERVICES
 from server.web.ws_session import WsSession
 from tests.conftest import ServerFactory
@@ -221,19 +222,19 @@ async def test_a_hello_racing_a_revocation_is_closed_all_the_same(
     checked again once the connection counts as signed in."""
     one, two = await make_server(), await make_server()
     services, hub = two.app[SERVICES], two.app[HUB]
-    players: PlayerService = services.players
+    welcomes: WelcomeService = services.welcomes
     looked_up, go_on = asyncio.Event(), asyncio.Event()
-    real_credential = players.credential
+    real_welcome = welcomes.welcome
 
-    async def slow_credential(token: str | None) -> Credential:
-        found = await real_credential(token)
+    async def slow_welcome(token: str | None, held: Mapping[int, int] | None = None) -> Welcomed:
+        found = await real_welcome(token, held)
         looked_up.set()
         await go_on.wait()
         return found
 
     async with TestClient(one) as c1, TestClient(two) as c2:
         ada = await register(c1, "Ada")
-        players.credential = slow_credential  # type: ignore[method-assign]
+        welcomes.welcome = slow_welcome  # type: ignore[method-assign]
         ws = WsPlayer(await c2.ws_connect("/ws"))
         await ws.send({"type": "hello", "token": ada["token"], "id": "h"})
         await asyncio.wait_for(looked_up.wait(), WAIT_S)

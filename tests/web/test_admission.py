@@ -4,6 +4,8 @@ is told ``server_busy`` and when to come back, and nothing is done."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from typing import Any
 
 import pytest
@@ -137,3 +139,78 @@ def test_a_pool_with_no_connection_free_is_answered_server_busy_not_unavailable(
     assert isinstance(refusal(StorageConflict("players_name_key_key")), ConflictError)
     unrelated = KeyError("x")
     assert as_storage_error(unrelated) is unrelated
+
+
+def _hold_up_the_loop(seconds: float) -> None:
+    """Block the running event loop for ``seconds`` (on purpose: the lag under test)."""
+    time.sleep(seconds)
+
+
+async def test_newcomers_are_turned_away_at_once_while_the_event_loop_runs_late() -> None:
+    gate = Admission(limit=5, wait_s=30, shed_lag_s=0.3, retry_after_s=3)
+    watcher = asyncio.create_task(gate.watch_loop(0.01))
+
+    async def storm() -> None:  # as a storm's hellos would: the loop late, measure after measure
+        while True:
+            _hold_up_the_loop(0.6)
+            await asyncio.sleep(0)
+
+    try:
+        await eventually(
+            lambda: gate.measures > 0 and not gate.shedding and gate.lag_s < 0.3,
+            "the loop measured on time",
+        )
+        async with gate.turn():
+            pass
+        _hold_up_the_loop(0.6)  # one late measure alone: the machine, as often as not
+        measured = gate.measures
+        await eventually(lambda: gate.measures > measured, "the lag measured")
+        assert gate.lag_s >= 0.3 and not gate.shedding
+        async with gate.turn():
+            pass
+        stormer = asyncio.create_task(storm())
+        try:
+            await eventually(lambda: gate.shedding, "the lag measured again and again")
+        finally:
+            stormer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stormer
+        with pytest.raises(ServerBusyError) as refused:
+            async with gate.turn():
+                pass
+        assert refused.value.retry_after_s == 3 and gate.turned_away == 1
+        await eventually(lambda: not gate.shedding, "the loop on time again")
+        async with gate.turn():
+            pass
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    assert not Admission(limit=1).shedding  # no limit given: never for the lag
+    with pytest.raises(ValueError, match="shed_lag_s"):
+        Admission(limit=1, shed_lag_s=0)
+
+
+async def test_a_hello_while_the_server_sheds_is_told_server_busy_and_nothing_is_done(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = await make_server(admission_shed_lag_ms=100)
+    async with TestClient(server) as client:
+        known = await register(client, "Known")
+        seated = await client.ws_connect("/ws")
+        await seated.send_json({"type": "hello", "token": known["token"]})
+        assert (await seated.receive_json())["type"] == "welcome"
+        monkeypatch.setattr(Admission, "shedding", property(lambda self: True))
+        ws = await client.ws_connect("/ws")
+        await ws.send_json({"type": "hello", "token": known["token"], "id": "h"})
+        reply = await ws.receive_json()
+        assert (reply["type"], reply["code"], reply["id"]) == ("error", "server_busy", "h")
+        assert reply["retry_after_ms"] == 2000
+        # The player already in is served as before.
+        await seated.send_json({"type": "ping", "id": "p"})
+        assert (await seated.receive_json())["type"] == "pong"
+        monkeypatch.undo()
+        await ws.send_json({"type": "hello", "token": known["token"], "id": "h2"})
+        assert (await ws.receive_json())["type"] == "welcome"
+        await ws.close()
+        await seated.close()

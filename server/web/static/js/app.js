@@ -109,7 +109,12 @@ onEnter("home", renderHome);
 
 function welcome(message, { again, first }) {
   setPlayer(message.player);
-  setOpenGames(message.games);
+  // The game on the table, when the server found it unchanged, was not sent again.
+  const unchanged = message.unchanged ?? [];
+  const kept = store.game && unchanged.includes(store.game.game_id);
+  const games = kept ? [...message.games, store.game] : message.games;
+  if (kept) games.sort((a, b) => b.game_id - a.game_id); // newest first, as the server lists
+  setOpenGames(games);
   if (store.view === "home") renderHome();
   if (again) {
     // A language or error-help change: fetch the game again for its localised notice.
@@ -129,7 +134,7 @@ function welcome(message, { again, first }) {
   }
   // A reconnect: follow the race again, or resume the game on the table.
   if (store.race) rejoinRace();
-  else if (store.game) refreshGame();
+  else if (store.game && !kept) refreshGame();
 }
 
 function push(msg) {

@@ -3,13 +3,29 @@
 // sent again after the next welcome: the server recognises a repeated action (same seq and
 // content) and answers it as applied, and answers a stale seq with the current state.
 
+// Reconnection delays by attempt; each is jittered down by up to JITTER of itself, so pages cut
+// off together (a server restarted, a network blip) do not come back together. A hello answered
+// `server_busy` waits at least the `retry_after_ms` it was given, jittered up by up to JITTER.
+// (server/bench/storm.py reconnects its simulated pages with the same schedule.)
 const BACKOFF_MS = [250, 500, 1000, 2000, 4000, 8000];
+const JITTER = 0.5;
+
+/** The wait (ms) before reconnection number `attempt` (0 first), given a server's retry time. */
+export function reconnectDelay(attempt, retryAfterMs = null, random = Math.random) {
+  const step = BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)];
+  let delay = step * (1 - JITTER * random());
+  if (retryAfterMs !== null && retryAfterMs !== undefined) {
+    delay = Math.max(delay, retryAfterMs * (1 + JITTER * random()));
+  }
+  return delay;
+}
 const KEEPALIVE_MS = 25000;
 
 export class Connection {
   /**
    * @param {object} opts
-   * @param {() => object} opts.hello      the hello fields: {token, locale, error_help}
+   * @param {({again}) => object} opts.hello  the hello fields: {token, locale, error_help, games?};
+   *   `again`: a hello repeated on the open socket
    * @param {(welcome: object) => void} opts.onWelcome  after every successful hello
    * @param {(msg: object) => void} opts.onPush         messages that answer no request
    * @param {(online: boolean) => void} opts.onStatus   connection up or down
@@ -23,6 +39,7 @@ export class Connection {
     this.pending = new Map(); // id -> {message, resolve, reject, sent}
     this.order = []; // ids in the order they were requested
     this.attempt = 0;
+    this.retryAfterMs = null; // the retry time of a hello answered server_busy
     this.timer = null;
     this.keepalive = null;
     this.stopped = false;
@@ -61,7 +78,7 @@ export class Connection {
   /** Send hello again on the open socket (a locale or error-help change). */
   async rehello() {
     if (!this.ready) return null;
-    const reply = await this._raw({ type: "hello", ...this.opts.hello() });
+    const reply = await this._raw({ type: "hello", ...this.opts.hello({ again: true }) });
     if (reply.type === "welcome") this.opts.onWelcome(reply, { again: true });
     return reply;
   }
@@ -107,7 +124,8 @@ export class Connection {
 
   _retry() {
     if (this.stopped) return;
-    const delay = BACKOFF_MS[Math.min(this.attempt, BACKOFF_MS.length - 1)];
+    const delay = reconnectDelay(this.attempt, this.retryAfterMs);
+    this.retryAfterMs = null;
     this.attempt += 1;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this._open(), delay);
@@ -122,6 +140,7 @@ export class Connection {
       return;
     }
     if (reply.type !== "welcome") {
+      if (reply.code === "server_busy") this.retryAfterMs = reply.retry_after_ms ?? null;
       ws.close(4001, "hello failed");
       return;
     }

@@ -25,7 +25,12 @@ export function connect() {
   if (conn) conn.stop();
   welcomed = false;
   conn = new Connection({
-    hello: () => ({ token: store.token, locale: locale(), error_help: store.errorHelp }),
+    hello: ({ again = false } = {}) => ({
+      token: store.token,
+      locale: locale(),
+      error_help: store.errorHelp,
+      ...(again ? {} : held()),
+    }),
     onWelcome: (welcome, { again }) => {
       const first = !welcomed;
       welcomed = true;
@@ -40,6 +45,16 @@ export function connect() {
     onUnauthorized: () => handlers.unauthorized(),
   });
   conn.start();
+}
+
+/**
+ * The game on the table, whose STATE the page holds, for a hello on a new socket: the welcome
+ * then names it in `unchanged` instead of sending it again when it has not moved on
+ * (docs/protocol.md §3.1). Not on a repeated hello: that one asks for texts in a new language.
+ */
+function held() {
+  const game = store.game;
+  return game && game.game_id ? { games: [{ game_id: game.game_id, seq: game.seq }] } : {};
 }
 
 /** Forget the session (its token was refused: the connection has stopped by itself). */

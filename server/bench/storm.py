@@ -1,0 +1,328 @@
+"""A reconnect storm: players with games in progress, connected, every socket cut at once (a
+network blip, a proxy restarted), every page reconnecting as the browser's code does
+(:func:`page_backoff_ms`, the same schedule as ``static/js/connection.js``), resuming its game
+and playing on at a human pace; beside them players whose sockets were not cut keep playing,
+and their acks are timed throughout.
+
+Printed: the time from the cut until 50 %, 99 % and 100 % of the cut players are back in play
+(their ``resume`` answered with the STATE they had), the ``server_busy`` answers they got, the
+ack p50/p99 of the players who stayed connected while the storm lasted, and the server's CPU
+time during the storm per hello answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from server.bench import percentile
+from server.bench.burst import REGISTER_CONCURRENCY, register
+from server.bench.crowd import choose_action
+from server.bench.process import cpu_s
+
+#: The page's reconnection delays (ms) by attempt, before its jitter (connection.js).
+BACKOFF_MS = (250, 500, 1000, 2000, 4000, 8000)
+#: The page's jitter: a step is drawn between (1 - JITTER) and 1 times itself, a retry time
+#: between 1 and (1 + JITTER) times itself.
+JITTER = 0.5
+#: Longest a cut player keeps trying to come back (s).
+GIVE_UP_S = 120.0
+
+
+def page_backoff_ms(attempt: int, retry_after_ms: float | None, rng: random.Random) -> float:
+    """How long the page waits before its reconnection number ``attempt`` (0 first), in ms:
+    its step of :data:`BACKOFF_MS` jittered down by up to :data:`JITTER`, and at least the
+    ``retry_after_ms`` a ``server_busy`` hello was answered, jittered up (connection.js
+    ``reconnectDelay``)."""
+    delay = BACKOFF_MS[min(attempt, len(BACKOFF_MS) - 1)] * (1 - JITTER * rng.random())
+    if retry_after_ms is not None:
+        delay = max(delay, retry_after_ms * (1 + JITTER * rng.random()))
+    return delay
+
+
+@dataclass
+class _Player:
+    """One simulated page: its token, its game and what the server acknowledged of it."""
+
+    token: str
+    rng: random.Random
+    ws: aiohttp.ClientWebSocketResponse | None = None
+    state: dict[str, Any] | None = None
+    #: When it was back in play after the cut (monotonic s), None while it is not.
+    back_at: float | None = None
+
+
+@dataclass
+class StormResult:
+    """What a storm measured; times in s from the cut, latencies in ms."""
+
+    cut: int
+    back_s: list[float] = field(default_factory=list)
+    busy: int = 0
+    #: ``server_busy`` answers to players in play (stayed or back), by request type, and
+    #: after the storm their other refusals.
+    busy_in_play: Counter[str] = field(default_factory=Counter)
+    hellos: int = 0
+    #: Cut players whose resumed STATE was not the one they had been acknowledged.
+    lost: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    stayed_acks_ms: list[float] = field(default_factory=list)
+    server_cpu_s: float | None = None
+    storm_s: float = 0.0
+    #: At the end, each player's game on the table and the ``(seq, status)`` of its last
+    #: STATE the server sent.
+    acked: dict[int, tuple[int, str]] = field(default_factory=dict)
+
+
+async def _ask(ws: aiohttp.ClientWebSocketResponse, request: dict[str, Any]) -> dict[str, Any]:
+    await ws.send_str(json.dumps(request))
+    while True:
+        raw = await ws.receive()
+        if raw.type is not aiohttp.WSMsgType.TEXT:
+            return {"type": "error", "code": f"ws_{raw.type.name.lower()}"}
+        reply: dict[str, Any] = json.loads(raw.data)
+        if reply.get("id") == request.get("id") or "id" not in reply:
+            return reply
+
+
+async def _seat(http: aiohttp.ClientSession, ws_url: str, player: _Player) -> None:
+    """Connect, say hello, start a free game and play one action in it (a game in progress)."""
+    player.ws = await http.ws_connect(ws_url, max_msg_size=1 << 20)
+    for _ in range(100):
+        welcome = await _ask(player.ws, {"type": "hello", "token": player.token, "id": "h"})
+        if welcome.get("code") != "server_busy":
+            break
+        await asyncio.sleep(welcome.get("retry_after_ms", 1000) / 1000)
+    if welcome.get("type") != "welcome":
+        raise RuntimeError(f"hello refused: {welcome}")
+    player.state = {"status": "none"}
+    await _act(player)  # a new game
+    await _act(player)  # an action in it
+
+
+async def _act(player: _Player, busy: Counter[str] | None = None) -> float:
+    """One legal action on the player's game (a new game once it is over); its ack time (ms),
+    waits after ``server_busy`` included (each counted in ``busy`` by request type).
+
+    Raises:
+        RuntimeError: the request was refused otherwise.
+    """
+    assert player.ws is not None and player.state is not None
+    if player.state["status"] != "playing":
+        message: dict[str, Any] = {"type": "new_game", "id": 2}
+    else:
+        message = {"type": "action", "id": 2, "game_id": player.state["game_id"]}
+        message["seq"] = player.state["seq"]
+        message.update(choose_action(player.state, player.rng, undo_share=0.0))
+    began = time.perf_counter()
+    while True:
+        reply = await _ask(player.ws, message)
+        if reply.get("code") != "server_busy":
+            break
+        if busy is not None:
+            busy[message["type"]] += 1
+        await asyncio.sleep(reply.get("retry_after_ms", 1000) / 1000)
+    elapsed = (time.perf_counter() - began) * 1000
+    if reply.get("type") not in ("accepted", "rejected", "game"):
+        raise RuntimeError(f"{message['type']} refused: {reply.get('code', reply.get('type'))}")
+    player.state = reply["game"]
+    return elapsed
+
+
+def _cut(ws: aiohttp.ClientWebSocketResponse) -> None:
+    """Cut a socket as a network would: no close frame, the connection just ends."""
+    connection = ws._response.connection
+    if connection is not None and connection.transport is not None:
+        connection.transport.abort()
+
+
+async def _come_back(
+    http: aiohttp.ClientSession, ws_url: str, player: _Player, cut_at: float, result: StormResult
+) -> None:
+    """Reconnect as the page does after its socket dropped: wait, open, hello; refused
+    (``server_busy``, a failed connection), wait longer and again; welcomed, resume the game
+    on the table and check it is the STATE the server had acknowledged."""
+    assert player.state is not None
+    had = player.state
+    attempt = 0
+    retry_after_ms: float | None = None
+    while time.monotonic() - cut_at < GIVE_UP_S:
+        await asyncio.sleep(page_backoff_ms(attempt, retry_after_ms, player.rng) / 1000)
+        attempt += 1
+        retry_after_ms = None
+        try:
+            ws = await http.ws_connect(ws_url, max_msg_size=1 << 20)
+        except (aiohttp.ClientError, OSError) as exc:
+            result.errors[f"connect_{type(exc).__name__}"] += 1
+            continue
+        welcome = await _ask(ws, {"type": "hello", "token": player.token, "id": "h"})
+        if welcome.get("type") != "welcome":
+            if welcome.get("code") == "server_busy":
+                result.busy += 1
+                retry_after_ms = welcome.get("retry_after_ms")
+            else:
+                result.errors[f"hello_{welcome.get('code', welcome.get('type'))}"] += 1
+            await ws.close()
+            continue
+        result.hellos += 1
+        player.ws = ws
+        reply = await _ask(ws, {"type": "resume", "id": 3, "game_id": had["game_id"]})
+        if reply.get("type") != "game":
+            result.errors[f"resume_{reply.get('code', reply.get('type'))}"] += 1
+            return
+        player.state = reply["game"]
+        if (player.state["seq"], player.state["score"]) != (had["seq"], had["score"]):
+            result.lost += 1
+        player.back_at = time.monotonic()
+        result.back_s.append(player.back_at - cut_at)
+        return
+    result.errors["gave_up"] += 1
+
+
+async def _paced(
+    player: _Player, until: float, pace: float, acks: list[float], busy: Counter[str]
+) -> None:
+    """Play on at a human pace (``pace`` actions per second, jittered) until ``until``; the
+    ack times (ms) go into ``acks``, the ``server_busy`` answers into ``busy``."""
+    while True:
+        gap = player.rng.uniform(0.5, 1.5) / pace
+        if time.monotonic() + gap >= until:
+            return
+        await asyncio.sleep(gap)
+        try:
+            acks.append(await _act(player, busy))
+        except RuntimeError as refused:  # counted; the same request is sent at the next turn
+            busy[str(refused)] += 1
+        except (aiohttp.ClientError, ConnectionError) as lost:  # counted; this one stops
+            busy[f"connection_{type(lost).__name__}"] += 1
+            return
+
+
+async def storm(
+    base: str,
+    count: int,
+    stayed: int = 100,
+    pid: int | None = None,
+    pace: float = 1.0,
+    after_s: float = 5.0,
+) -> StormResult:
+    """Seat ``count + stayed`` registered players in free games in progress, cut the sockets
+    of ``count`` of them at once and let them come back as the page does, while ``stayed``
+    play on at ``pace`` actions per second; print and return the figures.
+
+    Args:
+        base: the server's base URL (loopback).
+        count: players whose sockets are cut.
+        stayed: players whose sockets are not cut (their acks are timed).
+        pid: the server's process id (its CPU time is read from ``/proc``), or None.
+        pace: actions per second of each player in play.
+        after_s: seconds of play after the last cut player is back.
+
+    Raises:
+        RuntimeError: a player could not be seated before the cut.
+    """
+    ws_url = f"{base.replace('http', 'ws', 1)}/ws"
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=GIVE_UP_S)
+    result = StormResult(cut=count)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        tokens = await register(http, base, count + stayed)
+        players = [_Player(token, random.Random(i)) for i, token in enumerate(tokens)]
+        gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
+
+        async def seat(player: _Player) -> None:
+            async with gate:
+                await _seat(http, ws_url, player)
+
+        await asyncio.gather(*(seat(p) for p in players))
+        cut, kept = players[:count], players[count:]
+        storm_over = asyncio.Event()
+        stayed_acks: list[float] = []
+
+        async def keep_playing(player: _Player) -> None:
+            while not storm_over.is_set():
+                await asyncio.sleep(player.rng.uniform(0.5, 1.5) / pace)
+                try:
+                    stayed_acks.append(await _act(player, result.busy_in_play))
+                except RuntimeError as refused:  # counted; sent again at the next turn
+                    result.errors[str(refused)] += 1
+                except (aiohttp.ClientError, ConnectionError) as lost:  # counted; it stops
+                    result.errors[f"stayed_connection_{type(lost).__name__}"] += 1
+                    return
+
+        stayed_tasks = [asyncio.create_task(keep_playing(p)) for p in kept]
+        await asyncio.sleep(1.0)  # the stayed players' pace is established
+        cpu_before = cpu_s(pid) if pid else None
+        cut_at = time.monotonic()
+        for player in cut:
+            assert player.ws is not None
+            _cut(player.ws)
+        await asyncio.gather(*(_come_back(http, ws_url, p, cut_at, result) for p in cut))
+        result.storm_s = time.monotonic() - cut_at
+        cpu_after = cpu_s(pid) if pid else None
+        storm_over.set()
+        await asyncio.gather(*stayed_tasks)
+        result.stayed_acks_ms = stayed_acks
+        if cpu_before is not None and cpu_after is not None:
+            result.server_cpu_s = cpu_after - cpu_before
+        # Everyone plays on at a human pace for a while: the storm leaves nothing behind.
+        until = time.monotonic() + after_s
+        back = [p for p in cut if p.back_at is not None]
+        after_acks: list[float] = []
+        await asyncio.gather(
+            *(_paced(p, until, pace, after_acks, result.busy_in_play) for p in back + kept)
+        )
+        for player in players:
+            if player.state is not None:
+                state = player.state
+                result.acked[state["game_id"]] = (state["seq"], state["status"])
+            if player.ws is not None:
+                await player.ws.close()
+    _print(result, stayed, after_acks)
+    return result
+
+
+def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
+    back = sorted(result.back_s)
+    print(f"storm: {result.cut} sockets cut at once, {stayed} players stayed connected")
+
+    def at(share: float) -> str:
+        needed = max(1, math.ceil(result.cut * share))
+        return f"{back[needed - 1]:.2f} s" if len(back) >= needed else "never"
+
+    print(
+        f"  back in play: 50% {at(0.5)}  99% {at(0.99)}  100% {at(1.0)}  "
+        f"({len(back)} of {result.cut})"
+    )
+    print(
+        f"  server_busy answers: {result.busy} to hellos, {dict(result.busy_in_play) or 0} "
+        f"to players in play  errors: {dict(result.errors) or 0}"
+    )
+    print(f"  resumed STATE not the one acknowledged: {result.lost}")
+    acks = result.stayed_acks_ms
+    if acks:
+        print(
+            f"  stayed players' acks during the storm ({len(acks)}): "
+            f"p50 {statistics.median(acks):.1f} ms  p99 {percentile(acks, 0.99):.1f} ms  "
+            f"max {max(acks):.1f} ms"
+        )
+    if after_acks:
+        print(
+            f"  everyone at a human pace after it ({len(after_acks)} acks): "
+            f"p50 {statistics.median(after_acks):.1f} ms  p99 {percentile(after_acks, 0.99):.1f} ms"
+        )
+    if result.server_cpu_s is not None and result.hellos:
+        print(
+            f"  server CPU during the storm: {result.server_cpu_s:.2f} s over "
+            f"{result.storm_s:.2f} s = {result.server_cpu_s / result.hellos * 1e3:.2f} ms "
+            f"per hello ({result.hellos} hellos, with their resumes and the stayed players' acts)"
+        )
