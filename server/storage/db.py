@@ -225,7 +225,8 @@ def async_url(url: str) -> URL:
     target = parse_database_url(url)
     query: dict[str, Any] = {}
     for key, value in target.options:
-        query.setdefault(key, []).append(value)
+        query[key] = (*query[key], value) if key in query else (value,)
+    query = {key: values[0] if len(values) == 1 else values for key, values in query.items()}
     one = target.hosts[0]
     if len(target.hosts) > 1 or one.host.startswith("/"):
         # (SQLAlchemy's form of a list: host=h1,h2&port=p1,p2; a socket directory as a host)
@@ -243,7 +244,7 @@ def async_url(url: str) -> URL:
         host=host,
         port=port,
         database=target.database,
-        query={k: tuple(v) if isinstance(v, list) else v for k, v in query.items()},
+        query=query,
     )
 
 
@@ -373,6 +374,13 @@ def create_engine(
         adapter_args = dict(DIRECT_CONNECT_ARGS)
     else:
         raise DatabaseConfigError(f"unknown pooler {pooler!r}: none or transaction")
+    for key, value in target.options:  # the adapter's, not the driver's (ENGINE_ONLY_…)
+        if key in ENGINE_ONLY_QUERY_OPTIONS:
+            adapter_args.setdefault(key, _engine_option(key, value))
+    target = replace(
+        target,
+        options=tuple((k, v) for k, v in target.options if k not in ENGINE_ONLY_QUERY_OPTIONS),
+    )
     driver_args: dict[str, Any] = {
         "server_settings": dict(SERVER_SETTINGS),
         "command_timeout": limits.statement_s,
@@ -404,6 +412,17 @@ def create_engine(
     if pooler == "transaction":
         _POOLED.add(engine)
     return engine
+
+
+def _engine_option(key: str, value: str) -> int:
+    """An engine-only query option's value (a count).
+
+    Raises:
+        DatabaseConfigError: not a whole number ≥ 0.
+    """
+    if not value.isdigit():
+        raise DatabaseConfigError(f"the database URL's {key} must be a whole number, got {value!r}")
+    return int(value)
 
 
 class DatabaseUnreachable(OSError):
@@ -483,6 +502,7 @@ def _bound_waits(engine: AsyncEngine, ping_s: float) -> None:
         try:
             await_(driver.fetchrow(";", timeout=ping_s))
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.info("a pooled database connection failed its ping: %r", exc)
             raise DisconnectionError(f"the pooled connection's ping failed: {exc!r}") from exc
 
     @event.listens_for(pool, "invalidate")

@@ -122,7 +122,10 @@ async def _play(player: Player, world: World) -> None:
         kind = reply["code"] if reply["type"] == "error" else reply["type"]
         player.replies[phase, kind] += 1
         if reply["type"] == "error":
-            if reply["code"] != "unavailable" or "database is unavailable" not in reply["message"]:
+            # (outcome_unknown: an action in flight when the database went; the retry of the
+            # same action resolves it, as an exact repeat if it was stored.)
+            told = reply["code"] in ("unavailable", "outcome_unknown")
+            if not told or "game database" not in reply["message"]:
                 player.problems.append(f"{phase}: unexpected error {reply}")
             await asyncio.sleep(0.05)
             continue
