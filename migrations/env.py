@@ -7,10 +7,9 @@ import asyncio
 import os
 
 from alembic import context
-from sqlalchemy import Connection, pool
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import Connection
 
-from server.storage.db import async_url
+from server.storage.db import MIGRATION_DEADLINES, create_engine
 from server.storage.models import Base
 
 config = context.config
@@ -29,7 +28,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async(url: str) -> None:
-    engine = create_async_engine(async_url(url), poolclass=pool.NullPool)
+    engine = create_engine(url, pool_size=1, deadlines=MIGRATION_DEADLINES)
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()

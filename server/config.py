@@ -41,6 +41,12 @@ Environment variables (all optional):
 - ``TRIPEAKS_DB_START_TIMEOUT_S``: how long the start waits for the database (its migrations,
   this process's records, the event listener) before the process exits saying what it waited
   for (60); it says so every 10 s meanwhile.
+- ``TRIPEAKS_DB_CONNECT_TIMEOUT_S``: seconds to connect to each host of the URL's host list, and
+  for a pooled connection to answer its check-out ping (5). ``TRIPEAKS_DB_STATEMENT_TIMEOUT_S``:
+  seconds each statement may take (10; the migrations have none). ``TRIPEAKS_DB_POOL_TIMEOUT_S``:
+  seconds to wait for a pooled connection to come free (10). A URL may name several hosts
+  (``h1:p1,h2:p2``, ``host=h1:p1&host=h2:p2`` or ``host=h1,h2&port=p1,p2``), tried in order,
+  with ``target_session_attrs`` (``read-write``: the first that takes writes).
 - ``TRIPEAKS_DB_WRITE_TIMEOUT_S``: how long an action whose game row another transaction holds
   locked keeps being tried before it is answered ``unavailable`` (5; other games never wait).
 - ``TRIPEAKS_WS_MAX_MESSAGE_BYTES`` / ``TRIPEAKS_WS_RATE_PER_SECOND``: websocket frame limit and
@@ -92,10 +98,13 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from server.storage.db import DatabaseDeadlines
 
 #: Seconds after which a process that stopped refreshing its record is taken for dead, unless
 #: the race sweeps are so slow that three of them take longer.
@@ -148,6 +157,9 @@ class Settings(BaseSettings):
     db_pooler: Literal["none", "transaction"] = "none"
     direct_database_url: str | None = None
     db_write_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    db_connect_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    db_statement_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    db_pool_timeout_s: float = Field(default=10.0, gt=0, le=600)
     db_start_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     database_read_urls: str = ""
     database_read_max_lag_s: float = Field(default=5.0, gt=0, le=86_400)
@@ -199,6 +211,16 @@ class Settings(BaseSettings):
     def _lower_pooler(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("database_url", "direct_database_url")
+    @classmethod
+    def _database_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            from server.storage.db import parse_database_url  # (its imports are heavy)
+
+            name = "DATABASE_URL" if info.field_name == "database_url" else None
+            parse_database_url(value, name or f"TRIPEAKS_{str(info.field_name).upper()}")
+        return value
+
     @field_validator("allowed_origins")
     @classmethod
     def _origins(cls, value: str) -> str:
@@ -235,6 +257,17 @@ class Settings(BaseSettings):
     def _direct_url_behind_a_pooler(self) -> Settings:
         self.check_pooler()
         return self
+
+    def database_deadlines(self) -> DatabaseDeadlines:
+        """The bounds of each wait on the database (``TRIPEAKS_DB_CONNECT_TIMEOUT_S``,
+        ``TRIPEAKS_DB_STATEMENT_TIMEOUT_S``, ``TRIPEAKS_DB_POOL_TIMEOUT_S``), in seconds."""
+        from server.storage.db import DatabaseDeadlines
+
+        return DatabaseDeadlines(
+            connect_s=self.db_connect_timeout_s,
+            statement_s=self.db_statement_timeout_s,
+            checkout_s=self.db_pool_timeout_s,
+        )
 
     @property
     def instance_timeout(self) -> float:

@@ -16,7 +16,8 @@
     └── StorageError             the database failed under a query (server.storage only)
         ├── StorageBusy          no pooled connection came free in time
         ├── StorageConflict      a constraint refused a write (a unique key taken meanwhile)
-        └── StorageUnavailable   the database refused, dropped or timed out the query
+        ├── StorageUnavailable   the database refused, dropped or timed out the query
+        └── StorageOutcomeUnknown a write's commit may or may not have happened
 
 The engine's own errors (:class:`server.engine.errors.EngineError`, a ``ValueError``) stay with
 the pure engine; the parse point and the services turn them into a :class:`ProtocolError` or an
@@ -73,6 +74,7 @@ class ErrorCode(StrEnum):
     GAME_OVER = "game_over"
     DAILY_CLOSED = "daily_closed"
     STALE_SEQ = "stale_seq"
+    BEHIND_ACKNOWLEDGED = "behind_acknowledged"
     HINTS_NOT_ALLOWED = "hints_not_allowed"
     RACE_NOT_STARTED = "race_not_started"
     RACE_OVER = "race_over"
@@ -115,6 +117,7 @@ class ErrorCode(StrEnum):
     # the server
     SERVER_BUSY = "server_busy"
     UNAVAILABLE = "unavailable"
+    OUTCOME_UNKNOWN = "outcome_unknown"
     INTERNAL_ERROR = "internal_error"
     # the classes' own codes, used when no finer one applies
     INVALID_INPUT = "invalid_input"
@@ -278,11 +281,19 @@ class StorageUnavailable(StorageError):
     """The database refused the connection, dropped it, or the query failed or timed out."""
 
 
+class StorageOutcomeUnknown(StorageError):
+    """A write was sent and its connection lost (or given up) before its commit was confirmed,
+    and the database could not be asked since whether it was stored: it may or may not have
+    been. Reading the stored row again tells, once the database answers."""
+
+
 def refusal(exc: StorageError) -> ServiceError:
-    """What a player is told when the database failed (nothing was changed either way):
+    """What a player is told when the database failed:
     :class:`ServerBusyError` when no pooled connection came free in time,
     :class:`ConflictError` for a write a concurrent one beat (a conflict the service did not
-    expect), :class:`UnavailableError` otherwise. Logged here, once.
+    expect), :class:`UnavailableError` otherwise: ``outcome_unknown`` for a write that may have
+    been stored (the one refusal after which something may have changed: the client reads the
+    state again), ``unavailable`` for the rest. Logged here, once.
 
     Args:
         exc: the storage failure.
@@ -303,6 +314,12 @@ def refusal(exc: StorageError) -> ServiceError:
         )
     cause = exc.__cause__ or exc
     log.warning("database failure: %s", cause.__class__.__name__, exc_info=cause)
+    if isinstance(exc, StorageOutcomeUnknown):
+        return UnavailableError(
+            "the game database stopped answering while storing this; it may or may not have "
+            "been stored: resume the game to see",
+            code=ErrorCode.OUTCOME_UNKNOWN,
+        )
     return UnavailableError(
         "the game database is unavailable; nothing was changed, try again shortly"
     )

@@ -97,7 +97,12 @@ def run(ctx: click.Context, work: Work[T], *, changes: bool = True) -> T:
         from server.storage.sessions import Sessions
 
         assert settings.database_url
-        engine = create_engine(settings.database_url, pool_size=2, pooler=settings.db_pooler)
+        engine = create_engine(
+            settings.database_url,
+            pool_size=2,
+            pooler=settings.db_pooler,
+            deadlines=settings.database_deadlines(),
+        )
         try:
             sessions = Sessions(engine)
             async with sessions() as session:

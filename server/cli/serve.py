@@ -132,23 +132,13 @@ def _worker_main(number: int, dumped: dict[str, Any], daily_secret: bytes) -> No
 )
 def migrate(data_dir: Path | None) -> None:
     """Bring the database schema to the newest migration and exit."""
-    from server.storage.db import create_engine
-    from server.storage.db import migrate as run_migrations
+    from server.storage.db import migrate_url
 
     settings = settings_from(data_dir=data_dir)
     configure_logging_for(settings)
     settings = with_database(settings)
     assert settings.database_url
 
-    async def go() -> None:
-        # The migrations hold a session-level advisory lock: never through a transaction pooler.
-        engine = create_engine(
-            settings.direct_database_url or settings.database_url or "", pool_size=1
-        )
-        try:
-            await run_migrations(engine)
-        finally:
-            await engine.dispose()
-
-    asyncio.run(go())
+    # The migrations hold a session-level advisory lock: never through a transaction pooler.
+    asyncio.run(migrate_url(settings.direct_database_url or settings.database_url))
     click.echo("database schema is up to date")

@@ -157,9 +157,11 @@ class JoinDaily(_Message, tag="join_daily", frozen=True):
 
 
 class Resume(_Message, tag="resume", frozen=True):
-    """Get the current state of one of the player's games."""
+    """Get the current state of one of the player's games; ``seq``: the newest seq this client
+    was acknowledged for it (the stored game behind it is an error, not an older state)."""
 
     game_id: RowId
+    seq: Annotated[int, Meta(ge=0)] | None = None
 
 
 _WIRE_ACTIONS: Final[dict[tuple[str, int | None], Action]] = {

@@ -31,8 +31,10 @@ class Committer(Protocol):
         :class:`~server.storage.commits.GameMovedOn` (the row had moved on),
         :class:`~server.storage.commits.DailyClosed` (the daily's date is over),
         :class:`~server.storage.commits.GameBusy` (the row stayed locked for ``timeout_s``),
-        :class:`~server.errors.StorageError` (the database failed; the write's fate is known
-        only by reading the row again). Nothing was stored but on success.
+        :class:`~server.errors.StorageOutcomeUnknown` (the write was sent, its commit not
+        confirmed, and the database could not be asked since: it may be stored; reading the
+        row again tells), another :class:`~server.errors.StorageError` (the database failed;
+        nothing was stored). Nothing was stored but on success or an unknown outcome.
 
         Raises:
             EventTooLargeError: the event does not fit a notification (nothing is queued; see

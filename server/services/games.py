@@ -28,6 +28,7 @@ from server.engine.codes import GameCode, RuleSet
 from server.engine.errors import IllegalActionError
 from server.engine.game import Action, ActionKind, AppliedAction, Game, Status
 from server.errors import (
+    ConflictError,
     ErrorCode,
     InvalidInputError,
     NotFoundError,
@@ -221,21 +222,49 @@ class GameService:
 
     # ----------------------------------------------------------------------------- reading
 
-    async def resume(self, player_id: int, game_id: int, *, release: bool = False) -> GameSnapshot:
-        """The current state of one of the player's games.
+    async def resume(
+        self,
+        player_id: int,
+        game_id: int,
+        *,
+        release: bool = False,
+        acknowledged_seq: int | None = None,
+    ) -> GameSnapshot:
+        """The current state of one of the player's games, as stored.
 
         A race game's cards are not shown before its race starts: everyone gets the deal at
         the same moment (``release`` is for the one who hands it out at that moment).
+
+        Args:
+            acknowledged_seq: the newest seq the client was acknowledged for the game; a
+                stored game behind it is never shown as if nothing had happened.
 
         Raises:
             NotFoundError: ``unknown_game``.
             ForbiddenError: ``not_your_game``.
             InvalidInputError: ``race_not_started`` before the race's countdown is over.
+            ConflictError: ``behind_acknowledged``: the stored game's seq is below
+                ``acknowledged_seq`` (acknowledged actions were lost with a database, or the
+                client is mistaken); the message names both. A ``resume`` without ``seq``
+                shows the stored state.
         """
         await self._live.refresh(game_id)
         live = await self._live.owned(player_id, game_id)
         if not release:
             self._check_started(live)
+        if acknowledged_seq is not None and live.game.seq < acknowledged_seq:
+            log.warning(
+                "game %d is stored at seq %d, behind the seq %d its player was acknowledged",
+                game_id,
+                live.game.seq,
+                acknowledged_seq,
+            )
+            raise ConflictError(
+                f"the stored game is at seq {live.game.seq}, older than the seq "
+                f"{acknowledged_seq} this client was acknowledged: actions acknowledged were "
+                "lost; resume without seq to see the stored state",
+                code=ErrorCode.BEHIND_ACKNOWLEDGED,
+            )
         return self._snapshot(live)
 
     async def unfinished(self, player_id: int, limit: int = 20) -> list[GameSnapshot]:
@@ -339,6 +368,8 @@ class GameService:
                 or replaced) before the action was stored; nothing was applied.
             UnavailableError: the game's row stayed locked past the write timeout; nothing
                 was applied.
+            StorageOutcomeUnknown: the write was sent and the database stopped answering
+                before its commit was confirmed: it may have been applied (``resume`` tells).
             StorageError: the database failed; nothing was applied.
         """
         # Once its write is queued, the action runs to its end even if the caller is cancelled

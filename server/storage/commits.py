@@ -36,12 +36,19 @@ that game's writes: the statement skips rows it cannot lock at once (``SKIP LOCK
 the rest of the batch, and the skipped writes are tried again in later batches (after 10 ms,
 doubling to 250 ms) until the write timeout, when they fail with :class:`GameBusy`. A batch
 whose statement itself is held up (a lock on a whole table, a stalled connection) is ended
-after the write timeout: its writes fail (``OperationalError``; the games reload their stored
-state) and the writer goes on, so no stuck statement holds up every game of the process for
-longer than that. Reached directly, PostgreSQL ends it (the writer's connection carries that
-``statement_timeout``), so a batch answered as failed never commits later; the driver's cancel
-alone could reach a server that had not started the statement yet, and be lost. Behind a
-transaction pooler (no session settings there) the driver's cancel is all there is.
+after the write timeout and the writer goes on, so no stuck statement holds up every game of
+the process for longer than that. Reached directly, PostgreSQL ends a statement held up that
+long itself (the writer's connection carries that ``statement_timeout``); the driver gives up a
+second later. Behind a transaction pooler (no session settings there) the driver's cancel is all
+there is.
+
+A batch that was sent and whose commit was not confirmed — its connection lost, its backend
+ended at COMMIT, or the driver giving up (a commit waiting for a synchronous standby is
+committed locally once that wait is cancelled) — may have committed: its writes are not told
+"nothing was stored" before that is known. The writer asks the database on a fresh connection,
+after ending the batch's backend and waiting for it to be gone (reached directly), which of the
+writes' log rows exist, and answers each by that; when the database cannot be asked its writes
+fail with :class:`~server.errors.StorageOutcomeUnknown` (``GroupCommitter._settle``).
 
 The daily boundary is the database's: a daily game's action is stored only while the
 database's clock, read by the committing statement, is still on the game's date (UTC;
@@ -71,6 +78,7 @@ import asyncpg
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from server.errors import StorageOutcomeUnknown
 from server.storage.db import process_statement_name
 from server.storage.driver_errors import DriverError, database_error, unsent
 from server.storage.events import CHANNEL, Event, encode_event
@@ -136,6 +144,33 @@ COMMIT_BATCH_SQL = f"""
     SELECT v.game_id, 'busy' FROM v
      WHERE NOT EXISTS (SELECT 1 FROM checked WHERE checked.game_id = v.game_id)
        AND EXISTS (SELECT 1 FROM games AS g WHERE g.id = v.game_id)
+    """
+
+
+#: The stored seq of the games of a batch whose fate is unknown: a game still below a write's
+#: seq has not stored it (read first: it needs no lock the log may be held under).
+GAME_SEQS_SQL = "SELECT id, seq FROM games WHERE id = ANY($1::bigint[])"
+
+#: Which writes of a batch whose fate is unknown were stored: each write's log row, by its game,
+#: seq and time of acceptance (another writer's row at that seq has another time).
+STORED_WRITES_SQL = """
+    SELECT v.game_id
+      FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[]) AS v(game_id, seq, at)
+      JOIN game_actions AS a ON a.game_id = v.game_id AND a.seq = v.seq AND a.created_at = v.at
+    """
+
+#: Ends the backend that ran a batch whose fate is unknown and waits (up to $3 ms) until it is
+#: gone: then nothing of the batch can still commit. No row: that backend is gone already (or
+#: is not on this server: the host list led elsewhere). ``backend_start`` tells a pid reused.
+END_BACKEND_SQL = """
+    SELECT pg_terminate_backend(pid, $3)
+      FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2
+    """
+
+#: The writer's connection's own: its statement timeout, and which backend it is.
+WRITER_SETUP_SQL = """
+    SELECT set_config('statement_timeout', $1, false),
+           (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())
     """
 
 
@@ -231,6 +266,8 @@ class _Link:
         prepared: the batch statement prepared on ``driver``, once it is.
         info: the pool's record of the connection, where ``prepared`` is kept between
             check-outs.
+        backend: the server process running its statements, ``(pid, backend_start)``, when
+            reached directly (behind a transaction pooler each statement may run on another).
     """
 
     conn: AsyncConnection
@@ -238,6 +275,7 @@ class _Link:
     named: bool
     prepared: Any
     info: dict[Any, Any]
+    backend: tuple[int, dt.datetime] | None = None
 
 
 class GroupCommitter:
@@ -299,10 +337,13 @@ class GroupCommitter:
             EventTooLargeError: the event does not fit a NOTIFY payload.
             StorageConflict: a constraint refused the batch; nothing of it was stored.
             StorageBusy: no pooled connection came free in time; nothing was stored.
-            StorageUnavailable: the batch's transaction failed, the connection was lost or
-                the statement outlived the write timeout; nothing of the batch was stored.
+            StorageUnavailable: the batch's transaction failed, or its connection was lost
+                or the statement outlived the write timeout and the database, asked since,
+                shows the write not stored (see :meth:`_settle`); nothing of it was stored.
                 Its ``__cause__`` is the ``DBAPIError`` the engine raises for the driver's
                 error (see :func:`database_error`), whose message holds no parameter values.
+            StorageOutcomeUnknown: the batch was sent and its commit not confirmed, and the
+                database could not be asked since: the write may or may not be stored.
         """
         await self.submit(write)
 
@@ -416,16 +457,107 @@ class GroupCommitter:
                     _cancel([*batch, *([carried] if carried else [])])
                     raise
                 except Exception as exc:
-                    _fail(batch, exc)
+                    unknown = link is not None and _fate_unknown(exc, link)
                     if link is not None:  # take a fresh (pre-pinged) connection next time
+                        backend = link.backend
                         lost = getattr(exc, "connection_invalidated", False)
                         await self._let_go(link, invalidate=lost or link.driver.is_closed())
                         link = None
+                    if unknown:
+                        await self._settle(batch, exc, backend)
+                    else:
+                        _fail(batch, exc)
                     continue
                 self._answer(batch, stored, seconds)
         finally:
             if link is not None:  # (no round trip to reset it here: it may be a cancellation)
                 await self._let_go(link, invalidate=link.named)
+
+    async def _settle(
+        self,
+        batch: Sequence[_Pending],
+        exc: Exception,
+        backend: tuple[int, dt.datetime] | None,
+    ) -> None:
+        """Answer the writes of a batch that was sent and whose commit was not confirmed (its
+        connection lost, or given up at the write timeout): the batch may have committed — a
+        backend ended at COMMIT, a cancelled wait for a synchronous standby, after which the
+        transaction is committed locally — so nobody is told "nothing was changed" unless that
+        is known.
+
+        On a fresh connection: the batch's backend is ended and waited for (then nothing of it
+        can commit any more; reached directly only), and each write's log row looked for where
+        its game's stored seq has reached the write's.
+        A write found is answered as stored; one not found, with ``exc``'s error when its
+        backend is surely gone, else with :class:`StorageOutcomeUnknown`. When the database
+        cannot be asked (it does not answer within its deadlines), every write is answered
+        with :class:`StorageOutcomeUnknown`.
+        """
+        waiting = [pending for pending in batch if not pending.future.done()]
+        if not waiting:
+            return
+        writes = [pending.write for pending in waiting]
+        bound = self._timeout_s + STATEMENT_TIMEOUT_MARGIN_S
+        found: set[int] = set()
+        gone = False
+        try:
+            async with self._engine.connect() as conn:
+                raw = await conn.get_raw_connection()
+                driver = raw.driver_connection
+                assert driver is not None
+                try:
+                    if backend is not None:
+                        ended = await driver.fetch(
+                            END_BACKEND_SQL,
+                            backend[0],
+                            backend[1],
+                            round(bound * 1000),
+                            timeout=bound + STATEMENT_TIMEOUT_MARGIN_S,
+                        )
+                        gone = not ended or bool(ended[0][0])
+                    seqs = await driver.fetch(
+                        GAME_SEQS_SQL, [w.game_id for w in writes], timeout=bound
+                    )
+                    seq_of = {row[0]: row[1] for row in seqs}
+                    maybe = [w for w in writes if seq_of.get(w.game_id, -1) >= w.seq]
+                    rows = []
+                    if maybe:
+                        rows = await driver.fetch(
+                            STORED_WRITES_SQL,
+                            [w.game_id for w in maybe],
+                            [w.seq for w in maybe],
+                            [w.at for w in maybe],
+                            timeout=bound,
+                        )
+                except BaseException:
+                    await conn.invalidate()  # (a statement past its deadline: see create_engine)
+                    raise
+                found = {row[0] for row in rows}
+        except DATABASE_FAILURES as failure:  # (a TimeoutError is an OSError)
+            log.warning("group commit: a batch's fate could not be read: %r", failure)
+            unknown = StorageOutcomeUnknown(f"the batch's commit is unconfirmed: {exc!r}")
+            unknown.__cause__ = exc
+            for pending in waiting:
+                pending.future.set_exception(unknown)
+            return
+        log.warning(
+            "group commit: a batch's commit was unconfirmed (%r): %d of %d writes were stored",
+            exc,
+            len(found),
+            len(writes),
+        )
+        for pending in waiting:
+            if pending.future.done():
+                continue
+            if pending.write.game_id in found:
+                self.writes += 1
+                pending.future.set_result(None)
+            elif gone:
+                pending.future.set_exception(as_storage_error(exc))
+            else:
+                unknown = StorageOutcomeUnknown(f"the batch's commit is unconfirmed: {exc!r}")
+                unknown.__cause__ = exc
+                pending.future.set_exception(unknown)
 
     def _answer(self, batch: Sequence[_Pending], stored: dict[int, str], seconds: float) -> None:
         """Count a committed batch and answer each of its writes by its game's outcome (see
@@ -514,20 +646,24 @@ class GroupCommitter:
         # turns it off for a transaction pooler (TRANSACTION_POOLER_CONNECT_ARGS).
         config = getattr(driver, "_config", None)
         named = getattr(config, "statement_cache_size", 0) > 0
+        backend = None
         if named:
-            # PostgreSQL itself ends a batch statement held up past the write timeout, so a
-            # batch answered as failed cannot commit later (see _commit). Reset on release.
+            # PostgreSQL itself ends a batch statement held up past the write timeout (see
+            # _commit; reset on release); and the backend is noted, to be ended should a
+            # batch's fate be unknown (see _settle).
             try:
-                await driver.execute(
-                    f"SET statement_timeout = {max(1, round(self._timeout_s * 1000))}",
+                row = await driver.fetchrow(
+                    WRITER_SETUP_SQL,
+                    str(max(1, round(self._timeout_s * 1000))),
                     timeout=self._timeout_s,
                 )
             except BaseException:
                 await conn.invalidate()
                 raise
+            backend = (driver.get_server_pid(), row[1])
         kept = raw.info.get(_PREPARED_KEY)
         prepared = kept[1] if named and kept is not None and kept[0] is driver else None
-        return _Link(conn, driver, named, prepared, raw.info)
+        return _Link(conn, driver, named, prepared, raw.info, backend)
 
     @staticmethod
     async def _release(conn: AsyncConnection) -> None:
@@ -595,6 +731,22 @@ def _fail(batch: Sequence[_Pending], exc: Exception) -> None:
     for pending in batch:
         if not pending.future.done():
             pending.future.set_exception(as_storage_error(exc))
+
+
+def _fate_unknown(exc: Exception, link: _Link) -> bool:
+    """Whether a failed batch may have committed: it was sent (not refused by the driver
+    first, see :func:`unsent`) and its connection was lost or given up before the outcome came
+    back — the write timeout passed, the connection closed, the server ended the session
+    (SQLSTATE class 08, or 57P: an administrator's or a shutdown's). Any other error of the
+    server rolled the whole batch back."""
+    if isinstance(exc, DBAPIError) and unsent(exc):
+        return False
+    if getattr(exc, "connection_invalidated", False) or link.driver.is_closed():
+        return True
+    if isinstance(exc, OSError):
+        return True
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None) or ""
+    return sqlstate.startswith(("08", "57P"))
 
 
 def _cancel(writes: Sequence[_Pending]) -> None:

@@ -10,14 +10,19 @@ import os
 import uuid
 import warnings
 import weakref
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+import asyncpg
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, text
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import Connection, event, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.util.concurrency import await_
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +37,184 @@ class DatabaseConfigError(ValueError):
     """The database URL is not a PostgreSQL URL this server can use."""
 
 
-def async_url(url: str) -> URL:
-    """Normalise a PostgreSQL URL to the asyncpg driver.
+#: PostgreSQL's default port, for a host given without one.
+DEFAULT_PORT = 5432
+
+#: ``target_session_attrs`` values understood (libpq's; asyncpg checks each after connecting).
+SESSION_ATTRS = ("any", "primary", "standby", "prefer-standby", "read-write", "read-only")
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseHost:
+    """One server of a database URL's host list.
+
+    Attributes:
+        host: a host name or IP address, or a unix socket's directory (starting with ``/``).
+        port: its port (also the socket's number for a directory).
+    """
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseTarget:
+    """A PostgreSQL URL taken apart: its servers, tried in order, and the rest.
+
+    Attributes:
+        hosts: the servers, in the URL's order (at least one).
+        user / password / database: the credentials and database name (None: the driver's
+            defaults, as libpq's).
+        target_session_attrs: which server to keep (:data:`SESSION_ATTRS`), e.g. ``read-write``
+            skips a standby or a server whose ``default_transaction_read_only`` is on.
+        options: the URL's other query options, passed on to the driver (``sslmode``, …).
+    """
+
+    hosts: tuple[DatabaseHost, ...]
+    user: str | None
+    password: str | None
+    database: str | None
+    target_session_attrs: str
+    options: tuple[tuple[str, str], ...]
+
+    def host_dsn(self, host: DatabaseHost) -> str:
+        """A ``postgresql://`` DSN for ``host`` alone, with this target's credentials and
+        options (not ``target_session_attrs``, which the caller checks)."""
+        query = list(self.options)
+        if host.host.startswith("/"):
+            netloc_host = ""
+            query += [("host", host.host), ("port", str(host.port))]
+        else:
+            netloc_host = f"[{host.host}]" if ":" in host.host else host.host
+            netloc_host += f":{host.port}"
+        return self._render(netloc_host, query)
+
+    def dsn(self) -> str:
+        """A libpq-style ``postgresql://`` DSN with every host (``h1:p1,h2:p2``) and
+        ``target_session_attrs``: what ``asyncpg.connect`` takes for the same servers."""
+        query = list(self.options)
+        if any(h.host.startswith("/") for h in self.hosts):
+            netloc_host = ""
+            query += [
+                ("host", ",".join(h.host for h in self.hosts)),
+                ("port", ",".join(str(h.port) for h in self.hosts)),
+            ]
+        else:
+            netloc_host = ",".join(str(h) for h in self.hosts)
+        if self.target_session_attrs != "any":
+            query.append(("target_session_attrs", self.target_session_attrs))
+        return self._render(netloc_host, query)
+
+    def _render(self, netloc_host: str, query: list[tuple[str, str]]) -> str:
+        auth = ""
+        if self.user is not None:
+            auth = quote(self.user, safe="")
+            if self.password is not None:
+                auth += ":" + quote(self.password, safe="")
+            auth += "@"
+        path = "/" + quote(self.database, safe="") if self.database is not None else ""
+        rendered = f"postgresql://{auth}{netloc_host}{path}"
+        return f"{rendered}?{urlencode(query)}" if query else rendered
+
+
+def parse_database_url(url: str, setting: str = "DATABASE_URL") -> DatabaseTarget:
+    """Take a PostgreSQL URL apart, in each of the forms users write for several servers:
+    libpq's ``postgresql://u@h1:p1,h2:p2/db``, SQLAlchemy's repeated
+    ``?host=h1:p1&host=h2:p2``, and ``?host=h1,h2&port=p1,p2``; any of them with
+    ``target_session_attrs`` (``read-write``: the first server that takes writes).
 
     Args:
-        url: ``postgresql://…``, ``postgres://…`` or ``postgresql+asyncpg://…``.
+        url: ``postgresql://``, ``postgres://`` or ``postgresql+<driver>://``.
+        setting: the setting's name, for the error.
+
+    Raises:
+        DatabaseConfigError: naming what is wrong: another scheme, a bad port, hosts both in
+            the URL and in ``host=``, as many ports as hosts missing, an unknown
+            ``target_session_attrs``.
+    """
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError as exc:  # an unbalanced [ or ]
+        raise DatabaseConfigError(f"{setting} has a malformed IPv6 host: {exc}") from None
+    backend = parts.scheme.lower().split("+", 1)[0]
+    if backend not in ("postgresql", "postgres"):
+        backend = backend or "none"
+        raise DatabaseConfigError(f"{setting} must be a PostgreSQL URL, got backend {backend!r}")
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    user = password = None
+    if userinfo or "@" in parts.netloc:
+        name, colon, secret = userinfo.partition(":")
+        user = unquote(name)
+        password = unquote(secret) if colon else None
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    hosts_q = [value for key, value in query if key == "host"]
+    ports_q = [value for key, value in query if key == "port"]
+    attrs = [value for key, value in query if key == "target_session_attrs"]
+    options = tuple(
+        (key, value) for key, value in query if key not in ("host", "port", "target_session_attrs")
+    )
+    if hostlist and hosts_q:
+        raise DatabaseConfigError(
+            f"{setting} names its hosts twice, in the URL ({hostlist}) and in host=: keep one"
+        )
+    named = [_split_host(h, setting) for h in hostlist.split(",")] if hostlist else []
+    if hosts_q:
+        named = [_split_host(h, setting) for value in hosts_q for h in value.split(",")]
+    ports = [p for value in ports_q for p in value.split(",")]
+    if not named:
+        named = [("localhost", None)]
+    if ports and len(ports) not in (1, len(named)):
+        raise DatabaseConfigError(
+            f"{setting} has {len(named)} hosts but {len(ports)} ports in port=: give one port "
+            "for all or one per host"
+        )
+    hosts = []
+    for i, (host, port) in enumerate(named):
+        if port is None and ports:
+            port = _port(ports[i if len(ports) > 1 else 0], setting)
+        hosts.append(DatabaseHost(host, DEFAULT_PORT if port is None else port))
+    target = attrs[-1] if attrs else "any"
+    if target not in SESSION_ATTRS:
+        raise DatabaseConfigError(
+            f"{setting} has target_session_attrs={target!r}: one of {', '.join(SESSION_ATTRS)}"
+        )
+    path = unquote(parts.path.lstrip("/"))
+    return DatabaseTarget(tuple(hosts), user, password, path or None, target, options)
+
+
+def _split_host(text: str, setting: str) -> tuple[str, int | None]:
+    """``host``, ``host:port``, ``[v6]``, ``[v6]:port`` or a socket directory."""
+    text = unquote(text.strip())
+    if not text:
+        raise DatabaseConfigError(f"{setting} has an empty host in its host list")
+    if text.startswith("/"):
+        return text, None
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise DatabaseConfigError(f"{setting} has a malformed IPv6 host {text!r}")
+        return host, _port(rest[1:], setting) if rest else None
+    host, colon, port = text.rpartition(":")
+    if not colon:
+        return text, None
+    return host, _port(port, setting)
+
+
+def _port(text: str, setting: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise DatabaseConfigError(f"{setting} has the port {text!r}: a number 1-65535")
+    return int(text)
+
+
+def async_url(url: str) -> URL:
+    """Normalise a PostgreSQL URL to the asyncpg driver, as SQLAlchemy takes it (one host in
+    its netloc, several as repeated ``host=``).
+
+    Args:
+        url: any form :func:`parse_database_url` accepts.
 
     Returns:
         The same URL with the ``postgresql+asyncpg`` driver.
@@ -44,19 +222,48 @@ def async_url(url: str) -> URL:
     Raises:
         DatabaseConfigError: the URL cannot be parsed or names another database system.
     """
-    try:
-        parsed = make_url(url.replace("postgres://", "postgresql://", 1))
-    except Exception as exc:  # sqlalchemy raises ArgumentError with a generic message
-        raise DatabaseConfigError(f"DATABASE_URL is not a valid URL: {exc}") from exc
-    if parsed.get_backend_name() != "postgresql":
-        raise DatabaseConfigError(
-            f"DATABASE_URL must be a PostgreSQL URL, got backend {parsed.get_backend_name()!r}"
-        )
-    return parsed.set(drivername="postgresql+asyncpg")
+    target = parse_database_url(url)
+    query: dict[str, Any] = {}
+    for key, value in target.options:
+        query[key] = (*query[key], value) if key in query else (value,)
+    query = {key: values[0] if len(values) == 1 else values for key, values in query.items()}
+    one = target.hosts[0]
+    if len(target.hosts) > 1 or one.host.startswith("/"):
+        # (SQLAlchemy's form of a list: host=h1,h2&port=p1,p2; a socket directory as a host)
+        query["host"] = ",".join(h.host for h in target.hosts)
+        query["port"] = ",".join(str(h.port) for h in target.hosts)
+        host, port = None, None
+    else:
+        host, port = one.host, one.port
+    if target.target_session_attrs != "any":
+        query["target_session_attrs"] = target.target_session_attrs
+    return URL.create(
+        "postgresql+asyncpg",
+        username=target.user,
+        password=target.password,
+        host=host,
+        port=port,
+        database=target.database,
+        query=query,
+    )
 
 
-#: Seconds to wait for a new database connection before the request fails.
-CONNECT_TIMEOUT_S = 5.0
+@dataclass(frozen=True, slots=True)
+class DatabaseDeadlines:
+    """How long each wait on the database may last, in seconds (None: no bound).
+
+    Attributes:
+        connect_s: connecting to one server of the host list, and a pooled connection's
+            pre-ping (``TRIPEAKS_DB_CONNECT_TIMEOUT_S``); each host gets its own.
+        statement_s: each statement (``TRIPEAKS_DB_STATEMENT_TIMEOUT_S``); the group commit's
+            batch has its own bound, the write timeout.
+        checkout_s: waiting for a pooled connection to come free (``TRIPEAKS_DB_POOL_TIMEOUT_S``).
+    """
+
+    connect_s: float = 5.0
+    statement_s: float | None = 10.0
+    checkout_s: float = 10.0
+
 
 #: What ``DATABASE_URL`` reaches (``TRIPEAKS_DB_POOLER``): PostgreSQL itself (or a pooler in
 #: session mode, which gives each client one server session), or a pooler in transaction mode.
@@ -131,42 +338,185 @@ DIRECT_CONNECT_ARGS: dict[str, Any] = {
 _POOLED: weakref.WeakSet[AsyncEngine] = weakref.WeakSet()
 
 
-def create_engine(url: str, *, pool_size: int = 10, pooler: Pooler = "none") -> AsyncEngine:
-    """Create the async SQLAlchemy engine (asyncpg) with a bounded, pre-pinged pool.
+def create_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    pooler: Pooler = "none",
+    deadlines: DatabaseDeadlines | None = None,
+) -> AsyncEngine:
+    """Create the async SQLAlchemy engine (asyncpg) with a bounded pool whose every wait on
+    the database has a deadline (:class:`DatabaseDeadlines`).
+
+    A new connection tries the URL's hosts in order, each within ``deadlines.connect_s``
+    (:func:`connect_first`), so one hung host does not use up the time of the others. A pooled
+    connection is pinged at check-out within the same bound (:func:`_ping_on_checkout`); one
+    that does not answer, and any connection the pool gives up, is closed at once without a
+    word to its server (:func:`_abandon`), which a frozen server would never answer.
 
     Args:
-        url: a PostgreSQL URL (see :func:`async_url`).
+        url: a PostgreSQL URL in any form :func:`parse_database_url` accepts.
         pool_size: connections kept open; up to as many again may overflow under load.
         pooler: ``transaction`` when ``url`` is a connection pooler in transaction mode
             (PgBouncer ``pool_mode = transaction``): no statement then relies on a server-side
             prepared statement of an earlier round trip (see
             :data:`TRANSACTION_POOLER_CONNECT_ARGS`). Such an engine cannot :func:`migrate`.
+        deadlines: the bounds of each wait (defaults: :class:`DatabaseDeadlines`).
+
+    Raises:
+        DatabaseConfigError: a malformed URL or an unknown ``pooler``.
     """
-    connect_args: dict[str, Any] = {
-        # A database host that stops answering fails a request within seconds, not asyncpg's
-        # default of a minute.
-        "timeout": CONNECT_TIMEOUT_S,
-        "server_settings": dict(SERVER_SETTINGS),
-    }
+    limits = deadlines or DatabaseDeadlines()
+    target = parse_database_url(url)
     if pooler == "transaction":
-        connect_args.update(TRANSACTION_POOLER_CONNECT_ARGS)
+        adapter_args = dict(TRANSACTION_POOLER_CONNECT_ARGS)
     elif pooler == "none":
-        connect_args.update(DIRECT_CONNECT_ARGS)
+        adapter_args = dict(DIRECT_CONNECT_ARGS)
     else:
         raise DatabaseConfigError(f"unknown pooler {pooler!r}: none or transaction")
+    for key, value in target.options:  # the adapter's, not the driver's (ENGINE_ONLY_…)
+        if key in ENGINE_ONLY_QUERY_OPTIONS:
+            adapter_args.setdefault(key, _engine_option(key, value))
+    target = replace(
+        target,
+        options=tuple((k, v) for k, v in target.options if k not in ENGINE_ONLY_QUERY_OPTIONS),
+    )
+    driver_args: dict[str, Any] = {
+        "server_settings": dict(SERVER_SETTINGS),
+        "command_timeout": limits.statement_s,
+    }
+    if "statement_cache_size" in adapter_args:
+        driver_args["statement_cache_size"] = adapter_args.pop("statement_cache_size")
+
+    async def connect() -> Any:
+        return await connect_first(target, limits.connect_s, **driver_args)
+
+    dbapi: list[Any] = []
+
+    def creator() -> Any:
+        # SQLAlchemy's own ``async_creator`` would drop the adapter's options (the statement
+        # names and cache): the adapter's connect takes them with the driver's connect.
+        return dbapi[0].connect(async_creator_fn=connect, **adapter_args)
+
     engine = create_async_engine(
         async_url(url),
+        creator=creator,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
-        pool_timeout=10,
+        pool_timeout=limits.checkout_s,
         # A failed statement's error names no values: they may hold a secret deal's code.
         hide_parameters=True,
-        connect_args=connect_args,
     )
+    dbapi.append(engine.sync_engine.dialect.dbapi)
+    _bound_waits(engine, limits.connect_s)
     if pooler == "transaction":
         _POOLED.add(engine)
     return engine
+
+
+def _engine_option(key: str, value: str) -> int:
+    """An engine-only query option's value (a count).
+
+    Raises:
+        DatabaseConfigError: not a whole number ≥ 0.
+    """
+    if not value.isdigit():
+        raise DatabaseConfigError(f"the database URL's {key} must be a whole number, got {value!r}")
+    return int(value)
+
+
+class DatabaseUnreachable(OSError):
+    """No server of a URL's host list took a connection; the message names each host's
+    failure."""
+
+
+async def connect_first(target: DatabaseTarget, timeout_s: float, **driver_args: Any) -> Any:
+    """Connect to the first server of ``target.hosts`` that answers within ``timeout_s`` and
+    matches ``target.target_session_attrs``, trying them in order, each with its own deadline
+    (asyncpg's ``timeout`` covers the whole list at once, so a hung first host would use it
+    all up).
+
+    Args:
+        target: the servers and credentials.
+        timeout_s: the deadline for each host, connection and authentication included.
+        driver_args: further arguments of ``asyncpg.connect``.
+
+    Returns:
+        An ``asyncpg.Connection``.
+
+    Raises:
+        asyncpg.PostgresError: every host refused the connection (the last one's refusal: a
+            wrong password, a missing database).
+        DatabaseUnreachable: no host would do; its message names each host and why.
+    """
+    failures: list[str] = []
+    refusals: list[asyncpg.PostgresError] = []
+    for host in target.hosts:
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await asyncpg.connect(
+                    target.host_dsn(host),
+                    timeout=timeout_s,
+                    target_session_attrs=target.target_session_attrs,
+                    **driver_args,
+                )
+        except TimeoutError:
+            failures.append(f"{host}: no answer within {timeout_s:g} s")
+        except asyncpg.TargetServerAttributeNotMatched:
+            failures.append(f"{host}: not {target.target_session_attrs}")
+        except asyncpg.PostgresError as exc:  # refused by the server: a password, a database
+            refusals.append(exc)
+            failures.append(f"{host}: {type(exc).__name__}: {exc}")
+        except (OSError, asyncpg.InterfaceError) as exc:
+            failures.append(f"{host}: {type(exc).__name__}: {exc}")
+    if len(refusals) == len(failures):
+        raise refusals[-1]
+    raise DatabaseUnreachable("no database host would do: " + "; ".join(failures))
+
+
+#: Where the pool marks a connection it has just opened (no ping needed at its first check-out).
+_FRESH_KEY = "tripeaks.fresh"
+
+
+def _bound_waits(engine: AsyncEngine, ping_s: float) -> None:
+    """Give the pool of ``engine`` a pre-ping with a deadline and make every connection it
+    gives up close at once (see :func:`create_engine`).
+
+    SQLAlchemy's own pre-ping (``pool_pre_ping``) has no deadline, and no deadline put around
+    it helps: the ping runs in a transaction (``BEGIN``, ``;``, ``ROLLBACK``); cancelled, the
+    driver asks the server to cancel it and the ``ROLLBACK`` that follows in a ``finally``
+    waits for the server to confirm that cancel, for ever when the server is frozen. Closing
+    such a connection gracefully (SQLAlchemy's invalidation) waits the same way.
+    """
+    pool = engine.sync_engine.pool
+
+    @event.listens_for(pool, "connect")
+    def _opened(dbapi_connection: Any, record: Any) -> None:
+        record.info[_FRESH_KEY] = True
+
+    @event.listens_for(pool, "checkout")
+    def _ping_on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if record.info.pop(_FRESH_KEY, False):
+            return
+        driver = record.driver_connection
+        try:
+            await_(driver.fetchrow(";", timeout=ping_s))
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.info("a pooled database connection failed its ping: %r", exc)
+            raise DisconnectionError(f"the pooled connection's ping failed: {exc!r}") from exc
+
+    @event.listens_for(pool, "invalidate")
+    def _abandon(dbapi_connection: Any, record: Any, exception: BaseException | None) -> None:
+        driver = record.driver_connection if record is not None else None
+        if driver is not None and not driver.is_closed():
+            driver.terminate()
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _lost_on_timeout(context: Any) -> None:
+        # A statement past its deadline leaves its connection waiting for the server to
+        # confirm a cancel: it is given up, not rolled back or reused.
+        if isinstance(context.original_exception, TimeoutError):
+            context.is_disconnect = True
 
 
 #: Query options of a URL that configure SQLAlchemy's asyncpg adapter, not the connection:
@@ -176,10 +526,16 @@ ENGINE_ONLY_QUERY_OPTIONS = ("prepared_statement_cache_size",)
 
 def direct_dsn(url: str) -> str:
     """A ``postgresql://`` DSN for a plain ``asyncpg.connect`` (the event listener): ``url`` in
-    any form :func:`async_url` accepts, without the engine-only query options
-    (:data:`ENGINE_ONLY_QUERY_OPTIONS`)."""
-    parsed = async_url(url).difference_update_query(ENGINE_ONLY_QUERY_OPTIONS)
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+    any form :func:`parse_database_url` accepts, as libpq writes it (``h1:p1,h2:p2``, with its
+    ``target_session_attrs``: the same servers as the engine's), without the engine-only query
+    options (:data:`ENGINE_ONLY_QUERY_OPTIONS`).
+
+    Raises:
+        DatabaseConfigError: a malformed URL.
+    """
+    target = parse_database_url(url, "TRIPEAKS_DIRECT_DATABASE_URL")
+    options = tuple((k, v) for k, v in target.options if k not in ENGINE_ONLY_QUERY_OPTIONS)
+    return replace(target, options=options).dsn()
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
@@ -192,7 +548,8 @@ def alembic_config(connection: Connection | None = None, url: str | None = None)
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url is not None:
-        cfg.set_main_option("sqlalchemy.url", async_url(url).render_as_string(hide_password=False))
+        parse_database_url(url)  # a malformed URL is refused here, naming what is wrong
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     if connection is not None:
         cfg.attributes["connection"] = connection
     return cfg
@@ -243,10 +600,15 @@ async def migrate(engine: AsyncEngine) -> None:
     log.info("database schema is at the newest migration")
 
 
+#: The deadlines of the migrations' own connection: none for a statement.
+MIGRATION_DEADLINES = DatabaseDeadlines(statement_s=None)
+
+
 async def migrate_url(url: str) -> None:
     """:func:`migrate` the database at ``url`` (a direct URL, not a transaction pooler's) over a
-    connection of its own, closed afterwards."""
-    engine = create_engine(url, pool_size=1)
+    connection of its own, closed afterwards, whose statements have no deadline (building an
+    index may take long); connecting has the default one."""
+    engine = create_engine(url, pool_size=1, deadlines=MIGRATION_DEADLINES)
     try:
         await migrate(engine)
     finally:

@@ -21,7 +21,7 @@ from server.services.analysis import Analyzer
 from server.services.clock import Clock, SystemClock
 from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
-from server.storage.db import create_engine, migrate, migrate_url
+from server.storage.db import create_engine, migrate_url
 from server.storage.events import Listener
 from server.storage.replicas import ReadRouter
 from server.web import faults, http, metrics, page_rules, per_address, routes, ws
@@ -184,7 +184,10 @@ async def _open_services(
     # holds a session: LISTEN and the migrations' advisory lock.
     direct_url = settings.direct_database_url or settings.database_url
     engine = create_engine(
-        settings.database_url, pool_size=settings.db_pool_size, pooler=settings.db_pooler
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        pooler=settings.db_pooler,
+        deadlines=settings.database_deadlines(),
     )
     stack.callback(metrics.watch_pool(engine))
     stack.push_async_callback(_bounded, "the database pool", _later(engine.dispose))
@@ -209,7 +212,8 @@ async def _open_services(
         )
         stack.callback(analyzer.close)
     if run_migrations:
-        migrating = migrate_url(direct_url) if settings.direct_database_url else migrate(engine)
+        # On a connection of their own, whose statements have no deadline.
+        migrating = migrate_url(direct_url)
         await _starting(settings, "migrating the schema", migrating)
     services = app[SERVICES] = Services.build(
         engine,

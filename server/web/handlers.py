@@ -234,7 +234,9 @@ async def _join_daily(session: WsSession, player: PlayerInfo, message: JoinDaily
 
 @_handles(Resume)
 async def _resume(session: WsSession, player: PlayerInfo, message: Resume) -> None:
-    snapshot = await session.services.games.resume(player.id, message.game_id)
+    snapshot = await session.services.games.resume(
+        player.id, message.game_id, acknowledged_seq=message.seq
+    )
     await session.send(out.game(snapshot, session.locale, message.id))
 
 

@@ -53,6 +53,7 @@ ACTION_ERROR_CODES = (
     "not_your_game",
     "race_not_started",
     "unavailable",
+    "outcome_unknown",
     "server_busy",
     "internal_error",
     "unauthorized",

@@ -135,6 +135,18 @@ async def finish_the_daily(page: Page, secret: str, date: dt.date) -> Any:
     return await game_state(page)
 
 
+async def at_free_game(
+    browser: Browser, base_url: str, errors: list[str], name: str, code: str
+) -> tuple[BrowserContext, Page]:
+    """A fresh page on the app, registered as ``name``, at the free game of ``code``."""
+    context, page = await open_page(browser, base_url, errors)
+    await register(page, name)
+    await page.fill("#free-code", code)
+    await page.click("#btn-play-code")
+    await expect(page.locator("#board")).to_be_visible()
+    return context, page
+
+
 async def reconnect(page: Page) -> None:
     """Drop the page's websocket and wait until it has reconnected by itself (and said hello)."""
     before = await page.evaluate("() => window.tripeaks.connection.welcomes")

@@ -9,6 +9,7 @@ from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, expect
 
 from tests.browser.support import (
+    at_free_game,
     game_state,
     open_page,
     reconnect,
@@ -167,11 +168,7 @@ async def test_a_blocked_free_game_can_be_undone(
 ) -> None:
     server: TestServer = await make_server()
     base = str(server.make_url("")).rstrip("/")
-    context, page = await open_page(browser, base, page_errors)
-    await register(page, "Lee")
-    await page.fill("#free-code", CODE)
-    await page.click("#btn-play-code")
-    await expect(page.locator("#board")).to_be_visible()
+    context, page = await at_free_game(browser, base, page_errors, "Lee", CODE)
     for n in range(1, 24):  # draw the whole stock: nothing neighbours 2S any more
         await page.click("#stock")
         await expect(page.locator("#stat-moves")).to_have_text(str(n))
@@ -190,11 +187,7 @@ async def test_a_hint_points_at_a_move_and_the_end_panel_shows_par(
 ) -> None:
     server: TestServer = await make_server()
     base = str(server.make_url("")).rstrip("/")
-    context, page = await open_page(browser, base, page_errors)
-    await register(page, "Hal")
-    await page.fill("#free-code", CODE)
-    await page.click("#btn-play-code")
-    await expect(page.locator("#board")).to_be_visible()
+    context, page = await at_free_game(browser, base, page_errors, "Hal", CODE)
     hint = page.locator("#btn-hint")
     await expect(hint).to_be_visible()
     await expect(hint).to_contain_text("Hint")

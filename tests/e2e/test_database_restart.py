@@ -122,11 +122,15 @@ async def _play(player: Player, world: World) -> None:
         kind = reply["code"] if reply["type"] == "error" else reply["type"]
         player.replies[phase, kind] += 1
         if reply["type"] == "error":
-            if reply["code"] != "unavailable" or "database is unavailable" not in reply["message"]:
+            # (outcome_unknown: an action in flight when the database went; the retry of the
+            # same action resolves it, as an exact repeat if it was stored.)
+            told = reply["code"] in ("unavailable", "outcome_unknown")
+            if not told or "game database" not in reply["message"]:
                 player.problems.append(f"{phase}: unexpected error {reply}")
             await asyncio.sleep(0.05)
             continue
-        if phase is Phase.DOWN and reply["type"] != "rejected":  # a refusal changes nothing
+        down_throughout = phase is Phase.DOWN and world.phase is Phase.DOWN
+        if down_throughout and reply["type"] != "rejected":  # a refusal changes nothing
             player.problems.append(f"answered with the database down: {reply}")
         if reply["type"] in ("accepted", "rejected", "game"):
             player.accept(reply["game"])
@@ -161,6 +165,37 @@ async def _resume(player: Player, world: World, pending: dict[str, Any] | None) 
 def _same_position(a: dict[str, Any], b: dict[str, Any]) -> bool:
     keys = ("tableau", "waste", "stock_count", "score", "moves", "undos", "status")
     return all(a[k] == b[k] for k in keys)
+
+
+def outage_env(port: int, tmp_path: Path, url: str, **extra: str) -> dict[str, str]:
+    """The environment of a server on ``port`` over the database at ``url`` for a test of an
+    outage under play: fast requests allowed, no solver, no sweep of its own (``extra`` on
+    top)."""
+    return _env(
+        TRIPEAKS_PORT=str(port),
+        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=url,
+        TRIPEAKS_DAILY_SECRET="restart-daily-key-0123456789abcdefgh",
+        TRIPEAKS_WS_RATE_PER_SECOND="10000",
+        TRIPEAKS_SOLVER_WORKERS="0",
+        TRIPEAKS_RACE_SWEEP_S="60",  # no database use of its own between the test's steps
+        **extra,
+    )
+
+
+async def signed_in_players(
+    http: aiohttp.ClientSession, base: str, count: int, name: str
+) -> list[Player]:
+    """``count`` new players (named ``name`` and their seed), each with a websocket said hello
+    on."""
+    players = []
+    for seed in range(count):
+        token = await _register(http, base, f"{name}{seed}")
+        ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws")
+        await ws.send_json({"type": "hello", "token": token})
+        assert (await ws.receive_json(timeout=REPLY_BOUND_S))["type"] == "welcome"
+        players.append(Player(seed, ws))
+    return players
 
 
 async def _health(
@@ -238,16 +273,7 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
     private_postgres: PrivatePostgres, tmp_path: Path
 ) -> None:
     port = free_port()
-    env = _env(
-        TRIPEAKS_PORT=str(port),
-        TRIPEAKS_DATA_DIR=str(tmp_path / "data"),
-        DATABASE_URL=private_postgres.url,
-        TRIPEAKS_DAILY_SECRET="restart-daily-key-0123456789abcdefgh",
-        TRIPEAKS_WS_RATE_PER_SECOND="10000",
-        TRIPEAKS_SOLVER_WORKERS="0",
-        TRIPEAKS_RACE_COUNTDOWN_S="0.2",
-        TRIPEAKS_RACE_SWEEP_S="60",  # no database use of its own between the test's steps
-    )
+    env = outage_env(port, tmp_path, private_postgres.url, TRIPEAKS_RACE_COUNTDOWN_S="0.2")
     proc = _start(env, port, tmp_path / "server.log")
     base = f"http://127.0.0.1:{port}"
     world = World()
@@ -260,13 +286,7 @@ async def test_database_restart_under_play_errors_clearly_and_play_resumes(
             race_game = await _host_step(host, race_game)
             assert await _progress_after(guest, host.player_id, 0, REPLY_BOUND_S)
 
-            players = []
-            for seed in range(PLAYERS):
-                token = await _register(http, base, f"Restart{seed}")
-                ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws")
-                await ws.send_json({"type": "hello", "token": token})
-                assert (await ws.receive_json(timeout=REPLY_BOUND_S))["type"] == "welcome"
-                players.append(Player(seed, ws))
+            players = await signed_in_players(http, base, PLAYERS, "Restart")
 
             # A restart while nobody plays: the pooled connections are all dead afterwards,
             # and the first requests must not be the ones to find out.

@@ -84,7 +84,7 @@ MAXIMAL: dict[str, dict[str, Any]] = {
     },
     "new_game": {"type": "new_game", "id": "n", "code": "TP1-C-AAAAAAB", "rules": "c"},
     "join_daily": {"type": "join_daily", "id": 2},
-    "resume": {"type": "resume", "id": 3, "game_id": MAX_ID},
+    "resume": {"type": "resume", "id": 3, "game_id": MAX_ID, "seq": 10**6},
     "action": {
         "type": "action",
         "id": 4,
@@ -267,6 +267,7 @@ BOUNDS: list[tuple[str, str, list[Any], list[Any]]] = [
     ("new_game", "code", [None, "TP1-E-AAAAAAA", " TP1-E-AAAAAAA" + " " * 50], ["x" * 65, 12]),
     ("new_game", "rules", [None, "E", "C", "e", "c"], ["X", "N", "n", "", "EC", 1, True]),
     ("resume", "game_id", GAME_ID_GOOD, GAME_ID_BAD),
+    ("resume", "seq", [None, 0, 1, 2**63], [-1, "0", 0.0, False, 1.5]),
     ("resign", "game_id", GAME_ID_GOOD, GAME_ID_BAD),
     ("hint", "game_id", GAME_ID_GOOD, GAME_ID_BAD),
     ("action", "game_id", GAME_ID_GOOD, GAME_ID_BAD),

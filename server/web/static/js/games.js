@@ -100,6 +100,8 @@ async function pump() {
       } else {
         clearQueue();
         setMessage(errorText(reply.code));
+        // The action may or may not have been stored: the stored game tells.
+        if (reply.code === "outcome_unknown") refreshGame();
       }
     }
   } finally {
@@ -131,11 +133,23 @@ export async function hint() {
   showHint(reply.action, reply.pos);
 }
 
-/** Fetch the game on the table again (after a reconnection, or for a notice in a new language). */
+/**
+ * Fetch the game on the table again (after a reconnection, an action of unknown outcome, or for
+ * a notice in a new language), saying the seq last acknowledged: a stored game behind it is
+ * answered `behind_acknowledged`, said on the table, and then shown as stored.
+ */
 export function refreshGame() {
   const id = store.game.game_id;
-  request({ type: "resume", game_id: id }).then((reply) => {
-    if (reply.type === "game" && store.game && store.game.game_id === id) setGame(reply.game);
+  request({ type: "resume", game_id: id, seq: store.game.seq }).then((reply) => {
+    if (!store.game || store.game.game_id !== id) return;
+    if (reply.type === "game") setGame(reply.game);
+    else if (reply.code === "behind_acknowledged") {
+      request({ type: "resume", game_id: id }).then((stored) => {
+        if (stored.type !== "game" || !store.game || store.game.game_id !== id) return;
+        setGame(stored.game);
+        setMessage(errorText(reply.code));
+      });
+    }
   });
 }
 
