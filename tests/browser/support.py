@@ -5,12 +5,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from aiohttp.test_utils import TestClient
 from playwright.async_api import Browser, BrowserContext, Page, ViewportSize, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from server.engine import Action, GameCode, RuleSet
+from server.engine.solver import solve
 from server.services.daily import MAX_CANDIDATES, derive_daily_code
 from tests.browser.conftest import WAIT_MS, watch
+from tests.helpers import WsPlayer
+from tests.helpers import register as register_over_rest
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 DESKTOP: ViewportSize = {"width": 1280, "height": 860}
@@ -45,6 +49,19 @@ async def open_page(
     watch(page, errors, base_url)
     await page.goto(base_url + path)
     return context, page
+
+
+async def finish_daily_over_ws(client: TestClient[Any, Any], name: str, code: GameCode) -> int:
+    """A new player ``name`` finishes today's daily (``code``) by the solver's line over a
+    websocket of their own; the game's id."""
+    player = await register_over_rest(client, name)
+    ws, _ = await WsPlayer.connect(client, player["token"])
+    game = (await ws.request({"type": "join_daily"}))["game"]
+    final = await ws.play(game, list(solve(code.deal(), code.rules).line))
+    assert final["status"] in ("won", "blocked")
+    await ws.close()
+    game_id: int = game["game_id"]
+    return game_id
 
 
 async def register(page: Page, name: str, *, keep_recovery_code: bool = False) -> None:

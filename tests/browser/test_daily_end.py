@@ -18,23 +18,20 @@ from server.engine.solver import solve
 from server.services.clock import FakeClock
 from server.web.keys import SERVICES
 from tests.backends import PostgresBackend, Seed
-from tests.browser.support import PHONE, game_state, no_overflow, open_page, play_line, register
+from tests.browser.support import (
+    PHONE,
+    finish_daily_over_ws,
+    game_state,
+    no_overflow,
+    open_page,
+    play_line,
+    register,
+)
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, blocking_line, daily_code, find_winning_line
-from tests.helpers import register as register_over_rest
+from tests.helpers import blocking_line, daily_code, find_winning_line
 
 DATE = dt.date(2026, 3, 14)  # the test clock's day: the next daily opens 2026-03-15 00:00 UTC
 CARD = re.compile(r"\b[2-9TJQKA][CDHS]\b")
-
-
-async def _finish_over_ws(client: TestClient[Any, Any], name: str, code: GameCode) -> None:
-    """Another player finishes today's daily (the solver's line)."""
-    player = await register_over_rest(client, name)
-    ws, _ = await WsPlayer.connect(client, player["token"])
-    game = (await ws.request({"type": "join_daily"}))["game"]
-    final = await ws.play(game, list(solve(code.deal(), code.rules).line))
-    assert final["status"] in ("won", "blocked")
-    await ws.close()
 
 
 async def _play_the_daily(page: Page, code: GameCode) -> dict[str, Any]:
@@ -80,7 +77,7 @@ async def test_the_end_of_a_daily_says_rank_streak_and_next_daily_and_shares_no_
     base = str(server.make_url("")).rstrip("/")
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     par = solve(code.deal(), code.rules).par
-    await _finish_over_ws(client, "Bob", code)
+    await finish_daily_over_ws(client, "Bob", code)
 
     context, page = await open_page(browser, base, page_errors, timezone_id="Asia/Taipei")
     await context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
@@ -111,7 +108,7 @@ async def test_the_end_of_a_daily_says_rank_streak_and_next_daily_and_shares_no_
     await expect(countdown).not_to_have_text(first)  # it counts down
 
     # Another player finishes while the panel shows: the count follows by itself.
-    await _finish_over_ws(client, "Cy", code)
+    await finish_daily_over_ws(client, "Cy", code)
     rank = await _my_rank(client, me["id"])
     await expect(page.locator("#end-rank")).to_have_text(
         f"You are #{rank} of 3 who have finished so far"

@@ -20,10 +20,24 @@ import {
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
-import { goTo, inviteInAddress, onEnter, onHistory, profileInAddress, replayInAddress, replayPath, show } from "./router.js";
+import {
+  dailyInAddress,
+  dailyPath,
+  gameInAddress,
+  gamePath,
+  goTo,
+  inviteInAddress,
+  onEnter,
+  onHistory,
+  profileInAddress,
+  replayInAddress,
+  replayPath,
+  settingsAddress,
+  settingsInAddress,
+  show,
+} from "./router.js";
 import * as session from "./session.js";
 import {
-  currentGame,
   notify,
   savedLocale,
   setOpenGames,
@@ -44,7 +58,7 @@ import { initRankedNote } from "./views/ranked-note.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
 import { ReplayView } from "./views/replay.js";
 import { initRegister, openSignIn, renderInviteNote, renderWho, showSignedOutNote } from "./views/register.js";
-import { initSettings, renderAccount, showLanguage } from "./views/settings.js";
+import { initSettings, renderAccount, settingsFromAddress, showLanguage } from "./views/settings.js";
 
 let leaderboard = null;
 let replayView = null;
@@ -118,13 +132,12 @@ function welcome(message, { again, first }) {
   }
   if (first) {
     // Opened from a race's link: its invite page is shown, not the last game; nor over a
-    // profile or a replay opened from its address.
-    const shown = ["invite", "profile", "replay"].includes(store.view);
+    // profile, a replay or a board opened from its address.
+    const shown = ["invite", "profile", "replay", "leaderboard"].includes(store.view);
     if (store.pendingInvite || shown || store.race) return;
-    const current = currentGame();
-    if (current && current.game_id) {
-      startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
-    }
+    // A reload at the table: the game in the address is resumed.
+    const gameId = gameInAddress();
+    if (gameId) startGame({ type: "resume", game_id: gameId }, { quiet: true, at: gamePath(gameId) });
     return;
   }
   // A reconnect: follow the race again, or resume the game on the table.
@@ -212,11 +225,12 @@ function boot() {
     watchReplay: openReplay,
     errorText,
     openProfile,
+    dated: (date) => goTo(dailyPath(date)),
   });
   replayView = new ReplayView($("#view-replay"), { errorText });
   profile = new ProfileView($("#view-profile"), { me: () => store.player, errorText });
   initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard(), openProfile });
-  initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
+  initSettings({ openSignIn: signInAgain, unauthorized: signedOut, address: settingsAddress });
   initRecovery();
   initRankedNote();
   initRegister(signedIn);
@@ -225,41 +239,54 @@ function boot() {
 
   $("#nav-home").addEventListener("click", () => (store.token ? goHome() : show("register")));
   $("#nav-leaderboard").addEventListener("click", () => openLeaderboard());
-  onHistory((invite) => {
-    if (store.view === "replay" && !replayInAddress()) replayView.pause();
-    const player = profileInAddress();
-    if (replayInAddress()) showReplay(replayInAddress());
-    else if (player) {
-      show("profile");
-      profile.open(player);
-    } else if (invite && store.token) openInvite(invite);
-    else if (store.token) goHome();
+  onHistory((changed) => {
+    settingsFromAddress(settingsInAddress());
+    if (changed) route();
   });
+  if (store.token) session.connect();
+  route({ first: true });
+}
 
-  // A profile is public: its address shows it, signed in or not.
+/**
+ * Show the view the address names (router.js): at the start (`first`), and when the player
+ * goes back or forward to another view. A profile, a replay and a day's board are public:
+ * shown signed in or not.
+ */
+function route({ first = false } = {}) {
+  if (store.view === "replay" && !replayInAddress()) replayView.pause();
+  if (settingsInAddress()) {
+    settingsFromAddress(true);
+    if (first) show(store.token ? "home" : "register");
+    return;
+  }
   const player = profileInAddress();
+  const replayed = replayInAddress();
+  const date = dailyInAddress();
   if (player) {
-    if (store.token) session.connect();
     show("profile");
     profile.open(player);
     return;
   }
-  setPendingInvite(inviteInAddress());
-  const replayed = replayInAddress();
   if (replayed) {
-    // A replay is public: shown signed in or not.
-    if (store.token) session.connect();
     showReplay(replayed);
     return;
   }
+  if (date) {
+    openLeaderboard(date);
+    return;
+  }
+  const invite = inviteInAddress();
+  if (first) setPendingInvite(invite);
   if (!store.token) {
     show("register");
     $("#register-name").focus();
     return;
   }
-  session.connect();
-  if (store.pendingInvite) openInvite(store.pendingInvite);
-  else show("home");
+  const gameId = gameInAddress();
+  if (invite) openInvite(invite);
+  else if (first) show("home", { keepAddress: !!gameId }); // its game is resumed once welcomed
+  else if (gameId) startGame({ type: "resume", game_id: gameId }, { at: gamePath(gameId) });
+  else goHome();
 }
 
 // For tests and debugging: the connection (to drop it and watch it come back) and the state.

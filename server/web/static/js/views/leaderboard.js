@@ -20,8 +20,8 @@ export class Leaderboard {
    * @param {object} ctx  {me() → {id, name}|null, token() → string|null, following() →
    *   Map|null, follow(id), unfollow(id) (each → Promise of null or an error code),
    *   followName(name) (→ Promise of {name} or {code}), replay(code), watchReplay(gameId),
-   *   errorText(code),
-   *   openProfile(playerId)}
+   *   errorText(code), openProfile(playerId), dated(date): the board of `date` is shown (its
+   *   address)}
    */
   constructor(root, ctx) {
     this.root = root;
@@ -97,6 +97,7 @@ export class Leaderboard {
       if (ticket !== this.loading) return;
     }
     this.date = date && date <= this.today ? date : this.today;
+    this.ctx.dated(this.date);
     this._clear();
     this.render();
     const me = this.ctx.me();
