@@ -204,3 +204,44 @@ async def no_overflow(page: Page) -> None:
     assert report["overflow"] <= 0, report
     width = await page.evaluate("() => window.innerWidth")
     assert all(c["lines"] == 1 and c["right"] <= width for c in report["chunks"]), report
+
+
+_WRAPPED = """() => {
+    // Each visible table cell, button and link-button whose text takes more lines than it has
+    // words (a word: what spaces separate, so a Chinese word is its run of characters): the
+    // lines are the distinct heights of its text's line boxes (its text nodes' client rects).
+    const found = [];
+    const els = [...document.querySelectorAll(
+        'th, td, button, a.replay-link, a.player-link, summary')]
+        .filter(el => el.checkVisibility() && !el.closest('.sr-only'));
+    for (const el of els) {
+        const text = el.innerText.replace(/\\s+/g, ' ').trim();
+        if (!text) continue;
+        const size = parseFloat(getComputedStyle(el).fontSize);
+        const rects = [];
+        const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (!node.textContent.trim() || node.parentElement.closest('.sr-only')) continue;
+            const range = document.createRange();
+            range.selectNodeContents(node);
+            rects.push(...range.getClientRects());
+        }
+        const tops = rects.filter(r => r.width > 0 && r.height > 0)
+            .map(r => r.bottom).sort((a, b) => a - b);
+        let lines = 0, last = -Infinity;
+        for (const top of tops) {
+            if (top - last > size * 0.6) lines++;
+            last = top;
+        }
+        const words = text.split(' ').length;
+        if (lines > words) found.push({text, lines, words, id: el.id || el.className});
+    }
+    return found;
+}"""
+
+
+async def wrapped_words(page: Page) -> list[dict[str, Any]]:
+    """The table cells, buttons and link-buttons shown whose text wraps onto more lines than
+    it has words: a word broken across lines (e.g. 名/次 one character a line)."""
+    found: list[dict[str, Any]] = await page.evaluate(_WRAPPED)
+    return found
