@@ -47,6 +47,18 @@ async def _play_the_daily(page: Page, code: GameCode) -> dict[str, Any]:
     return final
 
 
+async def _boxes(page: Page) -> dict[str, Any]:
+    """Where the peaks, the piles and the end panel are on the page (px), and its height."""
+    boxes: dict[str, Any] = await page.evaluate(
+        """() => {
+            const box = s => document.querySelector(s).getBoundingClientRect().toJSON();
+            return {peaks: box('#peaks'), piles: box('.piles'), end: box('#end-panel'),
+                    height: window.innerHeight};
+        }"""
+    )
+    return boxes
+
+
 def _assert_spoiler_free(text: str, code: GameCode) -> None:
     assert not CARD.search(text), text
     assert str(code) not in text
@@ -171,6 +183,10 @@ async def test_on_a_phone_a_given_up_daily_begins_no_streak_and_shares_through_t
     await register(page, "Zhi")
     await page.click("#btn-daily")
     await expect(page.locator("#board")).to_be_visible()
+    # The table fills the phone's screen, the cards in its lower half, under the thumb.
+    playing = await _boxes(page)
+    assert playing["peaks"]["bottom"] > playing["height"] / 2, playing
+    assert playing["piles"]["bottom"] <= playing["height"], playing
     await page.click("#btn-resign")
     await page.click("#resign-yes")
     await expect(page.locator("#end-panel")).to_be_visible()
@@ -181,6 +197,8 @@ async def test_on_a_phone_a_given_up_daily_begins_no_streak_and_shares_through_t
         re.compile(r"^下一局每日挑戰：1[12]:\d\d:\d\d 後（你的時間 週六 ?下午 ?8:00）$")
     )
     await no_overflow(page)
+    ended = await _boxes(page)
+    assert ended["end"]["top"] >= ended["peaks"]["bottom"], ended  # the cards stay in sight
 
     await page.click("#end-share")
     await expect(page.locator("#end-share-status")).to_have_text("已分享")
