@@ -56,8 +56,10 @@ PAGE_PATHS = (
     "/daily/{date}",
     "/games/{game_id}",
     "/settings",
+    "/following",
 )
 _PAGE_PREFIXES = tuple(p[: p.index("{")] for p in PAGE_PATHS if "{" in p)
+_PAGE_EXACT = tuple(p for p in PAGE_PATHS if "{" not in p)
 
 
 def create_app(
@@ -454,7 +456,7 @@ async def _cache_headers(request: web.Request, response: web.StreamResponse) -> 
     """The page, its modules and its texts are revalidated on every load, so an upgrade is seen
     at once; API answers are never cached."""
     path = request.path
-    if path in ("/", "/settings") or path.startswith(("/static/", "/i18n/", *_PAGE_PREFIXES)):
+    if path in _PAGE_EXACT or path.startswith(("/static/", "/i18n/", *_PAGE_PREFIXES)):
         response.headers.setdefault("Cache-Control", "no-cache")
     elif path.startswith("/api/"):
         response.headers.setdefault("Cache-Control", "no-store")

@@ -22,6 +22,7 @@ from server.web.app import STATIC_DIR
         "/race/WW9Q3T",
         "/replay/42",
         "/settings",
+        "/following",
     ],
 )
 async def test_each_views_address_serves_the_page(client: TestClient[Any, Any], path: str) -> None:

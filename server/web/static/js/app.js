@@ -23,6 +23,7 @@ import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from
 import {
   dailyInAddress,
   dailyPath,
+  followingInAddress,
   gameInAddress,
   gamePath,
   goTo,
@@ -50,7 +51,8 @@ import {
 import { refreshEnd } from "./views/end.js";
 import { initGameView, onGame, renderGame } from "./views/game.js";
 import { Leaderboard } from "./views/leaderboard.js";
-import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/menu.js";
+import { FollowingView } from "./views/following.js";
+import { initMenu, openRaceForm, renderHome, renderHomeFriends, timeLimitOptions } from "./views/menu.js";
 import { errorText, renderInvitations, setMessage } from "./views/notices.js";
 import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
@@ -75,6 +77,19 @@ function showReplay(gameId) {
 }
 
 let profile = null;
+let followingView = null;
+
+/** Show the players I follow, at "/following". */
+function openFollowing() {
+  goTo("/following");
+  showFollowing();
+}
+
+function showFollowing() {
+  show("following");
+  loadFollowing();
+  followingView.open();
+}
 
 function openLeaderboard(date) {
   show("leaderboard");
@@ -89,6 +104,7 @@ function openProfile(playerId) {
   goTo(`/players/${encodeURIComponent(playerId)}`);
   show("profile");
   profile.open(playerId);
+  loadFollowing();
 }
 
 // ------------------------------------------------------------------------------ the store
@@ -106,10 +122,13 @@ subscribe("race", refreshEnd); // a race game's end note says whether the race s
 // In a lobby, who of the players I follow is online is read again (at most every few seconds).
 subscribe("race", () => {
   const race = store.race;
-  if (race && race.role === "racer" && race.room.status === "lobby") freshenFollowing();
+  if (race && race.role === "racer" && race.room.status === "lobby") freshenFollowing(race.invite);
 });
 subscribe("following", () => {
   if (store.view === "leaderboard") leaderboard.render();
+  if (store.view === "home") renderHomeFriends();
+  if (store.view === "following") followingView.render();
+  if (store.view === "profile") profile.render();
   if (store.race) renderRace();
 });
 subscribe("invitations", () => renderInvitations(invitationChoices));
@@ -117,7 +136,10 @@ subscribe("errorHelp", session.rehello);
 subscribe("showPlayable", () => {
   if (store.game) renderGame(store.game);
 });
-onEnter("home", renderHome);
+onEnter("home", () => {
+  renderHome();
+  loadFollowing();
+});
 
 // ------------------------------------------------------------------------------ the session
 
@@ -194,6 +216,7 @@ onLocaleChange(() => {
   if (store.view === "replay") replayView.render();
   renderInvitations(invitationChoices);
   if (store.view === "profile") profile.render();
+  if (store.view === "following") followingView.render();
   session.relabel();
 });
 
@@ -228,8 +251,31 @@ function boot() {
     dated: (date) => goTo(dailyPath(date)),
   });
   replayView = new ReplayView($("#view-replay"), { errorText });
-  profile = new ProfileView($("#view-profile"), { me: () => store.player, errorText });
-  initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard(), openProfile });
+  profile = new ProfileView($("#view-profile"), {
+    me: () => store.player,
+    token: () => store.token,
+    following: () => store.following,
+    follow,
+    unfollow,
+    errorText,
+  });
+  followingView = new FollowingView($("#view-following"), {
+    token: () => store.token,
+    today: () => store.today,
+    following: () => store.following,
+    unfollow,
+    openProfile,
+    errorText,
+  });
+  initMenu({
+    startGame,
+    joinRace,
+    openInvite,
+    createRace,
+    openLeaderboard: () => openLeaderboard(),
+    openProfile,
+    openFollowing,
+  });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut, address: settingsAddress });
   initRecovery();
   initRankedNote();
@@ -265,6 +311,7 @@ function route({ first = false } = {}) {
   if (player) {
     show("profile");
     profile.open(player);
+    loadFollowing();
     return;
   }
   if (replayed) {
@@ -283,7 +330,8 @@ function route({ first = false } = {}) {
     return;
   }
   const gameId = gameInAddress();
-  if (invite) openInvite(invite);
+  if (followingInAddress()) showFollowing();
+  else if (invite) openInvite(invite);
   else if (first) show("home", { keepAddress: !!gameId }); // its game is resumed once welcomed
   else if (gameId) startGame({ type: "resume", game_id: gameId }, { at: gamePath(gameId) });
   else goHome();

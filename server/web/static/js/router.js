@@ -5,13 +5,14 @@
 // view and a link can be shared (the server serves the page at each, server/web/app.py):
 // "/" the menu, "/daily/<date>" a date's leaderboard, "/games/<id>" a game at the table (one's
 // own), "/race/<invite>" a race's room, its invite page or the sign-up before it,
-// "/players/<id>" a profile, "/replay/<game id>" a replay, and "/settings" the settings panel
+// "/players/<id>" a profile, "/replay/<game id>" a replay, "/following" the players I follow,
+// and "/settings" the settings panel
 // (over the menu when opened from its address). The views set their address as they open;
 // showing the menu sets "/". What a view draws when it opens is registered with onEnter().
 import { $ } from "./dom.js";
 import { setView, store } from "./store.js";
 
-const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay", "following"];
 const entering = {};
 
 /** Run `fn` each time `view` is shown. */
@@ -57,6 +58,11 @@ export function gameInAddress() {
 /** The address of a game at the table. */
 export function gamePath(gameId) {
   return `/games/${gameId}`;
+}
+
+/** Whether the address is the Following page's ("/following"). */
+export function followingInAddress() {
+  return /^\/following\/?$/.test(location.pathname);
 }
 
 /** Whether the address is the settings panel's ("/settings"). */

@@ -7,6 +7,7 @@ import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
 import { levelBadge, parAndBaselines } from "./difficulty.js";
+import { failedNotice } from "./notices.js";
 
 export function shiftDate(iso, days) {
   const d = new Date(`${iso}T00:00:00Z`);
@@ -155,15 +156,7 @@ export class Leaderboard {
     this.render();
   }
 
-  /** A read that failed: what failed, and a button to try again. */
-  _failed(id, text, retry) {
-    return h(
-      "div",
-      { class: "failed", id, role: "alert" },
-      h("p", { class: "error" }, text),
-      h("button", { type: "button", class: "retry", onclick: retry }, t("common.retry")),
-    );
-  }
+
 
   render() {
     const root = this.root;
@@ -208,21 +201,21 @@ export class Leaderboard {
     const again = () => this.open(this.date);
     if (this.aroundEntries) around.append(this._table(this.aroundEntries, "lb-around-table"));
     else if (typeof this.aroundError === "string") around.append(h("p", { class: "muted" }, t(this.aroundError)));
-    else if (this.aroundError) around.append(this._failed("lb-around-failed", t("lb.aroundFailed", { why: this.ctx.errorText(this.aroundError.code) }), again));
+    else if (this.aroundError) around.append(failedNotice("lb-around-failed", t("lb.aroundFailed", { why: this.ctx.errorText(this.aroundError.code) }), again));
     const list = clear($("#lb-list", root));
     const pageFailed = this.pageError && !this.pageError.more;
     if (this.error && this.error.code !== "no_daily") {
-      list.append(this._failed("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.error.code) }), again));
+      list.append(failedNotice("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.error.code) }), again));
     } else if (friends) {
       if (this.friendsEntries && this.friendsEntries.length) list.append(this._table(this.friendsEntries, "lb-friends-table"));
       else if (this.friendsEntries) list.append(h("p", { class: "muted", id: "lb-friends-empty" }, t("friends.boardEmpty")));
-      else if (this.friendsError) list.append(this._failed("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.friendsError.code) }), again));
+      else if (this.friendsError) list.append(failedNotice("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.friendsError.code) }), again));
     } else if (pageFailed) {
-      list.append(this._failed("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.pageError.code) }), again));
+      list.append(failedNotice("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.pageError.code) }), again));
     } else if (this.entries.length) list.append(this._table(this.entries, "lb-table"));
     else if (this.info) list.append(h("p", { class: "muted", id: "lb-empty" }, t("lb.empty")));
     if (this.pageError && this.pageError.more) {
-      list.append(this._failed("lb-more-failed", t("lb.moreFailed", { why: this.ctx.errorText(this.pageError.code) }), () => this._more()));
+      list.append(failedNotice("lb-more-failed", t("lb.moreFailed", { why: this.ctx.errorText(this.pageError.code) }), () => this._more()));
     }
     $("#lb-more", root).hidden = friends || !this.cursor || pageFailed || !!(this.pageError && this.pageError.more);
   }
