@@ -13,8 +13,9 @@ import { levelBadge } from "./difficulty.js";
 import { codeError, errorText, homeError } from "./notices.js";
 import { dayText } from "./profile.js";
 
-/** How many days the menu's strip of past dailies shows (today the last). */
-export const STRIP_DAYS = 28;
+/** How many weeks of days the menu's strip of past dailies shows (today the last). */
+export const STRIP_WEEKS = 4;
+const STRIP_DAYS = STRIP_WEEKS * 7;
 
 let on = null;
 
