@@ -146,7 +146,8 @@ class DailyChallenge(msgspec.Struct, frozen=True):
     ``par`` (the best final score perfect play reaches) is null without the solver.
     ``difficulty`` (the level the deal was chosen for) is shown from the start, null for a
     date chosen without the solver or before levels; ``baselines`` only once the date is
-    over (null before, and whenever ``difficulty`` is)."""
+    over (null before, and whenever ``difficulty`` is). ``server_time`` is the server's clock
+    when it answered (UTC): a countdown to ``closes_at`` runs from it."""
 
     date: Date
     rules: RuleSet
@@ -155,6 +156,7 @@ class DailyChallenge(msgspec.Struct, frozen=True):
     players: Count
     ranked: Count
     closes_at: Timestamp
+    server_time: Timestamp
     par: int | None
     line: list[LineStep] | None
     difficulty: Level | None

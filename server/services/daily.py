@@ -77,7 +77,9 @@ class DailyInfo:
     """A date's daily challenge as the public may see it.
 
     ``code`` is None while the date is open (docs/rules.md §4: published once the date is over).
-    ``closes_at`` is the UTC instant the date ends. ``par`` is the best score perfect play
+    ``closes_at`` is the UTC instant the date ends; ``server_time`` the server's clock (UTC) when
+    the facts were read, so that a client counts down to ``closes_at`` on the server's time.
+    ``par`` is the best score perfect play
     reaches (a number reveals no card); ``line``, an optimal line, is given once the date is
     over. ``level`` is the level the deal was chosen for (names no card; None for a date
     chosen without the solver or before levels); ``baselines``, what the difficulty measure's
@@ -91,6 +93,7 @@ class DailyInfo:
     players: int
     ranked: int
     closes_at: dt.datetime
+    server_time: dt.datetime
     par: int | None = None
     line: list[LineStep] | None = None
     level: Level | None = None
@@ -319,6 +322,7 @@ class DailyService:
             players=counts.players,
             ranked=counts.ranked,
             closes_at=closes,
+            server_time=self._clock.now().astimezone(dt.UTC),
             par=par,
             line=line,
             level=None if stored.difficulty is None else stored.difficulty.level,

@@ -186,6 +186,7 @@ def _daily(info: DailyInfo) -> rest.DailyChallenge:
         players=info.players,
         ranked=info.ranked,
         closes_at=utc(info.closes_at),
+        server_time=utc(info.server_time),
         par=info.par,
         line=None if info.line is None else [LineStep(s.action, s.pos, s.card) for s in info.line],
         difficulty=info.level,

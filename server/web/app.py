@@ -48,6 +48,19 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+#: The page's addresses (router.js): each serves the page, which shows the view it names.
+PAGE_PATHS = (
+    "/",
+    "/race/{invite}",
+    "/replay/{game_id}",
+    "/players/{player_id}",
+    "/daily/{date}",
+    "/games/{game_id}",
+    "/settings",
+    "/following",
+)
+_PAGE_PREFIXES = tuple(p[: p.index("{")] for p in PAGE_PATHS if "{" in p)
+_PAGE_EXACT = tuple(p for p in PAGE_PATHS if "{" not in p)
 
 
 def create_app(
@@ -143,10 +156,8 @@ def create_app(
     app.router.add_get("/i18n/{locale}.json", _catalogue)
     index = STATIC_DIR / "index.html"
     if index.exists():
-        app.router.add_get("/", _index)
-        app.router.add_get("/race/{invite}", _index)
-        app.router.add_get("/replay/{game_id}", _index)
-        app.router.add_get("/players/{player_id}", _index)
+        for path in PAGE_PATHS:
+            app.router.add_get(path, _index)
         page_rules.add_routes(app)
         app.router.add_static("/static/", STATIC_DIR, name="static")
     return app
@@ -505,7 +516,7 @@ async def _cache_headers(request: web.Request, response: web.StreamResponse) -> 
     """The page, its modules and its texts are revalidated on every load, so an upgrade is seen
     at once; API answers are never cached."""
     path = request.path
-    if path == "/" or path.startswith(("/static/", "/race/", "/players/", "/replay/", "/i18n/")):
+    if path in _PAGE_EXACT or path.startswith(("/static/", "/i18n/", *_PAGE_PREFIXES)):
         response.headers.setdefault("Cache-Control", "no-cache")
     elif path.startswith("/api/"):
         response.headers.setdefault("Cache-Control", "no-store")

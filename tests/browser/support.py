@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
+from aiohttp.test_utils import TestClient
 from playwright.async_api import Browser, BrowserContext, Page, ViewportSize, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from server.engine import Action, GameCode, RuleSet
+from server.engine.solver import solve
 from server.services.daily import MAX_CANDIDATES, derive_daily_code
 from tests.browser.conftest import WAIT_MS, watch
-from tests.helpers import blocking_line, find_winning_line
+from tests.helpers import WsPlayer, blocking_line, find_winning_line
+from tests.helpers import register as register_over_rest
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 DESKTOP: ViewportSize = {"width": 1280, "height": 860}
@@ -46,6 +51,19 @@ async def open_page(
     watch(page, errors, base_url)
     await page.goto(base_url + path)
     return context, page
+
+
+async def finish_daily_over_ws(client: TestClient[Any, Any], name: str, code: GameCode) -> int:
+    """A new player ``name`` finishes today's daily (``code``) by the solver's line over a
+    websocket of their own; the game's id."""
+    player = await register_over_rest(client, name)
+    ws, _ = await WsPlayer.connect(client, player["token"])
+    game = (await ws.request({"type": "join_daily"}))["game"]
+    final = await ws.play(game, list(solve(code.deal(), code.rules).line))
+    assert final["status"] in ("won", "blocked")
+    await ws.close()
+    game_id: int = game["game_id"]
+    return game_id
 
 
 async def register(page: Page, name: str, *, keep_recovery_code: bool = False) -> None:
@@ -214,3 +232,62 @@ async def no_overflow(page: Page) -> None:
     assert report["overflow"] <= 0, report
     width = await page.evaluate("() => window.innerWidth")
     assert all(c["lines"] == 1 and c["right"] <= width for c in report["chunks"]), report
+
+
+_WRAPPED = """() => {
+    // Each visible table cell, button and link-button whose text takes more lines than it has
+    // words (a word: what spaces separate, so a Chinese word is its run of characters): the
+    // lines are the distinct heights of its text's line boxes (its text nodes' client rects).
+    const found = [];
+    const els = [...document.querySelectorAll(
+        'th, td, button, a.replay-link, a.player-link, summary')]
+        .filter(el => el.checkVisibility() && !el.closest('.sr-only'));
+    for (const el of els) {
+        const text = el.innerText.replace(/\\s+/g, ' ').trim();
+        if (!text) continue;
+        const size = parseFloat(getComputedStyle(el).fontSize);
+        const rects = [];
+        const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (!node.textContent.trim() || node.parentElement.closest('.sr-only')) continue;
+            const range = document.createRange();
+            range.selectNodeContents(node);
+            rects.push(...range.getClientRects());
+        }
+        const tops = rects.filter(r => r.width > 0 && r.height > 0)
+            .map(r => r.bottom).sort((a, b) => a - b);
+        let lines = 0, last = -Infinity;
+        for (const top of tops) {
+            if (top - last > size * 0.6) lines++;
+            last = top;
+        }
+        const words = text.split(' ').length;
+        if (lines > words) found.push({text, lines, words, id: el.id || el.className});
+    }
+    return found;
+}"""
+
+
+async def wrapped_words(page: Page) -> list[dict[str, Any]]:
+    """The table cells, buttons and link-buttons shown whose text wraps onto more lines than
+    it has words: a word broken across lines (e.g. 名/次 one character a line)."""
+    found: list[dict[str, Any]] = await page.evaluate(_WRAPPED)
+    return found
+
+
+async def side_by_side(browser: Browser, shots: dict[str, bytes], path: Path) -> None:
+    """One picture for the README: the desktop view and the phone view next to each other."""
+    images = {k: base64.b64encode(v).decode() for k, v in shots.items()}
+    context = await browser.new_context(viewport={"width": 1754, "height": 740})
+    page = await context.new_page()
+    top = "object-fit:cover;object-position:top;height:700px"
+    await page.set_content(
+        f"""<body style="margin:0;background:#0a2416;display:flex;gap:24px;padding:20px">
+        <img src="data:image/png;base64,{images["desktop"]}" width="1280"
+             style="{top};border-radius:8px">
+        <img src="data:image/png;base64,{images["phone"]}" width="390"
+             style="{top};border-radius:18px;outline:3px solid #333"></body>"""
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(path))
+    await context.close()

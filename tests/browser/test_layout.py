@@ -5,7 +5,6 @@ table-phone.png, the phone view alone, as a touch phone shows it)."""
 
 from __future__ import annotations
 
-import base64
 import itertools
 import os
 from pathlib import Path
@@ -15,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, FloatRect, Page, expect
 
 from server.engine import COVERED_BY, GameCode
-from tests.browser.support import DESKTOP, PHONE, open_page, play_line, register
+from tests.browser.support import DESKTOP, PHONE, open_page, play_line, register, side_by_side
 from tests.conftest import ServerFactory
 from tests.helpers import find_winning_line
 
@@ -115,24 +114,6 @@ async def test_the_table_fits_a_phone_and_a_desktop(
 
     target = os.environ.get("TRIPEAKS_SCREENSHOT_DIR")
     if target:
-        await _side_by_side(browser, shots, Path(target) / "table.png")
+        await side_by_side(browser, shots, Path(target) / "table.png")
         (Path(target) / "table-phone.png").write_bytes(shots["phone"])
     assert page_errors == []
-
-
-async def _side_by_side(browser: Browser, shots: dict[str, bytes], path: Path) -> None:
-    """One picture for the README: the desktop view and the phone view next to each other."""
-    images = {k: base64.b64encode(v).decode() for k, v in shots.items()}
-    context = await browser.new_context(viewport={"width": 1754, "height": 740})
-    page = await context.new_page()
-    top = "object-fit:cover;object-position:top;height:700px"
-    await page.set_content(
-        f"""<body style="margin:0;background:#0a2416;display:flex;gap:24px;padding:20px">
-        <img src="data:image/png;base64,{images["desktop"]}" width="1280"
-             style="{top};border-radius:8px">
-        <img src="data:image/png;base64,{images["phone"]}" width="390"
-             style="{top};border-radius:18px;outline:3px solid #333"></body>"""
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(path))
-    await context.close()

@@ -17,7 +17,7 @@ from server.engine.solver import solve
 from server.services.clock import FakeClock
 from server.web.keys import SERVICES
 from tests.backends import PostgresBackend, Seed
-from tests.browser.support import PHONE, open_page, register
+from tests.browser.support import PHONE, open_page, register, wrapped_words
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, daily_code
 from tests.helpers import register as register_over_rest
@@ -156,6 +156,11 @@ async def test_every_board_and_room_fits_a_phone_with_big_tap_targets(
     await expect(page.locator("#race-results a.replay-link")).to_have_count(1)
     await page.click("#end-close")
     await _fits(page, "race results")
+    # In Traditional Chinese the results keep each word whole (已放棄, not 已/放/棄).
+    await page.select_option("#lang-select", "zh-Hant")
+    await expect(page.locator("#race-results th").first).to_have_text("名次")
+    assert await wrapped_words(page) == []
+    await _fits(page, "race results in Chinese")
 
     await context.close()
     await client.close()

@@ -120,7 +120,7 @@ async def test_three_dailies_on_three_dates_make_a_streak_of_three_on_the_profil
     await expect(page.locator("#view-profile")).to_be_visible()
     await expect(page.locator("#profile-streak-current dd")).to_have_text("3 days")
     await page.go_back()
-    await expect(page.locator("#view-leaderboard")).to_be_hidden()
+    await expect(page.locator("#view-leaderboard")).to_be_visible()
 
     other, visitor = await open_page(browser, base, page_errors, f"/players/{player['id']}")
     await expect(visitor.locator("#profile-title")).to_have_text("Ada")

@@ -68,6 +68,7 @@ async def test_today_is_the_fake_clocks_utc_date_with_hidden_code(
         "players": 0,
         "ranked": 0,
         "closes_at": "2026-03-15T00:00:00Z",
+        "server_time": "2026-03-14T12:00:00Z",  # the fake clock's
         "par": solve(code.deal(), code.rules).par,
         "line": None,
         "difficulty": "expert",  # a Saturday

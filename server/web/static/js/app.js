@@ -20,10 +20,25 @@ import {
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
-import { goTo, inviteInAddress, onEnter, onHistory, profileInAddress, replayInAddress, replayPath, show } from "./router.js";
+import {
+  dailyInAddress,
+  dailyPath,
+  followingInAddress,
+  gameInAddress,
+  gamePath,
+  goTo,
+  inviteInAddress,
+  onEnter,
+  onHistory,
+  profileInAddress,
+  replayInAddress,
+  replayPath,
+  settingsAddress,
+  settingsInAddress,
+  show,
+} from "./router.js";
 import * as session from "./session.js";
 import {
-  currentGame,
   notify,
   savedLocale,
   setOpenGames,
@@ -36,7 +51,8 @@ import {
 import { refreshEnd } from "./views/end.js";
 import { initGameView, onGame, renderGame } from "./views/game.js";
 import { Leaderboard } from "./views/leaderboard.js";
-import { initMenu, openRaceForm, renderHome, timeLimitOptions } from "./views/menu.js";
+import { FollowingView } from "./views/following.js";
+import { initMenu, openRaceForm, renderHome, renderHomeFriends, timeLimitOptions } from "./views/menu.js";
 import { errorText, renderInvitations, setMessage } from "./views/notices.js";
 import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
@@ -44,7 +60,7 @@ import { initRankedNote } from "./views/ranked-note.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
 import { ReplayView } from "./views/replay.js";
 import { initRegister, openSignIn, renderInviteNote, renderWho, showSignedOutNote } from "./views/register.js";
-import { initSettings, renderAccount, showLanguage } from "./views/settings.js";
+import { initSettings, renderAccount, settingsFromAddress, showLanguage } from "./views/settings.js";
 
 let leaderboard = null;
 let replayView = null;
@@ -61,6 +77,19 @@ function showReplay(gameId) {
 }
 
 let profile = null;
+let followingView = null;
+
+/** Show the players I follow, at "/following". */
+function openFollowing() {
+  goTo("/following");
+  showFollowing();
+}
+
+function showFollowing() {
+  show("following");
+  loadFollowing();
+  followingView.open();
+}
 
 function openLeaderboard(date) {
   show("leaderboard");
@@ -75,6 +104,7 @@ function openProfile(playerId) {
   goTo(`/players/${encodeURIComponent(playerId)}`);
   show("profile");
   profile.open(playerId);
+  loadFollowing();
 }
 
 // ------------------------------------------------------------------------------ the store
@@ -92,10 +122,13 @@ subscribe("race", refreshEnd); // a race game's end note says whether the race s
 // In a lobby, who of the players I follow is online is read again (at most every few seconds).
 subscribe("race", () => {
   const race = store.race;
-  if (race && race.role === "racer" && race.room.status === "lobby") freshenFollowing();
+  if (race && race.role === "racer" && race.room.status === "lobby") freshenFollowing(race.invite);
 });
 subscribe("following", () => {
   if (store.view === "leaderboard") leaderboard.render();
+  if (store.view === "home") renderHomeFriends();
+  if (store.view === "following") followingView.render();
+  if (store.view === "profile") profile.render();
   if (store.race) renderRace();
 });
 subscribe("invitations", () => renderInvitations(invitationChoices));
@@ -103,7 +136,10 @@ subscribe("errorHelp", session.rehello);
 subscribe("showPlayable", () => {
   if (store.game) renderGame(store.game);
 });
-onEnter("home", renderHome);
+onEnter("home", () => {
+  renderHome();
+  loadFollowing();
+});
 
 // ------------------------------------------------------------------------------ the session
 
@@ -123,13 +159,12 @@ function welcome(message, { again, first }) {
   }
   if (first) {
     // Opened from a race's link: its invite page is shown, not the last game; nor over a
-    // profile or a replay opened from its address.
-    const shown = ["invite", "profile", "replay"].includes(store.view);
+    // profile, a replay or a board opened from its address.
+    const shown = ["invite", "profile", "replay", "leaderboard"].includes(store.view);
     if (store.pendingInvite || shown || store.race) return;
-    const current = currentGame();
-    if (current && current.game_id) {
-      startGame({ type: "resume", game_id: current.game_id }, { quiet: true });
-    }
+    // A reload at the table: the game in the address is resumed.
+    const gameId = gameInAddress();
+    if (gameId) startGame({ type: "resume", game_id: gameId }, { quiet: true, at: gamePath(gameId) });
     return;
   }
   // A reconnect: follow the race again, or resume the game on the table.
@@ -186,6 +221,7 @@ onLocaleChange(() => {
   if (store.view === "replay") replayView.render();
   renderInvitations(invitationChoices);
   if (store.view === "profile") profile.render();
+  if (store.view === "following") followingView.render();
   session.relabel();
 });
 
@@ -217,11 +253,35 @@ function boot() {
     watchReplay: openReplay,
     errorText,
     openProfile,
+    dated: (date) => goTo(dailyPath(date)),
   });
   replayView = new ReplayView($("#view-replay"), { errorText });
-  profile = new ProfileView($("#view-profile"), { me: () => store.player, errorText });
-  initMenu({ startGame, joinRace, openInvite, createRace, openLeaderboard: () => openLeaderboard(), openProfile });
-  initSettings({ openSignIn: signInAgain, unauthorized: signedOut });
+  profile = new ProfileView($("#view-profile"), {
+    me: () => store.player,
+    token: () => store.token,
+    following: () => store.following,
+    follow,
+    unfollow,
+    errorText,
+  });
+  followingView = new FollowingView($("#view-following"), {
+    token: () => store.token,
+    today: () => store.today,
+    following: () => store.following,
+    unfollow,
+    openProfile,
+    errorText,
+  });
+  initMenu({
+    startGame,
+    joinRace,
+    openInvite,
+    createRace,
+    openLeaderboard: () => openLeaderboard(),
+    openProfile,
+    openFollowing,
+  });
+  initSettings({ openSignIn: signInAgain, unauthorized: signedOut, address: settingsAddress });
   initRecovery();
   initRankedNote();
   initRegister(signedIn);
@@ -230,41 +290,56 @@ function boot() {
 
   $("#nav-home").addEventListener("click", () => (store.token ? goHome() : show("register")));
   $("#nav-leaderboard").addEventListener("click", () => openLeaderboard());
-  onHistory((invite) => {
-    if (store.view === "replay" && !replayInAddress()) replayView.pause();
-    const player = profileInAddress();
-    if (replayInAddress()) showReplay(replayInAddress());
-    else if (player) {
-      show("profile");
-      profile.open(player);
-    } else if (invite && store.token) openInvite(invite);
-    else if (store.token) goHome();
+  onHistory((changed) => {
+    settingsFromAddress(settingsInAddress());
+    if (changed) route();
   });
+  if (store.token) session.connect();
+  route({ first: true });
+}
 
-  // A profile is public: its address shows it, signed in or not.
-  const player = profileInAddress();
-  if (player) {
-    if (store.token) session.connect();
-    show("profile");
-    profile.open(player);
+/**
+ * Show the view the address names (router.js): at the start (`first`), and when the player
+ * goes back or forward to another view. A profile, a replay and a day's board are public:
+ * shown signed in or not.
+ */
+function route({ first = false } = {}) {
+  if (store.view === "replay" && !replayInAddress()) replayView.pause();
+  if (settingsInAddress()) {
+    settingsFromAddress(true);
+    if (first) show(store.token ? "home" : "register");
     return;
   }
-  setPendingInvite(inviteInAddress());
+  const player = profileInAddress();
   const replayed = replayInAddress();
+  const date = dailyInAddress();
+  if (player) {
+    show("profile");
+    profile.open(player);
+    loadFollowing();
+    return;
+  }
   if (replayed) {
-    // A replay is public: shown signed in or not.
-    if (store.token) session.connect();
     showReplay(replayed);
     return;
   }
+  if (date) {
+    openLeaderboard(date);
+    return;
+  }
+  const invite = inviteInAddress();
+  if (first) setPendingInvite(invite);
   if (!store.token) {
     show("register");
     $("#register-name").focus();
     return;
   }
-  session.connect();
-  if (store.pendingInvite) openInvite(store.pendingInvite);
-  else show("home");
+  const gameId = gameInAddress();
+  if (followingInAddress()) showFollowing();
+  else if (invite) openInvite(invite);
+  else if (first) show("home", { keepAddress: !!gameId }); // its game is resumed once welcomed
+  else if (gameId) startGame({ type: "resume", game_id: gameId }, { at: gamePath(gameId) });
+  else goHome();
 }
 
 // For tests and debugging: the connection (to drop it and watch it come back) and the state.

@@ -10,6 +10,7 @@ import { notify, store } from "./store.js";
 /** How long the online marks of the players I follow are taken as fresh in a lobby (ms). */
 const FRESH_MS = 10_000;
 let readAt = 0;
+let readFor = null; // the lobby the last freshening was for
 let reading = null;
 
 function keep(player) {
@@ -35,9 +36,11 @@ export function loadFollowing() {
   return reading;
 }
 
-/** In a race lobby: read who is online again unless read a moment ago. */
-export function freshenFollowing() {
-  if (Date.now() - readAt > FRESH_MS) loadFollowing();
+/** In a race lobby (`invite`): read who is online again unless read a moment ago in it. */
+export function freshenFollowing(invite) {
+  if (invite === readFor && Date.now() - readAt <= FRESH_MS) return;
+  readFor = invite;
+  loadFollowing();
 }
 
 /** Follow a player by id; resolves with null, or the error code that refused it. */

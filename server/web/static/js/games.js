@@ -3,28 +3,31 @@
 // back to the menu. The server decides every move; this module asks it and puts its answer
 // in the store (the views follow). It owns the action queue (store.queue, store.acting).
 import { cardName, has, t } from "./i18n.js";
-import { show } from "./router.js";
+import { correctAddress, gamePath, goTo, show } from "./router.js";
 import { request } from "./session.js";
-import { dropGame, forgetCurrentGame, leaveRaceContext, notify, setGame, setOpenGames, store } from "./store.js";
+import { dropGame, leaveRaceContext, notify, setGame, setOpenGames, store } from "./store.js";
 import { checkHinted, focusTable, showHint } from "./views/game.js";
 import { rankedNoteRead } from "./views/ranked-note.js";
 import { announce, codeError, codeErrorText, errorText, homeError, setMessage } from "./views/notices.js";
 
 /**
  * Ask for a game (new_game, join_daily or resume) and sit down at it. `quiet`: a failure only
- * forgets the game to resume; `field`: a failure shows under that code field.
+ * forgets the game to resume; `field`: a failure shows under that code field; `at`: the
+ * game's address, asked for by going back or forward to it — the answer is dropped if the
+ * player has gone to another address meanwhile.
  */
-export async function startGame(message, { quiet = false, field = null } = {}) {
+export async function startGame(message, { quiet = false, field = null, at = null } = {}) {
   homeError("");
   // The daily's clock starts with its game: the note on ranked play is read first.
   if (message.type === "join_daily") await rankedNoteRead();
   const reply = await request(message);
+  if (at !== null && location.pathname !== at) return;
   if (reply.type === "game") {
     if (field) codeError(field, "");
     leaveRaceContext();
     enterGame(reply.game);
   } else if (quiet) {
-    forgetCurrentGame();
+    if (store.view === "home") correctAddress("/"); // the game in the address is not mine
   } else if (field) {
     codeError(field, codeErrorText(reply.code));
   } else {
@@ -38,6 +41,7 @@ function enterGame(game) {
   setMessage("");
   setGame(game);
   showPlay();
+  if (game.mode !== "race") goTo(gamePath(game.game_id));
   focusTable();
   if (game.mode === "free") checkHinted(game);
   else rankedNoteRead(); // a ranked game begun on another device: the note, if not read here
@@ -164,7 +168,6 @@ export function goHome() {
   }
   dropGame();
   clearQueue();
-  forgetCurrentGame();
   leaveRaceContext();
   show("home");
 }

@@ -7,7 +7,7 @@ import { t } from "./i18n.js";
 import { measureOffset } from "./race-clock.js";
 import { goTo, show } from "./router.js";
 import { request } from "./session.js";
-import { dropGame, followRace, forgetCurrentGame, leaveRaceContext, notify, rememberRaceGame, setGame, store } from "./store.js";
+import { dropGame, followRace, leaveRaceContext, notify, rememberRaceGame, setGame, store } from "./store.js";
 import { focusTable, renderGame } from "./views/game.js";
 import { announce, codeError, codeErrorText, errorText, homeError, setMessage } from "./views/notices.js";
 import { raceError } from "./views/race-panel.js";
@@ -67,7 +67,6 @@ function applyRace(reply, { enter = false } = {}) {
   race.role = reply.role;
   measureOffset(race, room);
   goTo(room.link);
-  forgetCurrentGame();
   if (reply.game) {
     rememberRaceGame(reply.game.game_id, room.invite);
     setGame(reply.game);

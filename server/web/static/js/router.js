@@ -1,14 +1,18 @@
 // Which view the page shows, and the address it shows it at. The views are index.html's
 // <section id="view-…">: register, home (the menu), play (the table and the race room),
-// invite (a race before joining or watching), leaderboard, profile and replay. Every view lives
-// at "/" except a race's, a profile's and a replay's: "/race/<invite>" stays while its room, its
-// invite page, or the sign-up before it is shown; "/players/<id>" while that player's profile
-// is; "/replay/<game id>" while that game's replay is. What a view draws when it opens is
-// registered with onEnter().
+// invite (a race before joining or watching), leaderboard, profile and replay. Every view has
+// an address of its own, so that Back and Forward move between views, a reload shows the same
+// view and a link can be shared (the server serves the page at each, server/web/app.py):
+// "/" the menu, "/daily/<date>" a date's leaderboard, "/games/<id>" a game at the table (one's
+// own), "/race/<invite>" a race's room, its invite page or the sign-up before it,
+// "/players/<id>" a profile, "/replay/<game id>" a replay, "/following" the players I follow,
+// and "/settings" the settings panel
+// (over the menu when opened from its address). The views set their address as they open;
+// showing the menu sets "/". What a view draws when it opens is registered with onEnter().
 import { $ } from "./dom.js";
 import { setView, store } from "./store.js";
 
-const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay", "following"];
 const entering = {};
 
 /** Run `fn` each time `view` is shown. */
@@ -16,20 +20,54 @@ export function onEnter(view, fn) {
   entering[view] = fn;
 }
 
-export function show(view) {
+let shownPath = location.pathname; // the address of the view shown (not the settings')
+
+/** The address of the view shown: "/settings" is the panel's, over the view at this one. */
+export function viewPath() {
+  return shownPath;
+}
+
+/** Show `view`; the menu's address is "/" unless `keepAddress` (a game there is resumed). */
+export function show(view, { keepAddress = false } = {}) {
   setView(view);
   for (const name of VIEWS) $(`#view-${name}`).hidden = name !== view;
   $("#nav-leaderboard").hidden = !store.token;
   if (entering[view]) entering[view]();
-  // The race's address stays while its room, its invite page or the sign-up before it is shown.
-  const keepPath =
-    view === "play" ||
-    view === "invite" ||
-    view === "profile" ||
-    view === "replay" ||
-    (view === "register" && store.pendingInvite);
-  if (!keepPath && location.pathname !== "/") history.pushState(null, "", "/");
+  // The menu is at "/", or under the settings panel opened from its address.
+  if (view === "home" && !keepAddress && !settingsInAddress()) goTo("/");
   window.scrollTo(0, 0);
+}
+
+/** The date whose leaderboard the address names ("/daily/<YYYY-MM-DD>"), or null. */
+export function dailyInAddress() {
+  const m = location.pathname.match(/^\/daily\/(\d{4}-\d{2}-\d{2})\/?$/);
+  return m ? m[1] : null;
+}
+
+/** The address of a date's leaderboard. */
+export function dailyPath(date) {
+  return `/daily/${date}`;
+}
+
+/** The game the address puts on the table ("/games/<id>"), or null. */
+export function gameInAddress() {
+  const m = location.pathname.match(/^\/games\/(\d+)\/?$/);
+  return m ? Number(m[1]) : null;
+}
+
+/** The address of a game at the table. */
+export function gamePath(gameId) {
+  return `/games/${gameId}`;
+}
+
+/** Whether the address is the Following page's ("/following"). */
+export function followingInAddress() {
+  return /^\/following\/?$/.test(location.pathname);
+}
+
+/** Whether the address is the settings panel's ("/settings"). */
+export function settingsInAddress() {
+  return /^\/settings\/?$/.test(location.pathname);
 }
 
 /** The race invite in the address ("/race/<invite>"), or null. */
@@ -58,14 +96,34 @@ export function profileInAddress() {
 /** Go to `path` (a new history entry), unless the page is there already. */
 export function goTo(path) {
   if (location.pathname !== path) history.pushState(null, "", path);
+  shownPath = path;
 }
 
 /** Show `path` in place of the current address (no new history entry). */
 export function correctAddress(path) {
   if (location.pathname !== path) history.replaceState(null, "", path);
+  shownPath = path;
 }
 
-/** Call `fn(invite or null)` when the player goes back or forward through the history. */
+/** The settings panel's address: a new entry when it opens, gone again when it closes. */
+export function settingsAddress(open) {
+  if (open && !settingsInAddress()) history.pushState({ settings: true }, "", "/settings");
+  else if (!open && settingsInAddress()) {
+    // Opened here: back to the view under it. Opened from its address: the menu is under it.
+    if (history.state && history.state.settings) history.back();
+    else correctAddress("/");
+  }
+}
+
+/**
+ * Call `fn(changed)` when the player goes back or forward through the history: `changed`
+ * says whether the view's address is another than the one shown (it is not when only the
+ * settings panel opened or closed).
+ */
 export function onHistory(fn) {
-  window.addEventListener("popstate", () => fn(inviteInAddress()));
+  window.addEventListener("popstate", () => {
+    const changed = !settingsInAddress() && location.pathname !== shownPath;
+    if (!settingsInAddress()) shownPath = location.pathname;
+    fn(changed);
+  });
 }

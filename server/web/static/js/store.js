@@ -1,8 +1,8 @@
 // The client's state, and the functions that change it: who plays (token, player), the
 // settings, the view shown, the game on the table, the race followed and the invite page's
 // room. What outlives a reload is kept here too: the player, token and settings in
-// localStorage, the game on the table in sessionStorage (resumed after a reload), and which
-// race each race game was played in.
+// localStorage, and which race each race game was played in (the game on the table is in the
+// address, router.js, and resumed from there after a reload).
 //
 // Anything may read `store`; changes go through the functions below, and a change others must
 // follow is announced with notify(topic) to whoever subscribe()d to it (app.js wires the
@@ -21,7 +21,6 @@ const KEY = {
   showPlayable: "tripeaks.showPlayable",
   raceGames: "tripeaks.raceGames",
   rankedNoteSeen: "tripeaks.rankedNoteSeen", // the note that ranked games have no undo was read
-  current: "tripeaks.current", // sessionStorage: the game on the table, resumed after a reload
 };
 
 function load(key, fallback) {
@@ -162,36 +161,12 @@ export function setGame(game) {
   const before = store.game;
   store.game = game;
   store.gameAt = performance.now();
-  if (game && game.mode !== "race") saveCurrent({ game_id: game.game_id });
   notify("game", before);
 }
 
 /** Take the game off the table without drawing it: the view that follows shows no table. */
 export function dropGame() {
   store.game = null;
-}
-
-/** The game to resume after a reload ({game_id}), or null. */
-export function currentGame() {
-  try {
-    return JSON.parse(sessionStorage.getItem(KEY.current) || "null");
-  } catch (err) {
-    return null;
-  }
-}
-
-/** Resume nothing after a reload. */
-export function forgetCurrentGame() {
-  saveCurrent(null);
-}
-
-function saveCurrent(value) {
-  try {
-    if (value) sessionStorage.setItem(KEY.current, JSON.stringify(value));
-    else sessionStorage.removeItem(KEY.current);
-  } catch (err) {
-    /* no storage */
-  }
 }
 
 // ------------------------------------------------------------------------------ races

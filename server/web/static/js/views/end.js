@@ -9,6 +9,7 @@ import { codeText, copyControl } from "../code.js";
 import { $, h } from "../dom.js";
 import { formatTime, locale, t, tNodes } from "../i18n.js";
 import { store } from "../store.js";
+import { initDailyEnd, renderDailyEnd } from "./daily-end.js";
 import { announce } from "./notices.js";
 
 let on = null;
@@ -17,6 +18,7 @@ let dismissed = null; // the game id whose panel the player put aside
 /** @param {object} handlers  {act(kind), startGame(message), goHome(), openLeaderboard(date)} */
 export function initEndPanel(handlers) {
   on = handlers;
+  initDailyEnd();
   $("#end-close").addEventListener("click", () => dismiss());
   $("#btn-show-end").addEventListener("click", () => bringBack());
   document.addEventListener("keydown", (ev) => {
@@ -32,6 +34,7 @@ function dismiss() {
   if (!store.game) return;
   dismissed = store.game.game_id;
   $("#end-panel").hidden = true;
+  renderDailyEnd(store.game);
   const again = $("#btn-show-end");
   again.hidden = false;
   again.focus();
@@ -52,6 +55,7 @@ export function renderEnd(game, before) {
   $("#btn-show-end").hidden = dismissed === null;
   if (game.status === "playing") {
     panel.hidden = true;
+    renderDailyEnd(game);
     return;
   }
   const titles = {
@@ -100,6 +104,7 @@ export function renderEnd(game, before) {
   }
   const wasPlaying = !before || before.game_id !== game.game_id || before.status === "playing";
   panel.hidden = dismissed !== null;
+  renderDailyEnd(game);
   if (dismissed !== null) return;
   if (wasPlaying && before && before.game_id === game.game_id) {
     const first = actions.querySelector("button");

@@ -57,6 +57,7 @@ export function renderGame(before) {
   const board = $("#board");
   board.hidden = !game;
   $("#view-play").classList.toggle("has-game", !!game);
+  $("#view-play").classList.toggle("in-play", !!game && game.status === "playing");
   $("#stats").hidden = !game;
   if (!game) {
     $("#play-title").textContent = store.race ? t("mode.raceInvite", { invite: store.race.invite }) : "";

@@ -8,11 +8,22 @@ import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
 import { levelBadge, parAndBaselines } from "./difficulty.js";
 import { PeriodBoard } from "./period-board.js";
+import { failedNotice } from "./notices.js";
 
 export function shiftDate(iso, days) {
   const d = new Date(`${iso}T00:00:00Z`);
   d.setUTCDate(d.getUTCDate() + days);
   return d.toISOString().slice(0, 10);
+}
+
+/**
+ * A read that failed for want of the server (unreachable, or a 5xx answer such as 503
+ * unavailable) as {code}: the page says so and offers to try again. Null for an answer about
+ * the board itself (not_ranked, no_daily): that is what the board is.
+ */
+function failure(err) {
+  if (!err || !(err.status === 0 || err.status >= 500)) return null;
+  return { code: err.code || "network" };
 }
 
 export class Leaderboard {
@@ -21,8 +32,8 @@ export class Leaderboard {
    * @param {object} ctx  {me() → {id, name}|null, token() → string|null, following() →
    *   Map|null, follow(id), unfollow(id) (each → Promise of null or an error code),
    *   followName(name) (→ Promise of {name} or {code}), replay(code), watchReplay(gameId),
-   *   errorText(code),
-   *   openProfile(playerId)}
+   *   errorText(code), openProfile(playerId), dated(date): the board of `date` is shown (its
+   *   address)}
    */
   constructor(root, ctx) {
     this.root = root;
@@ -83,6 +94,7 @@ export class Leaderboard {
     this.error = null; // {code}: why the date's facts could not be read, e.g. "no_daily"
     this.friendsEntries = null; // the friends' view, when it is the one shown
     this.friendsError = null; // {code}: why it could not be read
+    this.pageError = null; // {code}: why the board's page (the first or a further one) could not be read
   }
 
   /** Show a date's board (today's, from the server's clock, when none is given). */
@@ -99,6 +111,7 @@ export class Leaderboard {
       if (ticket !== this.loading) return;
     }
     this.date = date && date <= this.today ? date : this.today;
+    this.ctx.dated(this.date);
     this._clear();
     this.render();
     const me = this.ctx.me();
@@ -123,19 +136,29 @@ export class Leaderboard {
     if (page.status === "fulfilled") {
       this.entries = page.value.entries;
       this.cursor = page.value.next_cursor;
-    }
+    } else this.pageError = failure(page.reason);
     if (around.status === "fulfilled") this.aroundEntries = around.value.entries;
-    else this.aroundError = "lb.notRanked";
+    else this.aroundError = (me && failure(around.reason)) || "lb.notRanked";
     this.render();
   }
 
   async _more() {
     if (!this.cursor) return;
-    const page = await api.leaderboard(this.date, { limit: 50, cursor: this.cursor });
-    this.entries = this.entries.concat(page.entries);
-    this.cursor = page.next_cursor;
+    const date = this.date;
+    this.pageError = null;
+    try {
+      const page = await api.leaderboard(date, { limit: 50, cursor: this.cursor });
+      if (date !== this.date) return;
+      this.entries = this.entries.concat(page.entries);
+      this.cursor = page.next_cursor;
+    } catch (err) {
+      if (date !== this.date) return;
+      this.pageError = { code: err.code, more: true };
+    }
     this.render();
   }
+
+
 
   render() {
     const root = this.root;
@@ -148,7 +171,7 @@ export class Leaderboard {
     figures.textContent = "";
     if (this.error) {
       const failed = this.error.code;
-      info.textContent = failed === "no_daily" ? t("lb.noDaily") : this.ctx.errorText(failed);
+      info.textContent = failed === "no_daily" ? t("lb.noDaily") : t("lb.infoFailed");
     } else if (this.info) {
       info.textContent = t("lb.info", {
         players: tn("count.players", this.info.players),
@@ -177,16 +200,26 @@ export class Leaderboard {
     status.textContent = !said ? "" : said.code ? this.ctx.errorText(said.code) : t(said.key, { name: said.name });
     $(".lb-around", root).hidden = friends;
     const around = clear($("#lb-around", root));
+    const again = () => this.open(this.date);
     if (this.aroundEntries) around.append(this._table(this.aroundEntries, "lb-around-table"));
-    else if (this.aroundError) around.append(h("p", { class: "muted" }, t(this.aroundError)));
+    else if (typeof this.aroundError === "string") around.append(h("p", { class: "muted" }, t(this.aroundError)));
+    else if (this.aroundError) around.append(failedNotice("lb-around-failed", t("lb.aroundFailed", { why: this.ctx.errorText(this.aroundError.code) }), again));
     const list = clear($("#lb-list", root));
-    if (friends) {
+    const pageFailed = this.pageError && !this.pageError.more;
+    if (this.error && this.error.code !== "no_daily") {
+      list.append(failedNotice("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.error.code) }), again));
+    } else if (friends) {
       if (this.friendsEntries && this.friendsEntries.length) list.append(this._table(this.friendsEntries, "lb-friends-table"));
       else if (this.friendsEntries) list.append(h("p", { class: "muted", id: "lb-friends-empty" }, t("friends.boardEmpty")));
-      else if (this.friendsError) list.append(h("p", { class: "muted" }, this.ctx.errorText(this.friendsError.code)));
+      else if (this.friendsError) list.append(failedNotice("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.friendsError.code) }), again));
+    } else if (pageFailed) {
+      list.append(failedNotice("lb-failed", t("lb.failed", { why: this.ctx.errorText(this.pageError.code) }), again));
     } else if (this.entries.length) list.append(this._table(this.entries, "lb-table"));
-    else if (this.info) list.append(h("p", { class: "muted" }, t("lb.empty")));
-    $("#lb-more", root).hidden = friends || !this.cursor;
+    else if (this.info) list.append(h("p", { class: "muted", id: "lb-empty" }, t("lb.empty")));
+    if (this.pageError && this.pageError.more) {
+      list.append(failedNotice("lb-more-failed", t("lb.moreFailed", { why: this.ctx.errorText(this.pageError.code) }), () => this._more()));
+    }
+    $("#lb-more", root).hidden = friends || !this.cursor || pageFailed || !!(this.pageError && this.pageError.more);
     this.periods.render();
   }
 

@@ -1,6 +1,7 @@
 // What the page tells the player besides its views: a server error code in words, the table's
 // message line, the screen reader's announcements, the menu's errors (its own line and the
-// one under each game-code field), and the invitations to races (Join / Dismiss).
+// one under each game-code field), a failed read with its Try again, and the invitations to
+// races (Join / Dismiss).
 import { $, clear, h } from "../dom.js";
 import { has, t } from "../i18n.js";
 import { store } from "../store.js";
@@ -77,4 +78,14 @@ export function renderInvitations(on) {
     );
   }
   box.hidden = store.invitations.length === 0;
+}
+
+/** A read that failed: `text` says what failed, with a Try again button (`retry`). */
+export function failedNotice(id, text, retry) {
+  return h(
+    "div",
+    { class: "failed", id, role: "alert" },
+    h("p", { class: "error" }, text),
+    h("button", { type: "button", class: "retry", onclick: retry }, t("common.retry")),
+  );
 }

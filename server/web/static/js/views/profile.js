@@ -36,7 +36,9 @@ export function dayText(day) {
 export class ProfileView {
   /**
    * @param {HTMLElement} root  #view-profile
-   * @param {object} ctx  {me() → {id, name}|null, errorText(code)}
+   * @param {object} ctx  {me() → {id, name}|null, token() → string|null, following() →
+   *   Map|null, follow(id), unfollow(id) (each → Promise of null or an error code),
+   *   errorText(code)}
    */
   constructor(root, ctx) {
     this.root = root;
@@ -46,6 +48,7 @@ export class ProfileView {
     this.error = null; // a code: why the profile could not be read, e.g. "unknown_player"
     this.loading = 0;
     this.detailDate = null;
+    this.followError = null; // an error code from Follow / Unfollow
   }
 
   /** Show a player's profile (asked of the server). */
@@ -54,6 +57,7 @@ export class ProfileView {
     this.playerId = String(playerId);
     this.profile = null;
     this.error = null;
+    this.followError = null;
     this.detailDate = null;
     this.render();
     try {
@@ -84,6 +88,7 @@ export class ProfileView {
     title.textContent = me && me.id === p.id ? t("lb.you", { name: p.name }) : p.name;
     body.append(
       h("p", { class: "muted", id: "profile-since" }, t("profile.since", { date: p.member_since })),
+      this._follow(p),
       h(
         "div",
         { class: "profile-streaks" },
@@ -115,6 +120,33 @@ export class ProfileView {
     if (!standing) return null;
     const value = standing.rank === null ? "—" : t("profile.periodRank", { rank: standing.rank, total: standing.total });
     return this._figure(id, t(key, { period: standing.period }), value);
+  }
+
+  /** Follow or Unfollow (signed in, on another player's profile), and why one failed. */
+  _follow(p) {
+    const me = this.ctx.me();
+    const following = this.ctx.following();
+    if (!this.ctx.token() || !me || me.id === p.id || following === null) return null;
+    const followed = following.has(p.id);
+    return h(
+      "p",
+      { class: "profile-follow" },
+      h(
+        "button",
+        {
+          type: "button",
+          id: "profile-follow",
+          class: followed ? "following" : "primary",
+          "aria-pressed": String(followed),
+          onclick: async () => {
+            this.followError = await (followed ? this.ctx.unfollow(p.id) : this.ctx.follow(p.id));
+            this.render();
+          },
+        },
+        t(followed ? "friends.unfollow" : "friends.follow"),
+      ),
+      this.followError ? h("span", { class: "error", role: "alert" }, " ", this.ctx.errorText(this.followError)) : null,
+    );
   }
 
   _figure(id, label, value, kind = "") {

@@ -10,9 +10,17 @@ import { saveLocale, setSetting, store } from "../store.js";
 import { errorText } from "./notices.js";
 import { showRecovery } from "./recovery.js";
 
+let showSettings = null;
+
+/** Open or close the panel as the address says ("/settings"), leaving the address as it is. */
+export function settingsFromAddress(open) {
+  showSettings(open);
+}
+
 /**
  * @param {object} on  {openSignIn(): show the form that signs this device in with a recovery
- *   code; unauthorized(): this device's token no longer works}
+ *   code; unauthorized(): this device's token no longer works; address(open): the panel
+ *   opened or closed (its address, "/settings")}
  */
 export function initSettings(on) {
   const panel = $("#settings");
@@ -21,12 +29,15 @@ export function initSettings(on) {
   const showPlayable = $("#set-show-playable");
   errorHelp.checked = store.errorHelp;
   showPlayable.checked = store.showPlayable;
-  const setOpen = (open) => {
+  const setOpen = (open, { address = true } = {}) => {
+    if (panel.hidden === !open) return;
     panel.hidden = !open;
     toggle.setAttribute("aria-expanded", String(open));
+    if (address) on.address(open);
     if (open) errorHelp.focus();
     else accountStatus("");
   };
+  showSettings = (open) => setOpen(open, { address: false });
   toggle.addEventListener("click", () => setOpen(panel.hidden));
   $("#settings-close").addEventListener("click", () => {
     setOpen(false);

@@ -1,0 +1,159 @@
+"""Every view has its own address: Back and Forward move between views, a reload shows the
+same view, and a shared link to a past day's board opens that board."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+from playwright.async_api import Browser, Page, expect
+
+from server.config import Settings
+from server.engine import RuleSet
+from server.services.clock import FakeClock
+from tests.browser.support import PHONE, finish_daily_over_ws, open_page, register
+from tests.conftest import ServerFactory
+from tests.helpers import daily_code
+
+DATE = dt.date(2026, 3, 14)  # the test clock's day
+
+
+async def _at(page: Page, base: str, path: str, view: str, *, settings: bool = False) -> None:
+    """The page is at ``path`` showing ``view`` (and the settings panel over it or not)."""
+    await expect(page).to_have_url(base + path)
+    await expect(page.locator(f"#view-{view}")).to_be_visible()
+    panel = page.locator("#settings")
+    await (expect(panel).to_be_visible() if settings else expect(panel).to_be_hidden())
+
+
+async def test_back_forward_and_reload_move_between_the_views_by_their_addresses(
+    browser: Browser, make_server: ServerFactory, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors)
+    await register(page, "Ada")
+    me: Any = await page.evaluate("() => window.tripeaks.store.player")
+
+    visited: list[tuple[str, str, bool]] = [("/", "home", False)]
+    await _at(page, base, "/", "home")
+    await page.click("#btn-random")
+    await expect(page.locator("#board")).to_be_visible()
+    game: Any = await page.evaluate("() => window.tripeaks.store.game")
+    visited.append((f"/games/{game['game_id']}", "play", False))
+    await page.click("#stock")
+    await expect(page.locator("#stat-moves")).to_have_text("1")
+    await page.click("#nav-home")
+    visited.append(("/", "home", False))
+    await page.click("#nav-leaderboard")
+    visited.append((f"/daily/{DATE}", "leaderboard", False))
+    await _at(page, base, *visited[-1][:2])
+    await page.click("#lb-prev")
+    visited.append(("/daily/2026-03-13", "leaderboard", False))
+    await _at(page, base, *visited[-1][:2])
+    await page.click("#nav-home")
+    visited.append(("/", "home", False))
+    await page.click("#menu-profile")
+    visited.append((f"/players/{me['id']}", "profile", False))
+    await _at(page, base, *visited[-1][:2])
+    await page.click("#nav-settings")
+    visited.append(("/settings", "profile", True))
+    await _at(page, base, "/settings", "profile", settings=True)
+
+    # Back through every view, then forward again.
+    for path, view, settings in reversed(visited[:-1]):
+        await page.go_back()
+        await _at(page, base, path, view, settings=settings)
+    for path, view, settings in visited[1:]:
+        await page.go_forward()
+        await _at(page, base, path, view, settings=settings)
+
+    # Closing the settings goes back to the view under them.
+    await page.click("#settings-close")
+    await _at(page, base, f"/players/{me['id']}", "profile")
+
+    # A reload shows the same view: the table (the game as it was), a board, the settings.
+    await page.goto(f"{base}/games/{game['game_id']}")
+    await _at(page, base, f"/games/{game['game_id']}", "play")
+    await expect(page.locator("#stat-moves")).to_have_text("1")
+    await page.reload()
+    await _at(page, base, f"/games/{game['game_id']}", "play")
+    await expect(page.locator("#stat-moves")).to_have_text("1")
+    await page.goto(f"{base}/daily/2026-03-13")
+    await expect(page.locator("#lb-date")).to_have_value("2026-03-13")
+    await page.reload()
+    await _at(page, base, "/daily/2026-03-13", "leaderboard")
+    await expect(page.locator("#lb-date")).to_have_value("2026-03-13")
+    await page.goto(f"{base}/settings")
+    await _at(page, base, "/settings", "home", settings=True)
+    await page.click("#settings-close")
+    await _at(page, base, "/", "home")
+
+    # A replay (of the free game, given up) and a race room, back and forth.
+    await page.goto(f"{base}/games/{game['game_id']}")
+    await page.click("#btn-resign")
+    await page.click("#resign-yes")
+    await expect(page.locator("#end-panel")).to_be_visible()
+    await page.goto(f"{base}/replay/{game['game_id']}")
+    await _at(page, base, f"/replay/{game['game_id']}", "replay")
+    await page.go_back()
+    await _at(page, base, f"/games/{game['game_id']}", "play")
+    await page.go_forward()
+    await _at(page, base, f"/replay/{game['game_id']}", "replay")
+    await page.click("#nav-home")
+    await _at(page, base, "/", "home")
+    await page.click(".race-create summary")
+    await page.click("#btn-race-create")
+    invite = await page.locator("#race-invite-code").text_content()
+    await _at(page, base, f"/race/{invite}", "play")
+    await page.go_back()
+    await _at(page, base, "/", "home")
+    await page.go_forward()
+    await _at(page, base, f"/race/{invite}", "play")
+    await expect(page.locator("#race-invite-code")).to_have_text(str(invite))
+    await page.reload()
+    await _at(page, base, f"/race/{invite}", "play")
+    await context.close()
+    assert page_errors == []
+
+
+async def test_a_link_to_a_past_days_board_opens_it_on_a_phone_signed_out(
+    browser: Browser,
+    make_server: ServerFactory,
+    settings: Settings,
+    clock: FakeClock,
+    page_errors: list[str],
+) -> None:
+    server: TestServer = await make_server()
+    client = TestClient(server)  # closed at the end: it would close the server
+    await client.start_server()
+    code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
+    await finish_daily_over_ws(client, "Bob", code)
+    clock.advance(days=1)
+
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(
+        browser,
+        base,
+        page_errors,
+        f"/daily/{DATE}",
+        viewport=PHONE,
+        has_touch=True,
+        is_mobile=True,
+        locale="zh-TW",
+    )
+    await _at(page, base, f"/daily/{DATE}", "leaderboard")
+    await expect(page.locator("#lb-date")).to_have_value(str(DATE))
+    await expect(page.locator("#lb-table tbody tr")).to_have_count(1)
+    await expect(page.locator("#lb-table tbody tr")).to_contain_text("Bob")
+    await expect(page.locator("#lb-code-shown")).to_have_text(str(code))
+    # The next day, by its button: a new address, and Back comes back to the linked day.
+    await page.click("#lb-next")
+    await _at(page, base, "/daily/2026-03-15", "leaderboard")
+    await page.go_back()
+    await _at(page, base, f"/daily/{DATE}", "leaderboard")
+    await expect(page.locator("#lb-date")).to_have_value(str(DATE))
+    await context.close()
+    await client.close()
+    assert page_errors == []

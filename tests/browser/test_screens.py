@@ -1,0 +1,115 @@
+"""The menu, the end of a daily and a day's board, on a desktop and a touch phone, as a player
+with a streak and a friend sees them: nothing sticks out sideways. Set TRIPEAKS_SCREENSHOT_DIR
+to write the README's pictures there (each the desktop and the phone side by side): home.png,
+end.png and board.png."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+from playwright.async_api import Browser, Page, expect
+
+from server.config import Settings
+from server.engine import RuleSet
+from server.services.clock import FakeClock
+from server.web.keys import SERVICES
+from tests.backends import PostgresBackend, Seed
+from tests.browser.support import (
+    DESKTOP,
+    PHONE,
+    finish_daily_over_ws,
+    no_overflow,
+    open_page,
+    play_line,
+    register,
+    side_by_side,
+)
+from tests.conftest import ServerFactory
+from tests.helpers import daily_code, find_winning_line
+
+DATE = dt.date(2026, 3, 14)  # the test clock's day
+
+
+async def _shot(page: Page) -> bytes:
+    await page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    await page.mouse.move(0, 0)
+    await page.wait_for_function(
+        "() => document.getAnimations().every(a => a.playState !== 'running')"
+    )
+    await no_overflow(page)
+    shot: bytes = await page.screenshot(full_page=False, animations="disabled")
+    return shot
+
+
+async def test_the_menu_the_end_of_a_daily_and_a_board_on_a_desktop_and_a_phone(
+    browser: Browser,
+    make_server: ServerFactory,
+    settings: Settings,
+    clock: FakeClock,
+    page_errors: list[str],
+) -> None:
+    server: TestServer = await make_server()
+    client = TestClient(server)  # closed at the end: it would close the server
+    await client.start_server()
+    code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
+    line = find_winning_line(code.deal(), code.rules)
+    assert line is not None
+    for name in ("Bob", "Chen", "Dana"):
+        await finish_daily_over_ws(client, name, code)
+    shots: dict[str, dict[str, bytes]] = {"home": {}, "end": {}, "board": {}}
+    base = str(server.make_url("")).rstrip("/")
+    for name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        phone = name == "phone"
+        context, page = await open_page(
+            browser, base, page_errors, viewport=viewport, has_touch=phone, is_mobile=phone
+        )
+        await register(page, f"Ada {name}")
+        me: Any = await page.evaluate("() => window.tripeaks.store.player")
+        token = await page.evaluate("() => JSON.parse(localStorage.getItem('tripeaks.token'))")
+        days = [DATE - dt.timedelta(days=d) for d in (1, 2, 3, 5, 6, 9, 10, 11, 12)]
+        await PostgresBackend(server.app[SERVICES].db).add_games(
+            [
+                Seed(me["id"], 560 + 9 * i, 40, 95_000, clock.now(), daily_date=day)
+                for i, day in enumerate(days)
+            ]
+        )
+        mine = await (await client.get(f"/api/v1/players/{me['id']}")).json()
+        assert mine["streak"]["current"] == 3
+        board = await (await client.get(f"/api/v1/daily/{DATE}/leaderboard")).json()
+        for entry in board["entries"][:2]:
+            followed = await client.put(
+                f"/api/v1/players/me/following/{entry['player_id']}",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert followed.status == 200
+        await page.reload()
+        await expect(page.locator("#home-friends li")).to_have_count(2)
+        await expect(page.locator("#daily-strip li")).to_have_count(28)
+        shots["home"][name] = await _shot(page)
+
+        await page.click("#btn-daily")
+        await expect(page.locator("#board")).to_be_visible()
+        clock.advance(seconds=97)  # the player's time on the deal
+        await play_line(page, line)
+        await expect(page.locator("#end-rank")).to_contain_text("You are #")
+        await expect(page.locator("#end-streak")).to_have_text("Streak kept: 4 days in a row")
+        await expect(page.locator("#end-countdown")).not_to_be_empty()
+        if phone:
+            await page.locator("#end-panel").scroll_into_view_if_needed()
+        shots["end"][name] = await _shot(page)
+
+        await page.click("#end-actions button.primary")
+        await expect(page.locator("#lb-table tr.me")).to_have_count(1)
+        shots["board"][name] = await _shot(page)
+        await context.close()
+
+    target = os.environ.get("TRIPEAKS_SCREENSHOT_DIR")
+    if target:
+        for view, pair in shots.items():
+            await side_by_side(browser, pair, Path(target) / f"{view}.png")
+    await client.close()
+    assert page_errors == []
