@@ -7,11 +7,10 @@ pg-auto-failover-cli) and PostgreSQL 15 with the ``pgautofailover`` extension
 PostgreSQL refuses to run as root: as root every service runs as the ``postgres`` user that
 Debian's packages create.
 
-The monitor checks the nodes every second and takes a node that has not answered nor reported
-for :data:`UNHEALTHY_MS` for failed (pg_auto_failover's defaults: every 5 s, 20 s); the standby
-it promotes waits :data:`DEMOTE_TIMEOUT_MS` for a primary it cannot reach to have demoted itself
-(30 s by default) before it takes writes. ``deploy/ha/monitor.conf`` sets the same for the
-compose deployment.
+The monitor runs with the failure detection of ``deploy/ha/monitor.conf``, the file the compose
+deployment uses (:data:`MONITOR_CONF`): checks every second, a node failed after 4 s without an
+answer or a report, a promoted standby waiting 4 s for an unreachable primary to have demoted
+itself (pg_auto_failover's defaults: every 5 s, 20 s, 30 s).
 """
 
 from __future__ import annotations
@@ -41,20 +40,8 @@ PG_AUTOCTL = shutil.which("pg_autoctl") or "/usr/bin/pg_autoctl"
 DATABASE = "tripeaks"
 #: The user the servers connect as (a superuser of every node; trust on loopback).
 DB_USER = "postgres"
-#: A node that has neither answered the monitor's checks nor reported for this long is failed (ms).
-UNHEALTHY_MS = 4000
-#: How long a promoted standby waits for an unreachable primary to have demoted itself (ms).
-DEMOTE_TIMEOUT_MS = 4000
-#: The monitor's settings: checks every second, 2 s each, one retry after 0.5 s.
-MONITOR_SETTINGS = (
-    "pgautofailover.health_check_period = 1000",
-    "pgautofailover.health_check_timeout = 2000",
-    "pgautofailover.health_check_max_retries = 1",
-    "pgautofailover.health_check_retry_delay = 500",
-    f"pgautofailover.node_considered_unhealthy_timeout = {UNHEALTHY_MS}",
-    f"pgautofailover.primary_demote_timeout = {DEMOTE_TIMEOUT_MS}",
-    "pgautofailover.startup_grace_period = 2000",
-)
+#: The monitor's failure detection, shared with the compose deployment (a checkout's file).
+MONITOR_CONF = Path(__file__).resolve().parents[2] / "deploy" / "ha" / "monitor.conf"
 #: Every instance's settings (four instances share a small machine).
 INSTANCE_SETTINGS = ("shared_buffers = '64MB'", "max_connections = 300")
 #: Seconds one service gets to start, a standby's copy of the primary included.
@@ -200,11 +187,17 @@ class Service:
         """Kill it and every process under it (stopped ones too), and reap it."""
         if self.process is None:
             return
-        for pid in self.pids():
+        pids = self.pids()
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.process.kill()
         self.process.wait()
+        # The others, now init's children, are gone once it has reaped them: until then one
+        # may still write in the folder about to be deleted.
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 class Cluster:
@@ -268,7 +261,7 @@ class Cluster:
             "config", "set", "--pgdata", str(monitor.pgdata),
             "postgresql.listen_addresses", "127.0.0.1",
         )  # fmt: skip
-        monitor.add_settings((*INSTANCE_SETTINGS, *MONITOR_SETTINGS))
+        monitor.add_settings((*INSTANCE_SETTINGS, MONITOR_CONF.read_text()))
         monitor.start("run", "--pgdata", str(monitor.pgdata))
         node_monitor = (
             f"postgresql://autoctl_node@127.0.0.1:{monitor.port}/pg_auto_failover?sslmode=disable"
