@@ -69,10 +69,10 @@ def _check(run: FaultRun) -> None:
             marks=pytest.mark.xfail(
                 strict=True,
                 raises=AssertionError,
-                reason="needs issue 24 item 2's deadlines: asyncpg's connect timeout covers the"
-                " whole host list, so the frozen first host takes all of it, and the pool's"
-                " pre-ping has none, so a pooled connection to the frozen primary hangs every"
-                " request that takes it",
+                reason="needs issue 24 item 2's deadlines (connecting, per host; the pool's"
+                " pre-ping): with the primary frozen rather than dead, no player is acknowledged"
+                " again after the promotion (asyncpg's connect timeout covers the whole host"
+                " list, and the pre-ping has none)",
             ),
         ),
     ],
