@@ -10,22 +10,17 @@ statement names, pools and listener), as an operator starts it.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import aiohttp
 import pytest
 from sqlalchemy.engine import make_url
 
-from server.bench.process import free_port
+from server.bench.process import SERVER_START_S, ServeProcess, free_port
 from tests.conftest import (
     ADMIN_URL,
     _pgbouncer_answers,
@@ -37,8 +32,6 @@ PoolMode = Literal["transaction", "session"]
 
 #: Seconds PgBouncer gets to accept connections after it is started.
 BOUNCER_START_S = 15.0
-#: Seconds a server process gets to answer ``/readyz`` after it is started.
-SERVER_START_S = 90.0
 
 
 class Bouncer:
@@ -135,70 +128,14 @@ admin_users = {user}
 DAILY_SECRET = "pooler-daily-key-0123456789abcdefghij"
 
 
-@dataclass
-class ServerProcess:
-    """One ``tripeaks serve`` process on a free loopback port.
-
-    Attributes:
-        env: its environment (``TRIPEAKS_*`` and ``DATABASE_URL`` only from here).
-        log: where its stdout and stderr go.
-    """
-
-    env: dict[str, str]
-    log: Path
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def base(self) -> str:
-        """Its HTTP address."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        """Start it (it migrates first) without waiting for it."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRIPEAKS_")}
-        env.pop("DATABASE_URL", None)
-        env.update(self.env, TRIPEAKS_PORT=str(self.port))
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "server", "serve"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+class ServerProcess(ServeProcess):
+    """One ``tripeaks serve`` process on a free loopback port, failing the test when it does
+    not become ready."""
 
     async def ready(self, within_s: float = SERVER_START_S) -> None:
         """Wait until it answers ``/readyz`` with 200; fail with its log if it exits or takes
         longer than ``within_s``."""
-        assert self.process is not None
-        deadline = time.monotonic() + within_s
-        async with aiohttp.ClientSession() as http:
-            while True:
-                try:
-                    async with http.get(f"{self.base}/readyz") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(
-                        f"the server did not become ready:\n{self.text()[-6000:]}", pytrace=False
-                    )
-                await asyncio.sleep(0.1)
-
-    def text(self) -> str:
-        """What it has logged so far."""
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def stop(self) -> int | None:
-        """SIGTERM, then wait (SIGKILL after 20 s); its exit status."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
+        try:
+            await super().ready(within_s)
+        except RuntimeError as err:
+            pytest.fail(str(err), pytrace=False)

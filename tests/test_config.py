@@ -50,8 +50,9 @@ def test_weak_secrets_are_refused_naming_the_source_and_how_to_make_one(
     assert "secrets.token_hex(32)" in message
 
 
-def test_the_compose_files_former_default_is_refused() -> None:
-    compose = (Path(__file__).resolve().parents[1] / "docker-compose.yml").read_text()
+@pytest.mark.parametrize("name", ["docker-compose.yml", "docker-compose.ha.yml"])
+def test_the_compose_files_former_default_is_refused(name: str) -> None:
+    compose = (Path(__file__).resolve().parents[1] / name).read_text()
     assert "change-me-to-a-long-random-secret" not in compose
     assert "${TRIPEAKS_DAILY_SECRET:?" in compose
     with pytest.raises(SecretError, match="placeholder"):

@@ -1,6 +1,8 @@
 """Measuring processes on this machine (Linux ``/proc``): resident memory and CPU time of a
-server process and its descendants, a free loopback port to start one on, and a server process
-started from a source tree and stopped afterwards."""
+server process and its descendants, a free loopback port to start one on, a server process
+started from a source tree and stopped afterwards (:func:`server_process`, for benchmarks that
+compare trees), and a real ``tripeaks serve`` process (:class:`ServeProcess`) as an operator
+starts it."""
 
 from __future__ import annotations
 
@@ -8,19 +10,27 @@ import asyncio
 import contextlib
 import os
 import secrets
+import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+import aiohttp
+
+#: Seconds a server process gets to answer ``/readyz`` after it is started (it migrates first).
+SERVER_START_S = 90.0
 
 
 def rss_kb(pid: int, *, descendants: bool = True) -> int | None:
     """Resident memory of a process and (unless told not to) its living descendants (the
     workers of ``serve --workers``) in KiB (Linux), or None if it cannot be read."""
     total = None
-    for member in _family(pid) if descendants else {pid}:
+    for member in family(pid) if descendants else {pid}:
         try:
             with open(f"/proc/{member}/status") as status:
                 for line in status:
@@ -49,14 +59,14 @@ def cpu_s(pid: int, *, descendants: bool = True) -> float | None:
     if not descendants:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     ticks = 0
-    for member in _family(pid):
+    for member in family(pid):
         member_fields = fields if member == pid else _stat(member)
         if member_fields is not None:
             ticks += int(member_fields[11]) + int(member_fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _family(pid: int) -> set[int]:
+def family(pid: int) -> set[int]:
     """``pid`` and its living descendants (Linux)."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -158,3 +168,89 @@ async def stop(process: asyncio.subprocess.Process) -> None:
     except TimeoutError:
         process.kill()
         await process.wait()
+
+
+def crowd_env(database_url: str, data: Path, daily_secret: str) -> dict[str, str]:
+    """The environment of a server process that many simulated players reach from 127.0.0.1:
+    the limits on one client address lifted, no solver workers, warnings only."""
+    return {
+        "DATABASE_URL": database_url,
+        "TRIPEAKS_DAILY_SECRET": daily_secret,
+        "TRIPEAKS_DATA_DIR": str(data),
+        "TRIPEAKS_SOLVER_WORKERS": "0",
+        "TRIPEAKS_REGISTER_PER_MINUTE": "100000",
+        "TRIPEAKS_WS_RATE_PER_SECOND": "1000",
+        "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "100000",
+        "TRIPEAKS_LOG_LEVEL": "WARNING",
+    }
+
+
+@dataclass
+class ServeProcess:
+    """One ``tripeaks serve`` process on a free loopback port (a process of its own, with its
+    own pools and listener).
+
+    Attributes:
+        env: its environment (``TRIPEAKS_*`` and ``DATABASE_URL`` only from here).
+        log: where its stdout and stderr go.
+    """
+
+    env: dict[str, str]
+    log: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base(self) -> str:
+        """Its HTTP address."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start it (it migrates first) without waiting for it."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRIPEAKS_")}
+        env.pop("DATABASE_URL", None)
+        env.update(self.env, TRIPEAKS_PORT=str(self.port))
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "server", "serve"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def ready(self, within_s: float = SERVER_START_S) -> None:
+        """Wait until it answers ``/readyz`` with 200.
+
+        Raises:
+            RuntimeError: it exited or took longer than ``within_s`` (with its log's end).
+        """
+        assert self.process is not None
+        deadline = time.monotonic() + within_s
+        async with aiohttp.ClientSession() as http:
+            while True:
+                try:
+                    async with http.get(f"{self.base}/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the server did not become ready:\n{self.text()[-6000:]}")
+                await asyncio.sleep(0.1)
+
+    def text(self) -> str:
+        """What it has logged so far."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> int | None:
+        """SIGTERM, then wait (SIGKILL after 20 s); its exit status."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode

@@ -32,6 +32,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from pydantic import ValidationError
 from sqlalchemy import make_url, text
 
+from server.bench.process import crowd_env
 from server.config import Settings
 from server.engine import GameCode, RuleSet
 from server.services.daily import derive_daily_code
@@ -396,18 +397,9 @@ class Deployment:
 
 
 def _server_env(mode: PoolMode, pooled: str, direct: str, data: Path) -> dict[str, str]:
-    env = {
-        "DATABASE_URL": pooled,
-        "TRIPEAKS_DAILY_SECRET": DAILY_SECRET,
-        "TRIPEAKS_DATA_DIR": str(data),
-        "TRIPEAKS_SOLVER_WORKERS": "0",
-        "TRIPEAKS_REGISTER_PER_MINUTE": "100000",
-        "TRIPEAKS_WS_RATE_PER_SECOND": "1000",
-        # Every simulated player and reader connects from 127.0.0.1.
-        "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "100000",
-        "TRIPEAKS_RACE_COUNTDOWN_S": "0.5",
-        "TRIPEAKS_LOG_LEVEL": "WARNING",
-    }
+    # Every simulated player and reader connects from 127.0.0.1.
+    env = crowd_env(pooled, data, DAILY_SECRET)
+    env["TRIPEAKS_RACE_COUNTDOWN_S"] = "0.5"
     if mode == "transaction":
         env.update(TRIPEAKS_DB_POOLER="transaction", TRIPEAKS_DIRECT_DATABASE_URL=direct)
     else:
