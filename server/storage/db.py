@@ -7,6 +7,7 @@ import itertools
 import json
 import logging
 import os
+import time
 import uuid
 import warnings
 import weakref
@@ -430,11 +431,31 @@ class DatabaseUnreachable(OSError):
     failure."""
 
 
+#: How long a host that did not answer, or did not match ``target_session_attrs``, is tried
+#: after the others (s): after a failover the old primary, frozen or now a standby, would
+#: otherwise cost every new connection its whole deadline first.
+HOST_SET_ASIDE_S = 30.0
+
+#: Hosts that last failed a connection of this process for the ``target_session_attrs`` asked,
+#: and when (``time.monotonic()``).
+_failed_hosts: dict[tuple[DatabaseHost, str | None], float] = {}
+
+
+def hosts_in_turn(hosts: tuple[DatabaseHost, ...], attrs: str | None = None) -> list[DatabaseHost]:
+    """``hosts`` in their order, those that failed for ``attrs`` (a ``target_session_attrs``)
+    within :data:`HOST_SET_ASIDE_S` last."""
+    now = time.monotonic()
+    recent = {
+        h for (h, a), at in _failed_hosts.items() if a == attrs and now - at < HOST_SET_ASIDE_S
+    }
+    return sorted(hosts, key=lambda host: host in recent)
+
+
 async def connect_first(target: DatabaseTarget, timeout_s: float, **driver_args: Any) -> Any:
     """Connect to the first server of ``target.hosts`` that answers within ``timeout_s`` and
     matches ``target.target_session_attrs``, trying them in order, each with its own deadline
     (asyncpg's ``timeout`` covers the whole list at once, so a hung first host would use it
-    all up).
+    all up); a host that failed this process within :data:`HOST_SET_ASIDE_S` is tried last.
 
     Args:
         target: the servers and credentials.
@@ -451,15 +472,17 @@ async def connect_first(target: DatabaseTarget, timeout_s: float, **driver_args:
     """
     failures: list[str] = []
     refusals: list[asyncpg.PostgresError] = []
-    for host in target.hosts:
+    for host in hosts_in_turn(target.hosts, target.target_session_attrs):
         try:
             async with asyncio.timeout(timeout_s):
-                return await asyncpg.connect(
+                connection = await asyncpg.connect(
                     target.host_dsn(host),
                     timeout=timeout_s,
                     target_session_attrs=target.target_session_attrs,
                     **driver_args,
                 )
+            _failed_hosts.pop((host, target.target_session_attrs), None)
+            return connection
         except TimeoutError:
             failures.append(f"{host}: no answer within {timeout_s:g} s")
         except asyncpg.TargetServerAttributeNotMatched:
@@ -467,8 +490,11 @@ async def connect_first(target: DatabaseTarget, timeout_s: float, **driver_args:
         except asyncpg.PostgresError as exc:  # refused by the server: a password, a database
             refusals.append(exc)
             failures.append(f"{host}: {type(exc).__name__}: {exc}")
+            continue
         except (OSError, asyncpg.InterfaceError) as exc:
             failures.append(f"{host}: {type(exc).__name__}: {exc}")
+        if len(target.hosts) > 1:
+            _failed_hosts[host, target.target_session_attrs] = time.monotonic()
     if len(refusals) == len(failures):
         raise refusals[-1]
     raise DatabaseUnreachable("no database host would do: " + "; ".join(failures))

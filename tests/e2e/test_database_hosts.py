@@ -18,7 +18,9 @@ from server.storage.db import (
     create_engine,
     database_answers,
     direct_dsn,
+    hosts_in_turn,
     migrate_url,
+    parse_database_url,
 )
 from server.storage.sessions import Sessions
 from tests.e2e.conftest import PrivatePostgres, own_postgres
@@ -101,6 +103,11 @@ async def test_a_frozen_first_host_is_passed_over_within_its_own_deadline(
     frozen = freeze(read_only)
     try:
         url = _forms(read_only, writable)[0].replace("?target_session_attrs=read-write", "")
+        assert await asyncio.wait_for(_port_of(url), HANG_S) == writable.port
+        # The next connections of this process try the frozen host last.
+        target = parse_database_url(url)
+        in_turn = hosts_in_turn(target.hosts, target.target_session_attrs)
+        assert [h.port for h in in_turn] == [writable.port, read_only.port]
         assert await asyncio.wait_for(_port_of(url), HANG_S) == writable.port
     finally:
         thaw(frozen)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from server.config import Settings
+from server.storage import db
 from server.storage.db import (
+    HOST_SET_ASIDE_S,
     DatabaseConfigError,
     DatabaseHost,
     async_url,
     direct_dsn,
+    hosts_in_turn,
     parse_database_url,
 )
 
@@ -83,3 +88,18 @@ def test_the_settings_refuse_a_malformed_url_naming_the_variable() -> None:
         Settings(direct_database_url="postgresql://u@/db?host=a,b&port=1,2,3")
     with pytest.raises(ValueError, match="DATABASE_URL names its hosts twice"):
         Settings(database_url="postgresql://u@h:1/db?host=g")
+
+
+def test_hosts_that_failed_lately_are_tried_last_and_forgotten_after_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hosts = parse_database_url("postgresql://u@10.0.0.1:5432,10.0.0.2:5432,10.0.0.3:5432/db").hosts
+    assert hosts_in_turn(hosts) == list(hosts)
+    now = time.monotonic()
+    monkeypatch.setattr(
+        db,
+        "_failed_hosts",
+        {(hosts[0], "read-write"): now, (hosts[2], "read-write"): now - HOST_SET_ASIDE_S},
+    )
+    assert hosts_in_turn(hosts, "read-write") == [hosts[1], hosts[2], hosts[0]]
+    assert hosts_in_turn(hosts) == list(hosts)  # what failed one kind of session, not another
