@@ -25,13 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import secrets
-import socket
 import statistics
-import sys
-import time
 from pathlib import Path
 
 from server.bench import throwaway_database
@@ -40,88 +34,43 @@ from server.bench.crowd import run_players
 from server.bench.echo import run_echo
 from server.bench.load import idle_connections
 from server.bench.paced import paced_ladder
-from server.bench.process import free_port
+from server.bench.process import serve_tree
 from server.bench.stats import report
-
-
-async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.returncode is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError("the server did not listen within 60 s")
 
 
 async def measure(name: str, tree: Path, args: argparse.Namespace, workers: int = 1) -> None:
     """Start a server from ``tree`` (``workers`` processes) and run the chosen measurements
     against it."""
     # Empty: each tree's server migrates it to its own newest schema as it starts.
-    async with throwaway_database(migrated=False) as url:
-        port = free_port()
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(tree),
-            "DATABASE_URL": url,
-            "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
-            "TRIPEAKS_WS_RATE_PER_SECOND": "10000",
-            "TRIPEAKS_REGISTER_PER_MINUTE": "1000000",
-            "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "1000000",
-            "TRIPEAKS_MAX_SOCKETS_PER_PLAYER": "8",
-            "TRIPEAKS_SOLVER_WORKERS": "0",
-            "TRIPEAKS_WORKERS": str(workers),
-        }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "server",
-            "serve",
-            "--port",
-            str(port),
-            env=env,
-            cwd=tree,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        try:
-            await _wait_listening(port, process)
-            base = f"http://127.0.0.1:{port}"
-            print(f"\n=== {name}: {tree}, {workers} worker(s)")
-            if args.closed:
-                stats, spent = await run_players(
-                    base, args.closed, args.seconds, "free", process.pid
-                )
-                report(f"{name}: closed loop, {args.closed} players", stats, spent)
-                if args.echo and stats.request_bytes:
-                    req = int(statistics.median(stats.request_bytes))
-                    rep = int(statistics.median(stats.reply_bytes))
-                    echo = await run_echo(args.closed, args.seconds, req, rep)
-                    report(f"echo yardstick ({req} B -> {rep} B)", echo, args.seconds)
-                    ours = _cpu_per_reply(stats.server_cpu_s, sum(stats.outcomes.values()))
-                    theirs = _cpu_per_reply(echo.server_cpu_s, sum(echo.outcomes.values()))
-                    if ours and theirs:
-                        print(
-                            f"  server CPU per reply: {ours:,.0f} us vs echo {theirs:,.0f} us "
-                            f"= {ours / theirs:.1f}x"
-                        )
-            if args.burst:
-                await burst(base, args.burst, process.pid)
-            if args.idle:
-                await idle_connections(base, args.idle, process.pid)
-            if args.paced:
-                counts = [int(c) for c in args.paced.split(",")]
-                await paced_ladder(
-                    base, counts, args.seconds, args.pace, args.jitter, process.pid, 50.0
-                )
-        finally:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 30)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+    async with (
+        throwaway_database(migrated=False) as url,
+        serve_tree(tree, url, workers) as (base, process),
+    ):
+        print(f"\n=== {name}: {tree}, {workers} worker(s)")
+        if args.closed:
+            stats, spent = await run_players(base, args.closed, args.seconds, "free", process.pid)
+            report(f"{name}: closed loop, {args.closed} players", stats, spent)
+            if args.echo and stats.request_bytes:
+                req = int(statistics.median(stats.request_bytes))
+                rep = int(statistics.median(stats.reply_bytes))
+                echo = await run_echo(args.closed, args.seconds, req, rep)
+                report(f"echo yardstick ({req} B -> {rep} B)", echo, args.seconds)
+                ours = _cpu_per_reply(stats.server_cpu_s, sum(stats.outcomes.values()))
+                theirs = _cpu_per_reply(echo.server_cpu_s, sum(echo.outcomes.values()))
+                if ours and theirs:
+                    print(
+                        f"  server CPU per reply: {ours:,.0f} us vs echo {theirs:,.0f} us "
+                        f"= {ours / theirs:.1f}x"
+                    )
+        if args.burst:
+            await burst(base, args.burst, process.pid)
+        if args.idle:
+            await idle_connections(base, args.idle, process.pid)
+        if args.paced:
+            counts = [int(c) for c in args.paced.split(",")]
+            await paced_ladder(
+                base, counts, args.seconds, args.pace, args.jitter, process.pid, 50.0
+            )
 
 
 def _cpu_per_reply(cpu_s: float | None, replies: int) -> float | None:

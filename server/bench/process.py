@@ -1,10 +1,18 @@
 """Measuring processes on this machine (Linux ``/proc``): resident memory and CPU time of a
-server process and its descendants, and a free loopback port to start one on."""
+server process and its descendants, a free loopback port to start one on, and a server of a
+source tree started for a benchmark (:func:`serve_tree`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import secrets
 import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 
 def rss_kb(pid: int, *, descendants: bool = True) -> int | None:
@@ -75,3 +83,69 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+async def wait_listening(port: int, process: asyncio.subprocess.Process, within_s: float) -> None:
+    """Return once something listens on loopback ``port``.
+
+    Raises:
+        RuntimeError: ``process`` exited first, or nothing listened within ``within_s``.
+    """
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if process.returncode is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"the server did not listen within {within_s:g} s")
+
+
+@contextlib.asynccontextmanager
+async def serve_tree(
+    tree: Path, url: str, workers: int, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    """A real server (``python -m server serve``, ``workers`` processes) of the source tree
+    ``tree`` over the database at ``url``, with the limits that would hold a load back lifted
+    and the solver off (``env`` adds to or overrides its environment); stopped on exit.
+
+    Yields:
+        Its base URL (``http://127.0.0.1:<port>``) and its process.
+    """
+    port = free_port()
+    settings = {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "DATABASE_URL": url,
+        "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
+        "TRIPEAKS_WS_RATE_PER_SECOND": "10000",
+        "TRIPEAKS_REGISTER_PER_MINUTE": "1000000",
+        "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "1000000",
+        "TRIPEAKS_MAX_SOCKETS_PER_PLAYER": "8",
+        "TRIPEAKS_SOLVER_WORKERS": "0",
+        "TRIPEAKS_WORKERS": str(workers),
+        **(env or {}),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "server",
+        "serve",
+        "--port",
+        str(port),
+        env=settings,
+        cwd=tree,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await wait_listening(port, process, 90)
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

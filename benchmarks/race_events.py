@@ -1,0 +1,331 @@
+"""Race traffic with and without its events, on 1, 2 and 4 server processes, side by side.
+
+    python benchmarks/race_events.py --processes 1,2,4 --tables 16 --racers 4 --seconds 10 \\
+        [--tree before=/tmp/oldtree --tree after=.]
+
+For each source tree (``--tree``, default this one) and process count a real server
+(``tripeaks serve --workers N``: N processes sharing one port, so a room's racers land on
+different processes) is started over a throw-away database on
+the PostgreSQL at ``TRIPEAKS_TEST_PG`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``)
+and driven over websockets in two rounds, one after the other in the same run:
+
+- **race**: ``--tables`` tables of ``--racers`` players; at each table one player opens a room,
+  the others join, the host starts (no countdown) and every racer plays as fast as the acks come
+  until their game ends (a removal when one fits, else a draw, else a resignation), then the
+  table waits for the results and races again. Every accepted action is published as
+  ``race_progress`` to every process following the room.
+- **free**: the same number of players, each playing free games the same way: the same commits,
+  with no event.
+
+Printed per round: actions stored per second (acks of actions and resignations), the
+database's transactions committed per second (``pg_stat_database.xact_commit``, every
+statement of the server's), ack latency, and for the race round the progress messages received;
+then the race/free ratio of actions stored per second. Every target is on loopback; every round
+stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import secrets
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+
+from server.bench import percentile, throwaway_database
+from server.bench.process import serve_tree
+from server.engine.cards import Card, Rank
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Round:
+    """What one round measured."""
+
+    stored: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    progress: int = 0
+    races: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+class Client:
+    """One player's websocket: requests matched to their replies by ``id``; pushed messages
+    (``race_go``, ``race_results``) queued, ``race_progress`` counted."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse, player_id: int, stats: Round) -> None:
+        self.ws = ws
+        self.player_id = player_id
+        self.stats = stats
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.pushed: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for raw in self.ws:
+            if raw.type is not aiohttp.WSMsgType.TEXT:
+                break
+            message = json.loads(raw.data)
+            future = self._waiting.pop(message.get("id", -1), None)
+            if future is not None:
+                if not future.done():
+                    future.set_result(message)
+            elif message.get("type") == "race_progress":
+                self.stats.progress += 1
+            elif message.get("type") in ("race_go", "race_results"):
+                self.pushed.put_nowait(message)
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the websocket closed"))
+
+    async def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        await self.ws.send_str(json.dumps({**request, "id": request_id}))
+        return await asyncio.wait_for(future, 60)
+
+    async def wait_push(self, kind: str, deadline: float) -> dict[str, Any] | None:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                message = await asyncio.wait_for(self.pushed.get(), left)
+            except TimeoutError:
+                return None
+            if message["type"] == kind:
+                return message
+
+    async def close(self) -> None:
+        await self.ws.close()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._reader
+
+
+async def connect(http: aiohttp.ClientSession, base: str, stats: Round) -> Client:
+    name = f"race{secrets.token_hex(5)}"
+    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+        body = await resp.json()
+        if resp.status != 201:
+            raise RuntimeError(f"registration refused: {resp.status} {body}")
+    ws = await http.ws_connect(f"{base.replace('http', 'ws', 1)}/ws", max_msg_size=1 << 20)
+    client = Client(ws, body["id"], stats)
+    welcome = await client.ask({"type": "hello", "token": body["token"]})
+    if welcome.get("type") != "welcome":
+        raise RuntimeError(f"hello refused: {welcome}")
+    return client
+
+
+def _rank(card: str) -> int:
+    return int(Card.parse(card).rank)
+
+
+def next_action(state: dict[str, Any]) -> dict[str, Any]:
+    """A removal when one fits (the first), else a draw, else a resignation."""
+    waste = _rank(state["waste"])
+    wrap = state["rules"] == "E"
+    for pos, card in enumerate(state["tableau"]):
+        if card is None or card == "down":
+            continue
+        diff = abs(_rank(card) - waste)
+        if diff == 1 or (wrap and diff == int(Rank.KING) - int(Rank.ACE)):
+            return {"type": "action", "action": "remove", "pos": pos}
+    if state["stock_count"]:
+        return {"type": "action", "action": "draw"}
+    return {"type": "resign"}
+
+
+async def play(client: Client, state: dict[str, Any], deadline: float, stats: Round) -> None:
+    """Play ``state``'s game as fast as the acks come until it ends or ``deadline``."""
+    while state["status"] == "playing" and time.monotonic() < deadline:
+        request = {"game_id": state["game_id"], **next_action(state)}
+        if request["type"] == "action":
+            request["seq"] = state["seq"]
+        started = time.perf_counter()
+        reply = await client.ask(request)
+        stats.latencies_ms.append((time.perf_counter() - started) * 1000)
+        if reply["type"] == "accepted" or (reply["type"] == "game" and request["type"] == "resign"):
+            stats.stored += 1
+            state = reply["game"]
+        elif reply["type"] == "rejected":
+            state = reply["game"]
+        else:
+            stats.errors[reply.get("code", reply["type"])] += 1
+            return
+
+
+async def race_table(clients: list[Client], go: asyncio.Event, until: list[float]) -> None:
+    """Race after race at one table until the round's deadline."""
+    stats = clients[0].stats
+    await go.wait()
+    host, *others = clients
+    while time.monotonic() < until[0]:
+        room = await host.ask({"type": "race_create", "time_limit_s": 600})
+        if room["type"] != "race":
+            stats.errors[room.get("code", room["type"])] += 1
+            return
+        invite = room["race"]["invite"]
+        for other in others:
+            joined = await other.ask({"type": "race_join", "invite": invite})
+            if joined["type"] != "race":
+                stats.errors[joined.get("code", joined["type"])] += 1
+                return
+        started = await host.ask({"type": "race_start", "invite": invite})
+        if started["type"] != "race":
+            stats.errors[started.get("code", started["type"])] += 1
+            return
+
+        async def racer(client: Client) -> None:
+            dealt = await client.wait_push("race_go", time.monotonic() + 30)
+            if dealt is None:
+                stats.errors["no_race_go"] += 1
+                return
+            await play(client, dealt["game"], until[0], stats)
+            if time.monotonic() < until[0]:
+                await client.wait_push("race_results", until[0] + 5)
+
+        await asyncio.gather(*(racer(c) for c in clients))
+        stats.races += 1
+
+
+async def free_player(client: Client, go: asyncio.Event, until: list[float]) -> None:
+    """Free game after free game until the round's deadline."""
+    stats = client.stats
+    await go.wait()
+    while time.monotonic() < until[0]:
+        reply = await client.ask({"type": "new_game"})
+        if reply["type"] != "game":
+            stats.errors[reply.get("code", reply["type"])] += 1
+            return
+        await play(client, reply["game"], until[0], stats)
+
+
+async def xact_commit(admin: asyncpg.Connection, database: str) -> int:
+    value = await admin.fetchval(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = $1", database
+    )
+    return int(value)
+
+
+async def run_round(
+    kind: str, base: str, admin: asyncpg.Connection, database: str, args: argparse.Namespace
+) -> tuple[Round, float, float]:
+    """One round: connect every player, then play for ``args.seconds``; returns its stats,
+    the seconds played and the database's transactions committed per second."""
+    stats = Round()
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=120)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        players = args.tables * args.racers
+        clients: list[Client] = []
+        for _ in range(0, players, 50):
+            clients += await asyncio.gather(
+                *(connect(http, base, stats) for _ in range(min(50, players - len(clients))))
+            )
+        go = asyncio.Event()
+        until = [0.0]
+        if kind == "race":
+            tables = [clients[i : i + args.racers] for i in range(0, players, args.racers)]
+            tasks = [asyncio.create_task(race_table(t, go, until)) for t in tables]
+        else:
+            tasks = [asyncio.create_task(free_player(c, go, until)) for c in clients]
+        commits_before = await xact_commit(admin, database)
+        began = time.monotonic()
+        until[0] = began + args.seconds
+        go.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        spent = time.monotonic() - began
+        commits = (await xact_commit(admin, database) - commits_before) / spent
+        for result in results:
+            if isinstance(result, BaseException):
+                stats.errors[type(result).__name__] += 1
+        await asyncio.gather(*(c.close() for c in clients))
+    return stats, spent, commits
+
+
+def show(title: str, stats: Round, spent: float, commits: float) -> float:
+    rate = stats.stored / spent
+    lat = stats.latencies_ms
+    median = statistics.median(lat) if lat else float("nan")
+    print(
+        f"  {title:5} {rate:8,.0f} actions stored/s  {commits:8,.0f} db commits/s  "
+        f"ack p50 {median:6.1f} ms  p99 {percentile(lat, 0.99):6.1f} ms"
+        + (f"  races {stats.races}  progress received {stats.progress:,}" if stats.races else "")
+        + (f"  errors {dict(stats.errors)}" if stats.errors else "")
+    )
+    return rate
+
+
+async def measure(
+    name: str, tree: Path, processes: int, args: argparse.Namespace
+) -> tuple[float, float]:
+    """Both rounds on ``processes`` server processes of ``tree``; returns (race, free) actions
+    stored/s."""
+    async with throwaway_database(migrated=False) as url:
+        database = url.rsplit("/", 1)[1].split("?", 1)[0]
+        env = {"TRIPEAKS_RACE_COUNTDOWN_S": "0", **dict(kv.split("=", 1) for kv in args.env)}
+        async with serve_tree(tree, url, processes, env) as (base, _):
+            admin = await asyncpg.connect(url)
+            try:
+                players = args.tables * args.racers
+                print(f"\n=== {name}: {processes} process(es), {players} players", end="")
+                print(f" ({args.tables} x {args.racers})")
+                rates: dict[str, float] = {}
+                for kind in args.order.split(","):
+                    stats, spent, commits = await run_round(kind, base, admin, database, args)
+                    rates[kind] = show(kind, stats, spent, commits)
+                print(f"  race / free: {rates['race'] / rates['free']:.2f}x")
+                return rates["race"], rates["free"]
+            finally:
+                await admin.close()
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    trees = [(name, Path(tree)) for name, tree in (t.split("=", 1) for t in args.tree)]
+    summary = []
+    for processes in (int(n) for n in args.processes.split(",")):
+        for name, tree in trees:
+            race, free = await measure(name, tree, processes, args)
+            summary.append((name, processes, race, free))
+    print("\ntree      processes  race actions/s  free actions/s  race/free")
+    for name, processes, race, free in summary:
+        print(f"{name:8}  {processes:9}  {race:14,.0f}  {free:14,.0f}  {race / free:8.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--processes", default="1,2,4", help="server process counts, in turn")
+    parser.add_argument("--tables", type=int, default=16, help="race tables (rooms at once)")
+    parser.add_argument("--racers", type=int, default=4, help="racers per table")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each round")
+    parser.add_argument("--order", default="race,free", help="the rounds, in this order")
+    parser.add_argument(
+        "--tree", action="append", default=[], help="NAME=PATH: a source tree (repeatable)"
+    )
+    parser.add_argument(
+        "--env", action="append", default=[], help="NAME=VALUE for the server (repeatable)"
+    )
+    args = parser.parse_args()
+    args.tree = [
+        f"{name}={Path(tree).resolve()}" for name, tree in (t.split("=", 1) for t in args.tree)
+    ]
+    args.tree = args.tree or [f"this={ROOT}"]
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()
