@@ -28,6 +28,11 @@ Environment variables (all optional):
   transaction pooler, for what holds a session: the event listener (``LISTEN``) and the
   migrations (a session-level advisory lock). Defaults to ``DATABASE_URL``; required with
   ``TRIPEAKS_DB_POOLER=transaction``.
+- ``TRIPEAKS_EVENT_BATCH_MS``: how long each process gathers its committed events before it
+  publishes them in one statement (5 ms); ``TRIPEAKS_EVENT_MAX_PENDING``: events waiting to be
+  published past which more are dropped and counted (10000); ``TRIPEAKS_EVENT_SWEEP_S``: how
+  often each process reads the race rooms it serves again and sends those an event missed left
+  behind (5 s).
 - ``TRIPEAKS_DB_START_TIMEOUT_S``: how long the start waits for the database (its migrations,
   this process's records, the event listener) before the process exits saying what it waited
   for (60); it says so every 10 s meanwhile.
@@ -125,6 +130,9 @@ class Settings(BaseSettings):
     direct_database_url: str | None = None
     db_write_timeout_s: float = Field(default=5.0, gt=0, le=600)
     db_start_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    event_batch_ms: float = Field(default=5.0, ge=0, le=1000)
+    event_max_pending: int = Field(default=10_000, ge=1, le=10_000_000)
+    event_sweep_s: float = Field(default=5.0, gt=0, le=3600)
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)

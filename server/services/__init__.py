@@ -25,6 +25,7 @@ from server.services.races import RaceLimits, RaceService
 from server.services.replays import ReplayService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
+from server.storage.events import Publisher
 from server.storage.follows import PostgresFollowStore
 from server.storage.games import PostgresGameStore
 from server.storage.leaderboards import PostgresLeaderboardStore
@@ -68,6 +69,7 @@ class Services:
         write_timeout_s: float = 5.0,
         instance: str | None = None,
         observe_batch: Callable[[int, float], None] | None = None,
+        publisher: Publisher | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -84,15 +86,19 @@ class Services:
             instance: this process's id in the presence records (default: a new random one).
             observe_batch: called after each committed group-commit batch with its number of
                 writes and its statement's time in seconds (see :class:`GroupCommitter`).
+            publisher: where events between processes go once their writes commit
+                (:mod:`server.storage.events`); None: nowhere (no other process to tell).
         """
-        sessions = Sessions(db)
+        sessions = Sessions(db, publisher)
         daily = DailyService(
             PostgresDailyStore(sessions), clock, daily_secret, daily_rules, analyzer
         )
         game_store = PostgresGameStore(sessions)
         games = GameService(
             game_store,
-            GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
+            GroupCommitter(
+                db, timeout_s=write_timeout_s, observe=observe_batch, publisher=publisher
+            ),
             clock,
             daily,
             analyzer=analyzer,

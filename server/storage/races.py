@@ -13,8 +13,8 @@ by :meth:`RaceStore.transaction` and committed by its caller; the methods taking
 within it. Every transaction
 that changes a room locks its ``races`` row first (:meth:`RaceStore.lock`, ``FOR UPDATE``; several
 in id order, :meth:`RaceStore.lock_all`), and only then its seats and presence rows, so two never
-wait on each other in a cycle. A change is announced (``pg_notify``, :mod:`server.storage.events`)
-in the transaction that makes it, so it is delivered exactly when the change commits.
+wait on each other in a cycle. A change is announced (:mod:`server.storage.events`) once the
+transaction that makes it commits, and never when it rolls back (at most once: see there).
 
 Rows leave as frozen dataclasses (never ORM objects): a :class:`RaceRow` is the race as read or
 as just written; every write returns the new row. Times are UTC (``timestamptz``); durations are

@@ -2,7 +2,7 @@
 :class:`~server.storage.races.RaceStore` (its contract, rows, transactions, locks and errors are
 described there) in ``races``, and ``race_players`` through
 :class:`~server.storage.seats.PostgresSeatStore`; every change of a room is announced
-(``pg_notify``, :mod:`server.storage.events`) in the transaction that makes it.
+on the room's channel (:mod:`server.storage.events`) once the transaction that makes it commits.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class PostgresRaceStore:
         ).one()
         race = _race(row)
         await self.seats.add(session, race.id, host_id, now)
-        await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
+        publish(session, RaceRoomChanged(race.id, race.invite, race.version))
         return race
 
     async def set_host(self, tx: Transaction, race: RaceRow, host_id: int) -> RaceRow:
@@ -164,7 +164,7 @@ class PostgresRaceStore:
     async def announce(self, tx: Transaction, race: RaceRow) -> RaceRow:
         session = session_of(tx)
         race = await self._update(session, race, version=Race.version + 1)
-        await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
+        publish(session, RaceRoomChanged(race.id, race.invite, race.version))
         return race
 
     async def start(
@@ -190,9 +190,7 @@ class PostgresRaceStore:
             ends_at=ends_at,
             version=Race.version + 1,
         )
-        await publish(
-            session, RaceStarted(race.id, race.invite, race.version, starts_at, dict(games))
-        )
+        publish(session, RaceStarted(race.id, race.invite, race.version, starts_at, dict(games)))
         return race
 
     async def finish(
@@ -211,7 +209,7 @@ class PostgresRaceStore:
             results=results,
             version=Race.version + 1,
         )
-        await publish(session, RaceFinished(race.id, race.invite, race.version))
+        publish(session, RaceFinished(race.id, race.invite, race.version))
         return race
 
     async def close_lobbies(
@@ -227,7 +225,7 @@ class PostgresRaceStore:
             )
         ).all()
         for race_id, invite in closed:
-            await publish(session, RaceRoomChanged(race_id, invite))
+            publish(session, RaceRoomChanged(race_id, invite))
         return [race_id for race_id, _ in closed]
 
     async def _update(self, session: AsyncSession, race: RaceRow, **values: Any) -> RaceRow:

@@ -22,7 +22,7 @@ from server.services.clock import Clock, SystemClock
 from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate, migrate_url
-from server.storage.events import Listener
+from server.storage.events import Listener, PgPublisher
 from server.web import faults, http, metrics, page_rules, per_address, routes, ws
 from server.web.admission import Admission
 from server.web.background import periodically
@@ -191,6 +191,18 @@ async def _open_services(
     if run_migrations:
         migrating = migrate_url(direct_url) if settings.direct_database_url else migrate(engine)
         await _starting(settings, "migrating the schema", migrating)
+    # Events leave after their commits, in one statement every few ms, on a connection of
+    # their own to the direct URL (stopped after the group committer: its last events go too).
+    publisher = PgPublisher(
+        direct_url,
+        every_s=settings.event_batch_ms / 1000,
+        max_pending=settings.event_max_pending,
+        timeout_s=settings.db_write_timeout_s,
+        on_sent=metrics.events_published,
+        on_dropped=metrics.events_dropped,
+    )
+    await publisher.start()
+    stack.push_async_callback(_bounded, "the event publisher", _later(publisher.stop))
     services = app[SERVICES] = Services.build(
         engine,
         app[CLOCK],
@@ -209,9 +221,18 @@ async def _open_services(
         analyzer=analyzer,
         write_timeout_s=settings.db_write_timeout_s,
         observe_batch=metrics.observe_batch,
+        publisher=publisher,
     )
     stack.push_async_callback(_bounded, "the group committer", _later(services.close))
-    hub = app[HUB] = Hub(services)
+    # The listener hands events to the hub, and the hub tells it which rooms to listen to.
+    listener = Listener(
+        direct_url,
+        lambda event: hub.handle(event),
+        lambda: hub.resync(),
+        on_restart=lambda: metrics.background_restarted(BackgroundTask.EVENT_LISTENER),
+        on_queue_usage=metrics.event_queue_usage,
+    )
+    hub = app[HUB] = Hub(services, listener)
     stack.push_async_callback(_bounded, "the race hub", _later(hub.close))
     await _starting(settings, "recording this process", services.presence.register())
     stack.push_async_callback(
@@ -221,12 +242,6 @@ async def _open_services(
     # record stands (a write after it would make the record again).
     stack.push_async_callback(
         _bounded, "the online records", _later(services.friends.records.close)
-    )
-    listener = Listener(
-        direct_url,
-        hub.handle,
-        hub.resync,
-        on_restart=lambda: metrics.background_restarted(BackgroundTask.EVENT_LISTENER),
     )
     await _starting(settings, "listening for events", listener.start())
     stack.push_async_callback(_bounded, "the event listener", _later(listener.stop))
@@ -321,6 +336,7 @@ def _start_loops(
         heartbeat,
     )
     loop(BackgroundTask.RACE_SWEEP, settings.race_sweep_s, services.races.sweep)
+    loop(BackgroundTask.ROOM_SWEEP, settings.event_sweep_s, hub.sweep)
     loop(
         BackgroundTask.PRESENCE_SWEEP,
         settings.race_sweep_s,

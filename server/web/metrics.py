@@ -108,6 +108,41 @@ def observe_batch(writes: int, seconds: float) -> None:
     COMMIT_SECONDS.observe(seconds)
 
 
+# ------------------------------------------------------------------------------------ events
+
+EVENTS_PUBLISHED = Counter(
+    "tripeaks_events_published_total",
+    "Events between processes sent by this process's publisher (after their commits).",
+)
+EVENTS_DROPPED = Counter(
+    "tripeaks_events_dropped_total",
+    "Events this process could not publish (their writes are stored all the same): full (too "
+    "many waiting), failed (the publish statement failed).",
+    ["reason"],
+)
+_EVENTS_DROPPED = {reason: EVENTS_DROPPED.labels(reason) for reason in ("full", "failed")}
+EVENT_QUEUE_USAGE = Gauge(
+    "tripeaks_event_queue_usage",
+    "The database's NOTIFY queue usage, 0..1, as the event listener last read it (once a second).",
+    multiprocess_mode="max",
+)
+
+
+def events_published(count: int) -> None:
+    """Record ``count`` events sent."""
+    EVENTS_PUBLISHED.inc(count)
+
+
+def events_dropped(reason: str, count: int) -> None:
+    """Record ``count`` events dropped for ``reason`` (``full``, ``failed``)."""
+    _EVENTS_DROPPED[reason].inc(count)
+
+
+def event_queue_usage(usage: float) -> None:
+    """Record a reading of the NOTIFY queue's usage (0..1)."""
+    EVENT_QUEUE_USAGE.set(usage)
+
+
 # -------------------------------------------------------------------------------- websockets
 
 WEBSOCKETS_OPEN = Gauge(
@@ -232,6 +267,8 @@ class BackgroundTask(StrEnum):
     TOKEN_CHECK = "token_check"
     #: A followed race room, read again and sent to its followers.
     ROOM_REFRESH = "room_refresh"
+    #: Every followed race room read again, those an event missed left behind sent.
+    ROOM_SWEEP = "room_sweep"
     #: A race's deal, released to this process's racers at its start.
     RACE_RELEASE = "race_release"
     #: A race invitation, checked and shown to the invited player.
@@ -322,6 +359,9 @@ __all__ = [
     "action_rejected",
     "background_restarted",
     "client_fault",
+    "event_queue_usage",
+    "events_dropped",
+    "events_published",
     "observe_batch",
     "render",
     "solver_lookup",
