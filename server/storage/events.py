@@ -415,6 +415,8 @@ class Listener:
             driver's state it did not expect), before it reconnects all the same: it never
             stops listening until :meth:`stop`.
         on_queue_usage: called with each reading of the NOTIFY queue's usage (0..1).
+        on_channels: called with the number of room channels listened to, each time it
+            changes.
     """
 
     def __init__(
@@ -425,8 +427,10 @@ class Listener:
         *,
         on_restart: Callable[[], None] | None = None,
         on_queue_usage: Callable[[float], None] | None = None,
+        on_channels: Callable[[int], None] | None = None,
     ) -> None:
         self._dsn = direct_dsn(url)
+        self._on_channels = on_channels
         self._handler = handler
         self._on_reconnect = on_reconnect
         self._on_restart = on_restart
@@ -495,6 +499,8 @@ class Listener:
         for race_id in sorted(self._listening - self._rooms):
             await conn.remove_listener(room_channel(race_id), self._receive)
             self._listening.discard(race_id)
+        if self._on_channels is not None:
+            self._on_channels(len(self._listening))
 
     def _receive(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         try:

@@ -231,6 +231,7 @@ async def _open_services(
         lambda: hub.resync(),
         on_restart=lambda: metrics.background_restarted(BackgroundTask.EVENT_LISTENER),
         on_queue_usage=metrics.event_queue_usage,
+        on_channels=metrics.event_room_channels,
     )
     hub = app[HUB] = Hub(services, listener)
     stack.push_async_callback(_bounded, "the race hub", _later(hub.close))

@@ -128,6 +128,18 @@ EVENT_QUEUE_USAGE = Gauge(
 )
 
 
+EVENT_ROOM_CHANNELS = Gauge(
+    "tripeaks_event_room_channels",
+    "Race rooms whose event channel this process LISTENs to now (those it serves).",
+    multiprocess_mode="livesum",
+)
+
+
+def event_room_channels(count: int) -> None:
+    """Record how many room channels the event listener LISTENs to now."""
+    EVENT_ROOM_CHANNELS.set(count)
+
+
 def events_published(count: int) -> None:
     """Record ``count`` events sent."""
     EVENTS_PUBLISHED.inc(count)
@@ -360,6 +372,7 @@ __all__ = [
     "background_restarted",
     "client_fault",
     "event_queue_usage",
+    "event_room_channels",
     "events_dropped",
     "events_published",
     "observe_batch",
