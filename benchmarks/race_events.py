@@ -9,13 +9,14 @@ different processes) is started over a throw-away database on
 the PostgreSQL at ``TRIPEAKS_TEST_PG`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``)
 and driven over websockets in two rounds, one after the other in the same run:
 
-- **race**: ``--tables`` tables of ``--racers`` players; at each table one player opens a room,
-  the others join, the host starts (no countdown) and every racer plays as fast as the acks come
-  until their game ends (a removal when one fits, else a draw, else a resignation), then the
-  table waits for the results and races again. Every accepted action is published as
-  ``race_progress`` to every process following the room.
-- **free**: the same number of players, each playing free games the same way: the same commits,
-  with no event.
+- **race**: ``--tables`` tables of ``--racers`` players; before the clock starts, at each table
+  one player opens ``--games`` rooms, the others join, the host starts them (no countdown) and
+  every racer is dealt their games; then every racer plays them one after the other, as fast as
+  the acks come (a removal when one fits, else a draw, else a resignation). Every accepted
+  action is published as ``race_progress`` to every process following the room; a race whose
+  racers are all done finishes (``race_results``).
+- **free**: the same number of players, each dealt ``--games`` free games before the clock and
+  playing them the same way: the same commits, with no event.
 
 Printed per round: actions stored per second (acks of actions and resignations), the
 database's transactions committed per second (``pg_stat_database.xact_commit``, every
@@ -168,50 +169,56 @@ async def play(client: Client, state: dict[str, Any], deadline: float, stats: Ro
             return
 
 
-async def race_table(clients: list[Client], go: asyncio.Event, until: list[float]) -> None:
-    """Race after race at one table until the round's deadline."""
-    stats = clients[0].stats
-    await go.wait()
+async def race_games(clients: list[Client], games: int, stats: Round) -> list[list[dict[str, Any]]]:
+    """Open ``games`` rooms at one table, seat every client, start them (no countdown) and
+    return each client's race games, dealt (``race_go``)."""
     host, *others = clients
-    while time.monotonic() < until[0]:
+    for _ in range(games):
         room = await host.ask({"type": "race_create", "time_limit_s": 600})
         if room["type"] != "race":
-            stats.errors[room.get("code", room["type"])] += 1
-            return
+            raise RuntimeError(f"race_create refused: {room}")
         invite = room["race"]["invite"]
         for other in others:
             joined = await other.ask({"type": "race_join", "invite": invite})
             if joined["type"] != "race":
-                stats.errors[joined.get("code", joined["type"])] += 1
-                return
+                raise RuntimeError(f"race_join refused: {joined}")
         started = await host.ask({"type": "race_start", "invite": invite})
         if started["type"] != "race":
-            stats.errors[started.get("code", started["type"])] += 1
-            return
-
-        async def racer(client: Client) -> None:
-            dealt = await client.wait_push("race_go", time.monotonic() + 30)
-            if dealt is None:
-                stats.errors["no_race_go"] += 1
-                return
-            await play(client, dealt["game"], until[0], stats)
-            if time.monotonic() < until[0]:
-                await client.wait_push("race_results", until[0] + 5)
-
-        await asyncio.gather(*(racer(c) for c in clients))
+            raise RuntimeError(f"race_start refused: {started}")
         stats.races += 1
+    dealt: list[list[dict[str, Any]]] = []
+    for client in clients:
+        mine = []
+        for _ in range(games):
+            go = await client.wait_push("race_go", time.monotonic() + 120)
+            if go is None:
+                raise RuntimeError("a race's deal was not released within 120 s")
+            mine.append(go["game"])
+        dealt.append(mine)
+    return dealt
 
 
-async def free_player(client: Client, go: asyncio.Event, until: list[float]) -> None:
-    """Free game after free game until the round's deadline."""
-    stats = client.stats
-    await go.wait()
-    while time.monotonic() < until[0]:
+async def free_games(client: Client, games: int) -> list[dict[str, Any]]:
+    """``games`` new free games of one client."""
+    dealt = []
+    for _ in range(games):
         reply = await client.ask({"type": "new_game"})
         if reply["type"] != "game":
-            stats.errors[reply.get("code", reply["type"])] += 1
+            raise RuntimeError(f"new_game refused: {reply}")
+        dealt.append(reply["game"])
+    return dealt
+
+
+async def player(
+    client: Client, games: list[dict[str, Any]], go: asyncio.Event, until: list[float]
+) -> None:
+    """Play the games dealt, one after the other, until the round's deadline."""
+    await go.wait()
+    for game in games:
+        if time.monotonic() >= until[0]:
             return
-        await play(client, reply["game"], until[0], stats)
+        await play(client, game, until[0], client.stats)
+    client.stats.errors["out_of_games"] += 1
 
 
 async def xact_commit(admin: asyncpg.Connection, database: str) -> int:
@@ -236,13 +243,25 @@ async def run_round(
             clients += await asyncio.gather(
                 *(connect(http, base, stats) for _ in range(min(50, players - len(clients))))
             )
-        go = asyncio.Event()
-        until = [0.0]
+        # Every game is dealt before the clock starts: the round measures play alone.
         if kind == "race":
             tables = [clients[i : i + args.racers] for i in range(0, players, args.racers)]
-            tasks = [asyncio.create_task(race_table(t, go, until)) for t in tables]
+            dealt = [
+                g
+                for table in await asyncio.gather(
+                    *(race_games(t, args.games, stats) for t in tables)
+                )
+                for g in table
+            ]
         else:
-            tasks = [asyncio.create_task(free_player(c, go, until)) for c in clients]
+            dealt = await asyncio.gather(*(free_games(c, args.games) for c in clients))
+        await asyncio.sleep(1)  # the deals' own room reads and sweeps settle
+        go = asyncio.Event()
+        until = [0.0]
+        tasks = [
+            asyncio.create_task(player(c, games, go, until))
+            for c, games in zip(clients, dealt, strict=True)
+        ]
         commits_before = await xact_commit(admin, database)
         began = time.monotonic()
         until[0] = began + args.seconds
@@ -264,7 +283,7 @@ def show(title: str, stats: Round, spent: float, commits: float) -> float:
     print(
         f"  {title:5} {rate:8,.0f} actions stored/s  {commits:8,.0f} db commits/s  "
         f"ack p50 {median:6.1f} ms  p99 {percentile(lat, 0.99):6.1f} ms"
-        + (f"  races {stats.races}  progress received {stats.progress:,}" if stats.races else "")
+        + (f"  progress received {stats.progress:,}" if stats.races else "")
         + (f"  errors {dict(stats.errors)}" if stats.errors else "")
     )
     return rate
@@ -277,8 +296,12 @@ async def measure(
     stored/s."""
     async with throwaway_database(migrated=False) as url:
         database = url.rsplit("/", 1)[1].split("?", 1)[0]
-        env = {"TRIPEAKS_RACE_COUNTDOWN_S": "0", **dict(kv.split("=", 1) for kv in args.env)}
-        async with serve_tree(tree, url, processes, env) as (base, _):
+        env = {
+            "TRIPEAKS_RACE_COUNTDOWN_S": "0",
+            "TRIPEAKS_RACE_MAX_ROOMS": str(args.games + 1),
+            **dict(kv.split("=", 1) for kv in args.env),
+        }
+        async with serve_tree(tree, url, processes, env, args.server_log) as (base, _):
             admin = await asyncpg.connect(url)
             try:
                 players = args.tables * args.racers
@@ -312,10 +335,12 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=16, help="race tables (rooms at once)")
     parser.add_argument("--racers", type=int, default=4, help="racers per table")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each round")
+    parser.add_argument("--games", type=int, default=8, help="games dealt to each player")
     parser.add_argument("--order", default="race,free", help="the rounds, in this order")
     parser.add_argument(
         "--tree", action="append", default=[], help="NAME=PATH: a source tree (repeatable)"
     )
+    parser.add_argument("--server-log", type=Path, help="append the servers' output to this file")
     parser.add_argument(
         "--env", action="append", default=[], help="NAME=VALUE for the server (repeatable)"
     )

@@ -103,11 +103,16 @@ async def wait_listening(port: int, process: asyncio.subprocess.Process, within_
 
 @contextlib.asynccontextmanager
 async def serve_tree(
-    tree: Path, url: str, workers: int, env: dict[str, str] | None = None
+    tree: Path,
+    url: str,
+    workers: int,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
 ) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
     """A real server (``python -m server serve``, ``workers`` processes) of the source tree
     ``tree`` over the database at ``url``, with the limits that would hold a load back lifted
-    and the solver off (``env`` adds to or overrides its environment); stopped on exit.
+    and the solver off (``env`` adds to or overrides its environment); stopped on exit. Its
+    output goes to ``log`` (appended), or nowhere.
 
     Yields:
         Its base URL (``http://127.0.0.1:<port>``) and its process.
@@ -126,18 +131,20 @@ async def serve_tree(
         "TRIPEAKS_WORKERS": str(workers),
         **(env or {}),
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "server",
-        "serve",
-        "--port",
-        str(port),
-        env=settings,
-        cwd=tree,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(log.open("ab")) if log else asyncio.subprocess.DEVNULL
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "server",
+            "serve",
+            "--port",
+            str(port),
+            env=settings,
+            cwd=tree,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT if log else asyncio.subprocess.DEVNULL,
+        )
     try:
         await wait_listening(port, process, 90)
         yield f"http://127.0.0.1:{port}", process

@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, eventually, metric, metric_samples, register
+from tests.helpers import WsPlayer, connect_at, eventually, metric, metric_samples, register
 from tests.pooler import DAILY_SECRET, ServerProcess
 
 #: A TP1 deal: its first draw is always accepted.
@@ -52,17 +52,6 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-async def _connect(http: aiohttp.ClientSession, base: str, name: str) -> WsPlayer:
-    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-        assert resp.status == 201, await resp.text()
-        token = (await resp.json())["token"]
-    player = WsPlayer(await http.ws_connect(f"{base}/ws"))
-    welcome = await player.request({"type": "hello", "token": token})
-    assert welcome["type"] == "welcome", welcome
-    player.player_id = welcome["player"]["id"]
-    return player
-
-
 async def _channels(http: aiohttp.ClientSession, server: ServerProcess) -> float:
     """How many room channels ``server`` LISTENs to, by its /metrics."""
     async with http.get(f"{server.base}/metrics") as resp:
@@ -84,9 +73,9 @@ async def test_each_process_listens_to_the_rooms_it_serves_and_passes_their_even
     a, b = two_processes
     for server in two_processes:
         await server.ready()
-    host = await _connect(http, a.base, "Host")
-    guest = await _connect(http, b.base, "Guest")
-    solo = await _connect(http, a.base, "Solo")
+    host = await connect_at(http, a.base, "Host")
+    guest = await connect_at(http, b.base, "Guest")
+    solo = await connect_at(http, a.base, "Solo")
     await _listening(http, two_processes, [0, 0])
 
     room = await host.request({"type": "race_create", "code": CODE})
