@@ -250,6 +250,26 @@ def _after_rollback(session: Session) -> None:
         pending.clear()
 
 
+async def _connect(dsn: str, application_name: str, timeout_s: float) -> asyncpg.Connection:
+    """A direct connection; one cancelled while it is being made is closed once made (a
+    cancelled ``asyncpg.connect`` may leave its socket open)."""
+    connecting = asyncio.ensure_future(
+        asyncpg.connect(
+            dsn, timeout=timeout_s, server_settings={"application_name": application_name}
+        )
+    )
+    try:
+        return await asyncio.shield(connecting)
+    except asyncio.CancelledError:
+        connecting.add_done_callback(_close_made)
+        raise
+
+
+def _close_made(connecting: asyncio.Future[asyncpg.Connection]) -> None:
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result().terminate()
+
+
 #: One statement sends a whole batch: channels and payloads as two arrays, in order.
 PUBLISH_SQL = "SELECT count(pg_notify(c, p)) FROM unnest($1::text[], $2::text[]) AS e(c, p)"
 
@@ -364,11 +384,7 @@ class PgPublisher:
 
     async def _send(self, batch: list[Outgoing]) -> None:
         if self._conn is None or self._conn.is_closed():
-            self._conn = await asyncpg.connect(
-                self._dsn,
-                timeout=self._timeout_s,
-                server_settings={"application_name": "tripeaks-publisher"},
-            )
+            self._conn = await _connect(self._dsn, "tripeaks-publisher", self._timeout_s)
         await self._conn.fetchval(
             PUBLISH_SQL,
             [m.channel for m in batch],
@@ -478,9 +494,7 @@ class Listener:
             self._task = None
 
     async def _connect(self) -> asyncpg.Connection:
-        conn = await asyncpg.connect(
-            self._dsn, timeout=5, server_settings={"application_name": "tripeaks"}
-        )
+        conn = await _connect(self._dsn, "tripeaks", WATCH_TIMEOUT_S)
         self._listening = set()
         try:
             await conn.add_listener(CHANNEL, self._receive)

@@ -81,6 +81,12 @@ class RaceRow:
     results: list[dict[str, Any]] | None
 
 
+#: What changes with every change of a room or of a racer's progress: the room's ``version``,
+#: the ``moves`` of its games added up, and how many of its games have ended (see
+#: :meth:`RaceStore.digests`).
+RoomDigest = tuple[int, int, int]
+
+
 class RaceStore(Protocol):
     """The race rooms' queries. Every step may raise :class:`~server.errors.StorageError`
     (see the module's notes)."""
@@ -125,6 +131,10 @@ class RaceStore(Protocol):
 
     async def open_rooms_of(self, tx: Transaction, player_id: int) -> list[RaceRow]:
         """The open rooms (lobby or running) the player sits in, newest first."""
+        ...
+
+    async def digests(self, tx: Transaction, race_ids: Iterable[int]) -> dict[int, RoomDigest]:
+        """The :data:`RoomDigest` of each of these races that exists, in one read."""
         ...
 
     async def due(self, tx: Transaction, now: dt.datetime) -> list[int]:

@@ -12,16 +12,16 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from sqlalchemy import Row, insert, select, text, update
+from sqlalchemy import Row, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode, RuleSet
 from server.storage import moderation
 from server.storage.enums import OPEN_RACE_STATUSES, RaceStatus
 from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted, publish
-from server.storage.models import Race, RacePlayer
+from server.storage.models import Game, Race, RacePlayer
 from server.storage.moderation import PlayerRecord
-from server.storage.races import RaceRow
+from server.storage.races import RaceRow, RoomDigest
 from server.storage.seats import PostgresSeatStore
 from server.storage.sessions import Sessions
 from server.storage.transactions import Transaction, session_of
@@ -79,6 +79,25 @@ class PostgresRaceStore:
         query = select(*_RACE).where(Race.invite == invite)
         row = (await session.execute(query.with_for_update() if lock else query)).one_or_none()
         return None if row is None else _race(row)
+
+    async def digests(self, tx: Transaction, race_ids: Iterable[int]) -> dict[int, RoomDigest]:
+        ids = sorted(set(race_ids))
+        if not ids:
+            return {}
+        session = session_of(tx)
+        query = (
+            select(
+                Race.id,
+                Race.version,
+                func.coalesce(func.sum(Game.moves), 0),
+                func.count(Game.id).filter(Game.status != "playing"),
+            )
+            .outerjoin(Game, Game.race_id == Race.id)
+            .where(Race.id.in_(ids))
+            .group_by(Race.id, Race.version)
+        )
+        rows = (await session.execute(query)).all()
+        return {row[0]: (row[1], int(row[2]), row[3]) for row in rows}
 
     async def lock(self, tx: Transaction, race_id: int) -> RaceRow | None:
         session = session_of(tx)

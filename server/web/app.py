@@ -255,9 +255,9 @@ START_NOTICE_S = 10.0
 #: What a start that waits for the database may be waiting for.
 START_HINT = (
     "a connection pooler whose server connections are all taken (in session mode each server "
-    "process holds up to 2 x TRIPEAKS_DB_POOL_SIZE connections to DATABASE_URL and one more to "
-    "the direct URL: the pooler's pool must cover every process's), or a database that does "
-    "not answer"
+    "process holds up to 2 x TRIPEAKS_DB_POOL_SIZE connections to DATABASE_URL and two more to "
+    "the direct URL, for events: the pooler's pool must cover every process's), or a database "
+    "that does not answer"
 )
 
 

@@ -99,6 +99,16 @@ class RoomChannels(Protocol):
 _Known = tuple[object, ...]
 
 
+def _digest(known: tuple[_Known, dict[int, _Known]]) -> tuple[int, int, int]:
+    """What a room's digest (:meth:`RaceService.digests`) is when the room is as ``known``."""
+    fixed, racers = known
+    version = fixed[0]
+    assert isinstance(version, int)
+    moves = sum(m for _, _, m, _, _ in racers.values() if isinstance(m, int))
+    ended = sum(1 for _, _, _, status, _ in racers.values() if status not in (None, "playing"))
+    return version, moves, ended
+
+
 def _known(room: Room) -> tuple[_Known, dict[int, _Known]]:
     fixed: _Known = (room.version, room.status, room.watchers, room.watchers_total)
     racers: dict[int, _Known] = {
@@ -224,6 +234,7 @@ class Hub:
         if room.id not in self._rooms and self._channels is not None:
             self._channels.follow(room.id)
         self._rooms.setdefault(room.id, set()).add(subscriber)
+        self._last.setdefault(room.id, _known(room))  # what the new follower was just shown
         self._invites[room.id] = room.invite
         now = self._services.clock.now()
         if room.status == "running" and room.starts_at is not None and room.starts_at > now:
@@ -315,15 +326,18 @@ class Hub:
         self.check_tokens([c for members in self._signed_in.values() for c in members])
 
     async def sweep(self) -> None:
-        """Read every followed room (one after the other) and send those that differ from
-        what was last sent or heard of them: what a lost event left behind converges here.
+        """Put right what lost events left behind: read the digest of every followed room in
+        one statement (its version, its games' moves added up, its games ended), and read whole
+        and send those rooms whose digest differs from what was last sent or heard of them.
 
         Raises:
-            nothing: a room that cannot be read is logged and left to the next sweep.
+            StorageError: the digests could not be read (the loop tries again later).
         """
-        for race_id in list(self._rooms):
-            if race_id in self._reading or race_id not in self._rooms:
-                continue  # a read of it is under way
+        digests = await self._services.races.digests(list(self._last))
+        for race_id, digest in digests.items():
+            last = self._last.get(race_id)
+            if last is None or _digest(last) == digest or race_id in self._reading:
+                continue  # as known, or a read of it is under way
             self._reading[race_id] = False
             try:
                 await self._send_room(race_id, only_changed=True)

@@ -354,7 +354,8 @@ async def test_resigning_a_row_locked_elsewhere_waits_only_the_write_timeout_thr
 MODES: tuple[PoolMode, ...] = ("transaction", "session")
 #: ``TRIPEAKS_DB_POOL_SIZE`` of each process in session mode, where every connection a process
 #: holds open holds one of PgBouncer's server connections: two processes, each with up to twice
-#: this and its listener, fit PgBouncer's default pool of 20 (2 x (2 x 4 + 1) = 18).
+#: this, its event listener and its event publisher, fit PgBouncer's default pool of 20
+#: (2 x (2 x 4 + 2) = 20).
 SESSION_POOL_SIZE = 4
 #: Seconds after PgBouncer is back within which every player is served again.
 RECOVERY_S = 10.0
