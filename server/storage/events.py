@@ -458,6 +458,8 @@ class Listener:
         self._listening: set[int] = set()
         self._changed = asyncio.Event()
         self._warned = 0.0
+        #: The connection listening now (the last one made).
+        self.connection: asyncpg.Connection | None = None
 
     def follow(self, race_id: int) -> None:
         """Listen to the room's channel from now on (within a round trip)."""
@@ -502,6 +504,7 @@ class Listener:
         except BaseException:
             conn.terminate()
             raise
+        self.connection = conn
         return conn
 
     async def _sync(self, conn: asyncpg.Connection) -> None:
