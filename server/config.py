@@ -31,8 +31,8 @@ Environment variables (all optional):
 - ``TRIPEAKS_EVENT_BATCH_MS``: how long each process gathers its committed events before it
   publishes them in one statement (5 ms); ``TRIPEAKS_EVENT_MAX_PENDING``: events waiting to be
   published past which more are dropped and counted (10000); ``TRIPEAKS_EVENT_SWEEP_S``: how
-  often each process reads the race rooms it serves again and sends those an event missed left
-  behind (5 s).
+  often each process reads a digest of the race rooms it serves and sends those that an event
+  missed left behind (5 s).
 - ``TRIPEAKS_DB_START_TIMEOUT_S``: how long the start waits for the database (its migrations,
   this process's records, the event listener) before the process exits saying what it waited
   for (60); it says so every 10 s meanwhile.

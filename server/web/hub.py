@@ -10,9 +10,10 @@ socket). The deal of a race is released to this process's racers by a timer at t
 
 Events are delivered at most once (an event can be lost between a commit and its publish), so
 the hub converges from the database: after its listener reconnects it sends every followed
-room again (:meth:`Hub.resync`), and :meth:`Hub.sweep`, run periodically, reads every followed
-room and sends those that differ from what the hub last sent or heard of it (a missed
-progress, a missed change, a start missed between a room's read and its LISTEN).
+room again (:meth:`Hub.resync`), and :meth:`Hub.sweep`, run periodically, reads one digest of
+every followed room and reads whole and sends those that differ from what the hub last sent or
+heard of them (a missed progress, a missed change, a start missed between a room's read and its
+LISTEN).
 
 The hub also knows which token each authenticated websocket of this process said hello with:
 when a player's tokens are revoked (:class:`TokensRevoked`, from any process), it asks the
