@@ -46,6 +46,7 @@ import asyncpg
 from server.bench import percentile, throwaway_database
 from server.bench.process import serve_tree
 from server.engine.cards import Card, Rank
+from server.storage.events import Outgoing, PgPublisher, room_channel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -317,7 +318,103 @@ async def measure(
                 await admin.close()
 
 
+#: The commit-path rounds (``--commits``): a NOTIFY inside each committing transaction (as the
+#: group commit did), the events handed to a per-process publisher after the commit (as now),
+#: and no event at all.
+COMMIT_MODES = ("inside", "after", "none")
+
+
+async def commit_round(
+    url: str, mode: str, processes: int, writers: int, seconds: float
+) -> tuple[float, int, int]:
+    """``writers`` connections committing one game-row update each, in a loop, for ``seconds``,
+    spread over ``processes`` simulated processes (each with its own LISTENing connection on
+    its writers' room channels and, in ``after`` mode, its own :class:`PgPublisher`); returns
+    commits per second, the notifications the listeners received and the events the
+    publishers dropped."""
+    conns = [await asyncpg.connect(url) for _ in range(writers)]
+    listeners = [await asyncpg.connect(url) for _ in range(processes)]
+    publishers = [PgPublisher(url) for _ in range(processes)]
+    heard = [0]
+
+    def hear(*_: object) -> None:
+        heard[0] += 1
+
+    for i in range(writers):
+        await listeners[i % processes].add_listener(room_channel(i + 1), hear)
+    for publisher in publishers:
+        await publisher.start()
+    # Each payload its own (as a racer's progress is, by its seq): PostgreSQL sends one
+    # notification for equal ones in one transaction.
+    payload = '{{"kind":"race_progress","race_id":{},"player_id":1,"game_id":1,"seq":{}}}'
+    inside = (
+        "WITH u AS (UPDATE bench_games SET seq = seq + 1 WHERE id = $1 RETURNING id) "
+        "SELECT pg_notify($2, $3) FROM u"
+    )
+    alone = "UPDATE bench_games SET seq = seq + 1 WHERE id = $1"
+    commits = [0]
+    deadline = time.monotonic() + seconds
+
+    async def writer(i: int) -> None:
+        conn, channel = conns[i], room_channel(i + 1)
+        seq = 0
+        while time.monotonic() < deadline:
+            seq += 1
+            if mode == "inside":
+                await conn.execute(inside, i + 1, channel, payload.format(i + 1, seq))
+            else:
+                await conn.execute(alone, i + 1)
+                if mode == "after":
+                    publishers[i % processes].send(Outgoing(channel, payload.format(i + 1, seq)))
+            commits[0] += 1
+
+    began = time.monotonic()
+    await asyncio.gather(*(writer(i) for i in range(writers)))
+    spent = time.monotonic() - began
+    for publisher in publishers:
+        await publisher.stop()
+    while True:  # the listeners read what is still on their way (until it stops coming)
+        before = heard[0]
+        await asyncio.sleep(1.0)
+        if heard[0] == before:
+            break
+    for conn in conns + listeners:
+        await conn.close()
+    return commits[0] / spent, heard[0], sum(p.dropped for p in publishers)
+
+
+async def commits_main(args: argparse.Namespace) -> None:
+    """The commit path alone, on the PostgreSQL the benchmarks use: every mode of
+    :data:`COMMIT_MODES` for each process count, side by side."""
+    print(f"commit path: {args.writers} writers, {args.seconds:g} s a round")
+    print("processes  mode    commits/s  notifications  dropped  vs none")
+    async with throwaway_database(migrated=False) as url:
+        admin = await asyncpg.connect(url)
+        try:
+            await admin.execute("CREATE TABLE bench_games (id int PRIMARY KEY, seq int NOT NULL)")
+            await admin.execute(
+                "INSERT INTO bench_games SELECT i, 0 FROM generate_series(1, $1) AS i",
+                args.writers,
+            )
+        finally:
+            await admin.close()
+        for processes in (int(n) for n in args.processes.split(",")):
+            rates = {}
+            for mode in COMMIT_MODES:
+                rate, heard, dropped = await commit_round(
+                    url, mode, processes, args.writers, args.seconds
+                )
+                rates[mode] = rate
+                print(f"{processes:9}  {mode:6}  {rate:9,.0f}  {heard:13,}  {dropped:7,}", end="")
+                print(f"  {rate / rates['none']:.2f}x" if "none" in rates else "")
+            for mode in ("inside", "after"):
+                print(f"{processes:9}  {mode} / none: {rates[mode] / rates['none']:.2f}x")
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    if args.commits:
+        await commits_main(args)
+        return
     trees = [(name, Path(tree)) for name, tree in (t.split("=", 1) for t in args.tree)]
     summary = []
     for processes in (int(n) for n in args.processes.split(",")):
@@ -332,6 +429,10 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--processes", default="1,2,4", help="server process counts, in turn")
+    parser.add_argument(
+        "--commits", action="store_true", help="measure the commit path alone (no server)"
+    )
+    parser.add_argument("--writers", type=int, default=32, help="--commits: writing connections")
     parser.add_argument("--tables", type=int, default=16, help="race tables (rooms at once)")
     parser.add_argument("--racers", type=int, default=4, help="racers per table")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each round")

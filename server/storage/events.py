@@ -362,7 +362,8 @@ class PgPublisher:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
-            await asyncio.sleep(self._every_s)  # gather what the next few ms bring
+            if len(self._pending) < self._max_batch:
+                await asyncio.sleep(self._every_s)  # gather what the next few ms bring
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
             if not self._pending:
