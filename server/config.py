@@ -29,7 +29,8 @@ Environment variables (all optional):
   migrations (a session-level advisory lock). Defaults to ``DATABASE_URL``; required with
   ``TRIPEAKS_DB_POOLER=transaction``.
 - ``TRIPEAKS_EVENT_BATCH_MS``: how long each process gathers its committed events before it
-  publishes them in one statement (5 ms); ``TRIPEAKS_EVENT_MAX_PENDING``: events waiting to be
+  publishes them in one statement (0: none; each statement takes what came while the previous
+  one was under way); ``TRIPEAKS_EVENT_MAX_PENDING``: events waiting to be
   published past which more are dropped and counted (10000); ``TRIPEAKS_EVENT_SWEEP_S``: how
   often each process reads a digest of the race rooms it serves and sends those that an event
   missed left behind (5 s).
@@ -130,7 +131,7 @@ class Settings(BaseSettings):
     direct_database_url: str | None = None
     db_write_timeout_s: float = Field(default=5.0, gt=0, le=600)
     db_start_timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    event_batch_ms: float = Field(default=5.0, ge=0, le=1000)
+    event_batch_ms: float = Field(default=0.0, ge=0, le=1000)
     event_max_pending: int = Field(default=10_000, ge=1, le=10_000_000)
     event_sweep_s: float = Field(default=5.0, gt=0, le=3600)
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)

@@ -4,8 +4,9 @@ An event is handed to the process's :class:`Publisher` once the transaction that
 change it reports has committed (:func:`publish` on a session, or the group commit for a
 stored action), never from inside it: a transaction that NOTIFYs takes a database-wide lock at
 its commit, which would line every write of the service up behind one another. The
-:class:`PgPublisher` gathers what each process has to send for a few milliseconds and sends it
-in one statement on a connection of its own (``pg_notify`` over an array), outside every write
+:class:`PgPublisher` sends what each process has to send in one statement on a connection of
+its own — all that came while its previous statement was under way, and, if it is told to wait,
+what came within a few milliseconds — (``pg_notify`` over an array), outside every write
 transaction. The promise is *at most once*, in commit order from one process: an event is lost
 when its process dies between the commit and the publish, when the publish fails, or when
 more are waiting than the publisher holds — every such loss is counted
@@ -286,7 +287,8 @@ class PgPublisher:
 
     Args:
         url: a direct database URL (as :class:`Listener`'s).
-        every_s: how long the messages of one batch are gathered, in seconds.
+        every_s: how long the messages of one batch are gathered, in seconds (0: none; a batch
+            is what came while the previous one was being sent).
         max_pending: most messages waiting to be sent.
         max_batch: most messages in one statement.
         timeout_s: deadline of a connection and of a batch's statement, in seconds.
@@ -302,7 +304,7 @@ class PgPublisher:
         self,
         url: str,
         *,
-        every_s: float = 0.005,
+        every_s: float = 0.0,
         max_pending: int = 10_000,
         max_batch: int = 1_000,
         timeout_s: float = 5.0,
@@ -362,7 +364,7 @@ class PgPublisher:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
-            if len(self._pending) < self._max_batch:
+            if self._every_s and len(self._pending) < self._max_batch:
                 await asyncio.sleep(self._every_s)  # gather what the next few ms bring
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]

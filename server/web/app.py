@@ -191,7 +191,7 @@ async def _open_services(
     if run_migrations:
         migrating = migrate_url(direct_url) if settings.direct_database_url else migrate(engine)
         await _starting(settings, "migrating the schema", migrating)
-    # Events leave after their commits, in one statement every few ms, on a connection of
+    # Events leave after their commits, many in one statement, on a connection of
     # their own to the direct URL (stopped after the group committer: its last events go too).
     publisher = PgPublisher(
         direct_url,
