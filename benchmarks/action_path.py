@@ -38,7 +38,7 @@ from server.bench.crowd import run_players
 from server.bench.echo import run_echo
 from server.bench.load import idle_connections
 from server.bench.paced import paced_ladder
-from server.bench.process import server_env, server_process
+from server.bench.process import serve_tree
 from server.bench.stats import report
 from server.bench.storm import storm
 
@@ -49,50 +49,40 @@ async def measure(
     """Start a server from ``tree`` (``workers`` processes, on the event loop ``loop``:
     ``TRIPEAKS_EVENT_LOOP``, unset when empty) and run the chosen measurements against it."""
     # Empty: each tree's server migrates it to its own newest schema as it starts.
-    async with throwaway_database(migrated=False) as url:
-        env = server_env(
-            tree,
-            url,
-            TRIPEAKS_WS_RATE_PER_SECOND="10000",
-            TRIPEAKS_REGISTER_PER_MINUTE="1000000",
-            TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS="1000000",
-            TRIPEAKS_MAX_SOCKETS_PER_PLAYER="8",
-            TRIPEAKS_WORKERS=str(workers),
-            **({"TRIPEAKS_EVENT_LOOP": loop} if loop else {}),
-        )
-        if loop:
-            name = f"{name} on {loop}"
-        async with server_process(tree, env) as (port, process):
-            base = f"http://127.0.0.1:{port}"
-            print(f"\n=== {name}: {tree}, {workers} worker(s)")
-            if args.closed:
-                stats, spent = await run_players(
-                    base, args.closed, args.seconds, "free", process.pid
-                )
-                report(f"{name}: closed loop, {args.closed} players", stats, spent)
-                if args.echo and stats.request_bytes:
-                    req = int(statistics.median(stats.request_bytes))
-                    rep = int(statistics.median(stats.reply_bytes))
-                    echo = await run_echo(args.closed, args.seconds, req, rep)
-                    report(f"echo yardstick ({req} B -> {rep} B)", echo, args.seconds)
-                    ours = _cpu_per_reply(stats.server_cpu_s, sum(stats.outcomes.values()))
-                    theirs = _cpu_per_reply(echo.server_cpu_s, sum(echo.outcomes.values()))
-                    if ours and theirs:
-                        print(
-                            f"  server CPU per reply: {ours:,.0f} us vs echo {theirs:,.0f} us "
-                            f"= {ours / theirs:.1f}x"
-                        )
-            if args.burst:
-                await burst(base, args.burst, process.pid)
-            if args.storm:
-                await storm(base, args.storm, args.storm_stayed, process.pid, args.pace)
-            if args.idle:
-                await idle_connections(base, args.idle, process.pid)
-            if args.paced:
-                counts = [int(c) for c in args.paced.split(",")]
-                await paced_ladder(
-                    base, counts, args.seconds, args.pace, args.jitter, process.pid, 50.0
-                )
+    if loop:
+        name = f"{name} on {loop}"
+    env = {"TRIPEAKS_EVENT_LOOP": loop} if loop else {}
+    async with (
+        throwaway_database(migrated=False) as url,
+        serve_tree(tree, url, workers, env) as (base, process),
+    ):
+        print(f"\n=== {name}: {tree}, {workers} worker(s)")
+        if args.closed:
+            stats, spent = await run_players(base, args.closed, args.seconds, "free", process.pid)
+            report(f"{name}: closed loop, {args.closed} players", stats, spent)
+            if args.echo and stats.request_bytes:
+                req = int(statistics.median(stats.request_bytes))
+                rep = int(statistics.median(stats.reply_bytes))
+                echo = await run_echo(args.closed, args.seconds, req, rep)
+                report(f"echo yardstick ({req} B -> {rep} B)", echo, args.seconds)
+                ours = _cpu_per_reply(stats.server_cpu_s, sum(stats.outcomes.values()))
+                theirs = _cpu_per_reply(echo.server_cpu_s, sum(echo.outcomes.values()))
+                if ours and theirs:
+                    print(
+                        f"  server CPU per reply: {ours:,.0f} us vs echo {theirs:,.0f} us "
+                        f"= {ours / theirs:.1f}x"
+                    )
+        if args.burst:
+            await burst(base, args.burst, process.pid)
+        if args.storm:
+            await storm(base, args.storm, args.storm_stayed, process.pid, args.pace)
+        if args.idle:
+            await idle_connections(base, args.idle, process.pid)
+        if args.paced:
+            counts = [int(c) for c in args.paced.split(",")]
+            await paced_ladder(
+                base, counts, args.seconds, args.pace, args.jitter, process.pid, 50.0
+            )
 
 
 def _cpu_per_reply(cpu_s: float | None, replies: int) -> float | None:

@@ -38,6 +38,12 @@ Environment variables (all optional):
   of each lag probe (2); a replica that misses it or fails is not read until its next good probe,
   and the read is done on the primary. ``TRIPEAKS_DATABASE_READ_PROBE_S``: how often each
   process measures the replicas' lag (1).
+- ``TRIPEAKS_EVENT_BATCH_MS``: how long each process gathers its committed events before it
+  publishes them in one statement (0: none; each statement takes what came while the previous
+  one was under way); ``TRIPEAKS_EVENT_MAX_PENDING``: events waiting to be
+  published past which more are dropped and counted (10000); ``TRIPEAKS_EVENT_SWEEP_S``: how
+  often each process reads a digest of the race rooms it serves and sends those that an event
+  missed left behind (5 s).
 - ``TRIPEAKS_DB_START_TIMEOUT_S``: how long the start waits for the database (its migrations,
   this process's records, the event listener) before the process exits saying what it waited
   for (60); it says so every 10 s meanwhile.
@@ -165,6 +171,9 @@ class Settings(BaseSettings):
     database_read_max_lag_s: float = Field(default=5.0, gt=0, le=86_400)
     database_read_timeout_s: float = Field(default=2.0, gt=0, le=600)
     database_read_probe_s: float = Field(default=1.0, gt=0, le=3600)
+    event_batch_ms: float = Field(default=0.0, ge=0, le=1000)
+    event_max_pending: int = Field(default=10_000, ge=1, le=10_000_000)
+    event_sweep_s: float = Field(default=5.0, gt=0, le=3600)
     ws_max_message_bytes: int = Field(default=4096, ge=256, le=1 << 20)
     ws_rate_per_second: int = Field(default=20, ge=1, le=10_000)
     ws_heartbeat_s: float = Field(default=30.0, gt=0)

@@ -37,7 +37,7 @@ from server.storage.commits import GroupCommitter
 from server.storage.daily import DailyStore, PostgresDailyStore
 from server.storage.db import create_engine
 from server.storage.enums import RaceStatus
-from server.storage.events import Event, Listener
+from server.storage.events import Event, Outgoing, decode_event
 from server.storage.follows import FollowStore, PostgresFollowStore
 from server.storage.games import GameStore, PostgresGameStore
 from server.storage.leaderboards import LeaderboardStore, PostgresLeaderboardStore
@@ -426,6 +426,20 @@ class MemoryBackend(Backend):
             self.database.events = before
 
 
+class _Published:
+    """The PostgreSQL stores' publisher: what they hand over once committed, decoded, for
+    :meth:`PostgresBackend.events` (their delivery between processes is tested apart:
+    tests/storage/test_events.py, tests/web/test_event_channels.py)."""
+
+    def __init__(self) -> None:
+        self.watching: list[list[Event]] = []
+
+    def send(self, message: Outgoing) -> None:
+        event = decode_event(message.payload)
+        for seen in self.watching:
+            seen.append(event)
+
+
 class PostgresBackend(Backend):
     """The PostgreSQL stores over one engine."""
 
@@ -433,12 +447,13 @@ class PostgresBackend(Backend):
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._published = _Published()
         self._committers: list[GroupCommitter] = []
         self._use(engine)
         self._down: AsyncEngine | None = None
 
     def _use(self, engine: AsyncEngine) -> None:
-        sessions = Sessions(engine)
+        sessions = Sessions(engine, self._published)
         self.players = PostgresPlayerStore(sessions)
         self.daily = PostgresDailyStore(sessions)
         self.leaderboards = PostgresLeaderboardStore(sessions)
@@ -450,7 +465,7 @@ class PostgresBackend(Backend):
         self.follows = PostgresFollowStore(sessions)
         self.online = PostgresOnlineStore(sessions)
         self.profiles = PostgresProfileStore(sessions)
-        self.committer = GroupCommitter(engine)
+        self.committer = GroupCommitter(engine, publisher=self._published)
         self._committers.append(self.committer)
 
     async def add_players(
@@ -680,12 +695,11 @@ class PostgresBackend(Backend):
     @asynccontextmanager
     async def events(self) -> AsyncIterator[list[Event]]:
         seen: list[Event] = []
-        listener = Listener(self.engine.url.render_as_string(hide_password=False), seen.append)
-        await listener.start()
+        self._published.watching.append(seen)
         try:
             yield seen
         finally:
-            await listener.stop()
+            self._published.watching.remove(seen)
 
     async def close(self) -> None:
         for committer in self._committers:

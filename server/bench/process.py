@@ -1,7 +1,8 @@
 """Measuring processes on this machine (Linux ``/proc``): resident memory and CPU time of a
 server process and its descendants, a free loopback port to start one on, a server process
 started from a source tree and stopped afterwards (:func:`server_process`, for benchmarks that
-compare trees), and a real ``tripeaks serve`` process (:class:`ServeProcess`) as an operator
+compare trees; :func:`serve_tree`, with the limits that would hold a load back lifted), and a
+real ``tripeaks serve`` process (:class:`ServeProcess`) as an operator
 starts it."""
 
 from __future__ import annotations
@@ -142,6 +143,38 @@ async def server_process(
         yield port, process
     finally:
         await stop(process)
+
+
+@contextlib.asynccontextmanager
+async def serve_tree(
+    tree: Path,
+    url: str,
+    workers: int,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    """A real server (``python -m server serve``, ``workers`` processes) of the source tree
+    ``tree`` over the database at ``url``, with the limits that would hold a load back lifted
+    and the solver off (``env`` adds to or overrides its environment); stopped on exit. Its
+    output goes to ``log`` (appended), or nowhere.
+
+    Yields:
+        Its base URL (``http://127.0.0.1:<port>``) and its process.
+    """
+    settings = server_env(
+        tree,
+        url,
+        TRIPEAKS_WS_RATE_PER_SECOND="10000",
+        TRIPEAKS_REGISTER_PER_MINUTE="1000000",
+        TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS="1000000",
+        TRIPEAKS_MAX_SOCKETS_PER_PLAYER="8",
+        TRIPEAKS_WORKERS=str(workers),
+        **(env or {}),
+    )
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(log.open("a")) if log else None
+        async with server_process(tree, settings, out) as (port, process):
+            yield f"http://127.0.0.1:{port}", process
 
 
 def server_env(tree: Path, database_url: str, **settings: str) -> dict[str, str]:

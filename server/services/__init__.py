@@ -28,6 +28,7 @@ from server.services.replays import ReplayService
 from server.services.welcomes import WelcomeService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore, ReplicaDailyStore
+from server.storage.events import Publisher
 from server.storage.follows import PostgresFollowStore
 from server.storage.games import PostgresGameStore
 from server.storage.leaderboards import PostgresLeaderboardStore, ReplicaLeaderboardStore
@@ -79,6 +80,7 @@ class Services:
         instance: str | None = None,
         observe_batch: Callable[[int, float], None] | None = None,
         reads: ReadRouter | None = None,
+        publisher: Publisher | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -98,8 +100,10 @@ class Services:
             reads: the router of the reads that tolerate lag (leaderboards, profiles, replays,
                 the daily's counts) between ``db`` and its replicas, or None: every read on
                 ``db``.
+            publisher: where events between processes go once their writes commit
+                (:mod:`server.storage.events`); None: nowhere (no other process to tell).
         """
-        sessions = Sessions(db) if reads is None else reads.primary
+        sessions = Sessions(db, publisher)
         daily = DailyService(
             PostgresDailyStore(sessions) if reads is None else ReplicaDailyStore(reads),
             clock,
@@ -110,7 +114,9 @@ class Services:
         game_store = PostgresGameStore(sessions)
         games = GameService(
             game_store,
-            GroupCommitter(db, timeout_s=write_timeout_s, observe=observe_batch),
+            GroupCommitter(
+                db, timeout_s=write_timeout_s, observe=observe_batch, publisher=publisher
+            ),
             clock,
             daily,
             analyzer=analyzer,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Iterable
 
 from server.engine.actions import Status
 from server.engine.codes import DealVersion, GameCode, RuleSet
@@ -51,7 +52,7 @@ from server.services.rooms import (
     room_view,
 )
 from server.storage.presence import Connection, PresenceRole, PresenceStore
-from server.storage.races import INVITE_KEY, RaceRow, RaceStatus, RaceStore
+from server.storage.races import INVITE_KEY, RaceRow, RaceStatus, RaceStore, RoomDigest
 from server.storage.transactions import Transaction
 
 log = logging.getLogger(__name__)
@@ -299,6 +300,13 @@ class RaceService:
         invite = normalize_invite(raw_invite)
         async with self._store.transaction() as tx:
             return await self._room(tx, _found(await self._store.find(tx, invite), invite))
+
+    async def digests(self, race_ids: Iterable[int]) -> dict[int, RoomDigest]:
+        """For each of these rooms that exists, what changes with every change of the room
+        or of a racer's progress (:data:`~server.storage.races.RoomDigest`), in one read: a
+        follower compares it with what it last sent before it reads a room whole."""
+        async with self._store.transaction() as tx:
+            return await self._store.digests(tx, race_ids)
 
     async def active_for(self, player_id: int) -> list[Room]:
         """The rooms (lobby or running) the player sits in, newest first."""

@@ -1,17 +1,20 @@
 """Group commit of game actions: one transaction for every action waiting at that moment.
 
-Each accepted action needs its log row inserted, its game row moved on (only if nobody else
-moved it first) and, for a race game, its progress event published — all committed before the
-player is told. Committing each action alone costs a transaction and a disk flush per action;
-here a single writer task takes every write queued while the previous batch committed and
-stores them all with one statement (arrays unnested server-side), which is its own transaction:
-one round trip and one commit per batch. The writer keeps its connection while writes keep
-coming and gives it back to the pool after a quiet moment or a failure. Each caller is answered
+Each accepted action needs its log row inserted and its game row moved on (only if nobody else
+moved it first), committed before the player is told; a race game's progress event is handed to
+the process's event publisher once its batch has committed (never sent from inside the batch's
+transaction: a NOTIFY there would take PostgreSQL's commit-time lock of notifying transactions
+and line up the batches of every process, :mod:`server.storage.events`). Committing each action
+alone costs a transaction and a disk flush per action; here a single writer task takes every
+write queued while the previous batch committed and stores them all with one statement (arrays
+unnested server-side), which is its own transaction: one round trip and one commit per batch.
+The writer keeps its connection while writes keep coming and gives it back to the pool after a
+quiet moment or a failure. Each caller is answered
 only after that commit; a write whose game had moved on is answered with :class:`GameMovedOn`
 and changes nothing.
 
 The batch goes to the database through the asyncpg connection under the engine's, as one
-array per column and the notification channel ($1..$20), not through SQLAlchemy's statement
+array per column ($1..$18), not through SQLAlchemy's statement
 execution, whose own cost per statement outweighs the rest of a batch of one or a few writes
 (human-pace play; ``benchmarks/group_commit.py``: client CPU per batch of one write about
 360 µs through SQLAlchemy, about 160 µs this way). Reached directly, PostgreSQL gets the
@@ -81,7 +84,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from server.errors import StorageOutcomeUnknown
 from server.storage.db import process_statement_name
 from server.storage.driver_errors import DriverError, database_error, unsent
-from server.storage.events import CHANNEL, Event, encode_event
+from server.storage.events import Event, Outgoing, Publisher, outgoing
 from server.storage.sessions import DATABASE_FAILURES, as_storage_error
 from server.storage.today import DATABASE_TODAY_SQL
 
@@ -92,19 +95,18 @@ log = logging.getLogger(__name__)
 STATEMENT_TIMEOUT_MARGIN_S = 1.0
 
 #: One statement for a whole batch: move each game row on (only if it still has the expected
-#: seq and status), log the actions of the rows that moved, publish their events. Run alone (no
-#: BEGIN/COMMIT around it) it is its own transaction: all of it commits, or none of it. Its
-#: parameters are one array per column of the batch, in the order of ``unnest`` ($1..$19, see
-#: :func:`_arguments`), and the notification channel ($20).
+#: seq and status), log the actions of the rows that moved. Run alone (no BEGIN/COMMIT around
+#: it) it is its own transaction: all of it commits, or none of it. Its parameters are one array
+#: per column of the batch, in the order of ``unnest`` ($1..$18, see :func:`_arguments`).
 COMMIT_BATCH_SQL = f"""
     WITH v AS (
         SELECT * FROM unnest(
                $1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::integer[],
                $6::integer[], $7::integer[], $8::timestamptz[], $9::bigint[], $10::smallint[],
                $11::text[], $12::text[], $13::smallint[], $14::text[], $15::integer[],
-               $16::timestamptz[], $17::text[], $18::date[], $19::bigint[]
+               $16::timestamptz[], $17::date[], $18::bigint[]
              ) AS v(game_id, expected, seq, status, score, moves, undos, finished_at, elapsed_ms,
-                    cards_left, expected_status, kind, pos, card, score_after, created_at, event,
+                    cards_left, expected_status, kind, pos, card, score_after, created_at,
                     pinned_today, token_id)
     ), checked AS (
         SELECT v.*,
@@ -129,12 +131,8 @@ COMMIT_BATCH_SQL = f"""
         INSERT INTO game_actions (game_id, seq, kind, pos, card, score_after, created_at)
         SELECT v.game_id, v.seq, v.kind, v.pos, v.card, v.score_after, v.created_at
           FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
-    ), published AS (
-        SELECT count(pg_notify($20, v.event)) AS n
-          FROM v JOIN moved ON moved.id = v.game_id AND moved.seq = v.seq
-         WHERE v.event IS NOT NULL
     )
-    SELECT moved.id, 'stored' AS outcome FROM moved, published
+    SELECT moved.id, 'stored' AS outcome FROM moved
     UNION ALL
     SELECT checked.game_id, 'closed' FROM checked WHERE NOT checked.on_date
     UNION ALL
@@ -177,7 +175,7 @@ WRITER_SETUP_SQL = """
 @dataclass(frozen=True, slots=True)
 class ActionWrite:
     """One accepted action to store: its log row, its game row's new values, and an optional
-    event to publish with it.
+    event to publish once it is stored.
 
     Attributes:
         expected_seq / expected_status: the game row's ``seq`` and ``status`` before this
@@ -239,7 +237,7 @@ class _Pending:
     a retry."""
 
     write: ActionWrite
-    event: str | None
+    event: Outgoing | None
     future: asyncio.Future[None]
     deadline: float
     delay_s: float = 0.0
@@ -289,6 +287,8 @@ class GroupCommitter:
             being tried before it fails with :class:`GameBusy`.
         observe: called after each committed batch with its number of writes and the time its
             statement took, in seconds (operational metrics); it must not raise.
+        publisher: where the events of stored writes go once their batch has committed
+            (None: nowhere).
 
     Attributes:
         batches: batches committed.
@@ -304,9 +304,11 @@ class GroupCommitter:
         idle_s: float = 1.0,
         timeout_s: float = 5.0,
         observe: Callable[[int, float], None] | None = None,
+        publisher: Publisher | None = None,
     ) -> None:
         self._engine = engine
         self._observe = observe
+        self._publisher = publisher
         self._max_batch = max_batch
         self._idle_s = idle_s
         self._timeout_s = timeout_s
@@ -355,7 +357,7 @@ class GroupCommitter:
         Raises:
             EventTooLargeError: the event does not fit a NOTIFY payload (nothing is queued).
         """
-        event = None if write.event is None else encode_event(write.event)
+        event = None if write.event is None else outgoing(write.event)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._enqueue(_Pending(write, event, future, loop.time() + self._timeout_s))
@@ -551,6 +553,8 @@ class GroupCommitter:
                 continue
             if pending.write.game_id in found:
                 self.writes += 1
+                if pending.event is not None and self._publisher is not None:
+                    self._publisher.send(pending.event)
                 pending.future.set_result(None)
             elif gone:
                 pending.future.set_exception(as_storage_error(exc))
@@ -569,6 +573,8 @@ class GroupCommitter:
             outcome = stored.get(pending.write.game_id)
             if outcome != "busy":  # a busy write is counted when it is answered
                 self.writes += 1
+            if outcome == "stored" and pending.event is not None and self._publisher is not None:
+                self._publisher.send(pending.event)  # (its caller may have gone: it is stored)
             if pending.future.done():
                 continue
             if outcome == "stored":
@@ -757,7 +763,7 @@ def _cancel(writes: Sequence[_Pending]) -> None:
 
 def _arguments(batch: Sequence[_Pending]) -> list[Any]:
     """The batch statement's parameters: one array per column, in the order of ``unnest`` in
-    :data:`COMMIT_BATCH_SQL`, then the notification channel."""
+    :data:`COMMIT_BATCH_SQL`."""
     writes = [pending.write for pending in batch]
     return [
         [w.game_id for w in writes],
@@ -776,8 +782,6 @@ def _arguments(batch: Sequence[_Pending]) -> list[Any]:
         [w.card for w in writes],
         [w.score_after for w in writes],
         [w.at for w in writes],
-        [pending.event for pending in batch],
         [w.pinned_today for w in writes],
         [w.token_id for w in writes],
-        CHANNEL,
     ]

@@ -537,7 +537,7 @@ class PostgresGameStore:
             if moved.rowcount != 1:  # type: ignore[attr-defined]
                 return False
             if event is not None:
-                await publish(session, event)
+                publish(session, event)
             await session.commit()
         return True
 

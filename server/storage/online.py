@@ -158,13 +158,14 @@ class PostgresOnlineStore:
             return set((await session.scalars(statement)).all())
 
     async def announce_invite(self, event: RaceInvited) -> None:
-        """See :meth:`OnlineStore.announce_invite` (``pg_notify`` in a transaction of its own).
+        """See :meth:`OnlineStore.announce_invite` (handed to the event publisher: no
+        statement of its own).
 
         Raises:
             StorageError: the database failed.
         """
         async with self._sessions() as session:
-            await publish(session, event)
+            publish(session, event)
             await session.commit()
 
 

@@ -336,7 +336,7 @@ class PostgresPlayerStore:
                 .values(player_id=player_id, token_hash=token_hash, created_at=created_at)
                 .returning(PlayerToken.id)
             )
-            await publish(session, TokensRevoked(player_id))
+            publish(session, TokensRevoked(player_id))
             await session.commit()
         return new_id
 
@@ -380,7 +380,7 @@ class PostgresPlayerStore:
                 return None
             deleted = len((await session.execute(statement.returning(PlayerToken.id))).all())
             if deleted:
-                await publish(session, TokensRevoked(player_id))
+                publish(session, TokensRevoked(player_id))
             await session.commit()
         return deleted
 

@@ -13,8 +13,8 @@ by :meth:`RaceStore.transaction` and committed by its caller; the methods taking
 within it. Every transaction
 that changes a room locks its ``races`` row first (:meth:`RaceStore.lock`, ``FOR UPDATE``; several
 in id order, :meth:`RaceStore.lock_all`), and only then its seats and presence rows, so two never
-wait on each other in a cycle. A change is announced (``pg_notify``, :mod:`server.storage.events`)
-in the transaction that makes it, so it is delivered exactly when the change commits.
+wait on each other in a cycle. A change is announced (:mod:`server.storage.events`) once the
+transaction that makes it commits, and never when it rolls back (at most once: see there).
 
 Rows leave as frozen dataclasses (never ORM objects): a :class:`RaceRow` is the race as read or
 as just written; every write returns the new row. Times are UTC (``timestamptz``); durations are
@@ -81,6 +81,12 @@ class RaceRow:
     results: list[dict[str, Any]] | None
 
 
+#: What changes with every change of a room or of a racer's progress: the room's ``version``,
+#: the ``moves`` of its games added up, and how many of its games have ended (see
+#: :meth:`RaceStore.digests`).
+RoomDigest = tuple[int, int, int]
+
+
 class RaceStore(Protocol):
     """The race rooms' queries. Every step may raise :class:`~server.errors.StorageError`
     (see the module's notes)."""
@@ -125,6 +131,10 @@ class RaceStore(Protocol):
 
     async def open_rooms_of(self, tx: Transaction, player_id: int) -> list[RaceRow]:
         """The open rooms (lobby or running) the player sits in, newest first."""
+        ...
+
+    async def digests(self, tx: Transaction, race_ids: Iterable[int]) -> dict[int, RoomDigest]:
+        """The :data:`RoomDigest` of each of these races that exists, in one read."""
         ...
 
     async def due(self, tx: Transaction, now: dt.datetime) -> list[int]:

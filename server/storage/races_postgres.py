@@ -2,7 +2,7 @@
 :class:`~server.storage.races.RaceStore` (its contract, rows, transactions, locks and errors are
 described there) in ``races``, and ``race_players`` through
 :class:`~server.storage.seats.PostgresSeatStore`; every change of a room is announced
-(``pg_notify``, :mod:`server.storage.events`) in the transaction that makes it.
+on the room's channel (:mod:`server.storage.events`) once the transaction that makes it commits.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from sqlalchemy import Row, insert, select, text, update
+from sqlalchemy import Row, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode, RuleSet
 from server.storage import moderation
 from server.storage.enums import OPEN_RACE_STATUSES, RaceStatus
 from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted, publish
-from server.storage.models import Race, RacePlayer
+from server.storage.models import Game, Race, RacePlayer
 from server.storage.moderation import PlayerRecord
-from server.storage.races import RaceRow
+from server.storage.races import RaceRow, RoomDigest
 from server.storage.seats import PostgresSeatStore
 from server.storage.sessions import Sessions
 from server.storage.transactions import Transaction, session_of
@@ -79,6 +79,25 @@ class PostgresRaceStore:
         query = select(*_RACE).where(Race.invite == invite)
         row = (await session.execute(query.with_for_update() if lock else query)).one_or_none()
         return None if row is None else _race(row)
+
+    async def digests(self, tx: Transaction, race_ids: Iterable[int]) -> dict[int, RoomDigest]:
+        ids = sorted(set(race_ids))
+        if not ids:
+            return {}
+        session = session_of(tx)
+        query = (
+            select(
+                Race.id,
+                Race.version,
+                func.coalesce(func.sum(Game.moves), 0),
+                func.count(Game.id).filter(Game.status != "playing"),
+            )
+            .outerjoin(Game, Game.race_id == Race.id)
+            .where(Race.id.in_(ids))
+            .group_by(Race.id, Race.version)
+        )
+        rows = (await session.execute(query)).all()
+        return {row[0]: (row[1], int(row[2]), row[3]) for row in rows}
 
     async def lock(self, tx: Transaction, race_id: int) -> RaceRow | None:
         session = session_of(tx)
@@ -150,7 +169,7 @@ class PostgresRaceStore:
         ).one()
         race = _race(row)
         await self.seats.add(session, race.id, host_id, now)
-        await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
+        publish(session, RaceRoomChanged(race.id, race.invite, race.version))
         return race
 
     async def set_host(self, tx: Transaction, race: RaceRow, host_id: int) -> RaceRow:
@@ -164,7 +183,7 @@ class PostgresRaceStore:
     async def announce(self, tx: Transaction, race: RaceRow) -> RaceRow:
         session = session_of(tx)
         race = await self._update(session, race, version=Race.version + 1)
-        await publish(session, RaceRoomChanged(race.id, race.invite, race.version))
+        publish(session, RaceRoomChanged(race.id, race.invite, race.version))
         return race
 
     async def start(
@@ -190,9 +209,7 @@ class PostgresRaceStore:
             ends_at=ends_at,
             version=Race.version + 1,
         )
-        await publish(
-            session, RaceStarted(race.id, race.invite, race.version, starts_at, dict(games))
-        )
+        publish(session, RaceStarted(race.id, race.invite, race.version, starts_at, dict(games)))
         return race
 
     async def finish(
@@ -211,7 +228,7 @@ class PostgresRaceStore:
             results=results,
             version=Race.version + 1,
         )
-        await publish(session, RaceFinished(race.id, race.invite, race.version))
+        publish(session, RaceFinished(race.id, race.invite, race.version))
         return race
 
     async def close_lobbies(
@@ -227,7 +244,7 @@ class PostgresRaceStore:
             )
         ).all()
         for race_id, invite in closed:
-            await publish(session, RaceRoomChanged(race_id, invite))
+            publish(session, RaceRoomChanged(race_id, invite))
         return [race_id for race_id, _ in closed]
 
     async def _update(self, session: AsyncSession, race: RaceRow, **values: Any) -> RaceRow:

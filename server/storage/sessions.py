@@ -24,6 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from server.errors import StorageBusy, StorageConflict, StorageError, StorageUnavailable
 
+#: Where a session keeps the publisher of its committed events (:mod:`server.storage.events`).
+PUBLISHER_KEY = "tripeaks.events.publisher"
+
 #: What a failure of the database, the driver or the connection may be raised as: SQLAlchemy's
 #: exceptions, the driver's own (from the connect hook, or from statements sent on the driver's
 #: connection), and the socket's (``OSError``: refused, reset, a broken pipe, a time-out).
@@ -78,14 +81,19 @@ class Sessions:
     leaves the block as a :class:`StorageError` after the session is closed (its transaction
     rolled back).
 
+    Args:
+        engine: the async engine the sessions use.
+        publisher: where the events its sessions publish go once committed (a
+            :class:`server.storage.events.Publisher`); None: nowhere.
+
     Attributes:
         engine: the async engine the sessions use.
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, publisher: object | None = None) -> None:
         self.engine = engine
         self._maker: async_sessionmaker[AsyncSession] = async_sessionmaker(
-            engine, expire_on_commit=False
+            engine, expire_on_commit=False, info={PUBLISHER_KEY: publisher}
         )
 
     @asynccontextmanager

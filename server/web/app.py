@@ -22,7 +22,7 @@ from server.services.clock import Clock, SystemClock
 from server.services.connections import ConnectionLimit
 from server.services.races import RaceLimits
 from server.storage.db import create_engine, migrate_url
-from server.storage.events import Listener
+from server.storage.events import Listener, PgPublisher
 from server.storage.replicas import ReadRouter
 from server.web import faults, http, metrics, page_rules, per_address, routes, ws
 from server.web.admission import Admission
@@ -226,6 +226,18 @@ async def _open_services(
         # On a connection of their own, whose statements have no deadline.
         migrating = migrate_url(direct_url)
         await _starting(settings, "migrating the schema", migrating)
+    # Events leave after their commits, many in one statement, on a connection of
+    # their own to the direct URL (stopped after the group committer: its last events go too).
+    publisher = PgPublisher(
+        direct_url,
+        every_s=settings.event_batch_ms / 1000,
+        max_pending=settings.event_max_pending,
+        timeout_s=settings.db_write_timeout_s,
+        on_sent=metrics.events_published,
+        on_dropped=metrics.events_dropped,
+    )
+    await publisher.start()
+    stack.push_async_callback(_bounded, "the event publisher", _later(publisher.stop))
     services = app[SERVICES] = Services.build(
         engine,
         app[CLOCK],
@@ -245,9 +257,19 @@ async def _open_services(
         write_timeout_s=settings.db_write_timeout_s,
         observe_batch=metrics.observe_batch,
         reads=reads,
+        publisher=publisher,
     )
     stack.push_async_callback(_bounded, "the group committer", _later(services.close))
-    hub = app[HUB] = Hub(services)
+    # The listener hands events to the hub, and the hub tells it which rooms to listen to.
+    listener = Listener(
+        direct_url,
+        lambda event: hub.handle(event),
+        lambda: hub.resync(),
+        on_restart=lambda: metrics.background_restarted(BackgroundTask.EVENT_LISTENER),
+        on_queue_usage=metrics.event_queue_usage,
+        on_channels=metrics.event_room_channels,
+    )
+    hub = app[HUB] = Hub(services, listener)
     stack.push_async_callback(_bounded, "the race hub", _later(hub.close))
     await _starting(settings, "recording this process", services.presence.register())
     stack.push_async_callback(
@@ -257,12 +279,6 @@ async def _open_services(
     # record stands (a write after it would make the record again).
     stack.push_async_callback(
         _bounded, "the online records", _later(services.friends.records.close)
-    )
-    listener = Listener(
-        direct_url,
-        hub.handle,
-        hub.resync,
-        on_restart=lambda: metrics.background_restarted(BackgroundTask.EVENT_LISTENER),
     )
     await _starting(settings, "listening for events", listener.start())
     stack.push_async_callback(_bounded, "the event listener", _later(listener.stop))
@@ -275,9 +291,9 @@ START_NOTICE_S = 10.0
 #: What a start that waits for the database may be waiting for.
 START_HINT = (
     "a connection pooler whose server connections are all taken (in session mode each server "
-    "process holds up to 2 x TRIPEAKS_DB_POOL_SIZE connections to DATABASE_URL and one more to "
-    "the direct URL: the pooler's pool must cover every process's), or a database that does "
-    "not answer"
+    "process holds up to 2 x TRIPEAKS_DB_POOL_SIZE connections to DATABASE_URL and two more to "
+    "the direct URL, for events: the pooler's pool must cover every process's), or a database "
+    "that does not answer"
 )
 
 
@@ -358,6 +374,7 @@ def _start_loops(
         heartbeat,
     )
     loop(BackgroundTask.RACE_SWEEP, settings.race_sweep_s, services.races.sweep)
+    loop(BackgroundTask.ROOM_SWEEP, settings.event_sweep_s, hub.sweep)
     loop(
         BackgroundTask.PRESENCE_SWEEP,
         settings.race_sweep_s,

@@ -1,9 +1,19 @@
 """Fan-out of the events between processes to the websockets this process holds.
 
-Every process listens to the database's events (``server.storage.events``); for each event
-about a race that has subscribers here, the hub builds the message once and queues it on each
-subscriber's outbox (never waiting for a socket). The deal of a race is released to this
-process's racers by a timer at the race's ``starts_at``.
+Every process listens to the database's events (``server.storage.events``): those for players,
+and those of the rooms this process serves — the hub tells its :class:`RoomChannels` (the
+listener) to follow a room's channel when the room's first local subscriber comes and to let
+it go when its last one leaves. For each event about a race that has subscribers here, the hub
+builds the message once and queues it on each subscriber's outbox (never waiting for a
+socket). The deal of a race is released to this process's racers by a timer at the race's
+``starts_at``.
+
+Events are delivered at most once (an event can be lost between a commit and its publish), so
+the hub converges from the database: after its listener reconnects it sends every followed
+room again (:meth:`Hub.resync`), and :meth:`Hub.sweep`, run periodically, reads one digest of
+every followed room and reads whole and sends those that differ from what the hub last sent or
+heard of them (a missed progress, a missed change, a start missed between a room's read and its
+LISTEN).
 
 The hub also knows which token each authenticated websocket of this process said hello with:
 when a player's tokens are revoked (:class:`TokensRevoked`, from any process), it asks the
@@ -78,17 +88,52 @@ class Authenticated(Protocol):
         ...
 
 
+class RoomChannels(Protocol):
+    """Where the events of one room are listened to (the event listener)."""
+
+    def follow(self, race_id: int) -> None: ...
+    def unfollow(self, race_id: int) -> None: ...
+
+
+#: What the hub last sent or heard of a room: its version, status and watchers, and each
+#: racer's (cards_left, score, moves, status, presence).
+_Known = tuple[object, ...]
+
+
+def _digest(known: tuple[_Known, dict[int, _Known]]) -> tuple[int, int, int]:
+    """What a room's digest (:meth:`RaceService.digests`) is when the room is as ``known``."""
+    fixed, racers = known
+    version = fixed[0]
+    assert isinstance(version, int)
+    moves = sum(m for _, _, m, _, _ in racers.values() if isinstance(m, int))
+    ended = sum(1 for _, _, _, status, _ in racers.values() if status not in (None, "playing"))
+    return version, moves, ended
+
+
+def _known(room: Room) -> tuple[_Known, dict[int, _Known]]:
+    fixed: _Known = (room.version, room.status, room.watchers, room.watchers_total)
+    racers: dict[int, _Known] = {
+        seat.player_id: (seat.cards_left, seat.score, seat.moves, seat.status, seat.presence)
+        for seat in room.seats
+    }
+    return fixed, racers
+
+
 class Hub:
     """Routes race events to local subscribers, and closes local connections whose token was
     revoked.
 
     Args:
         services: the process's services (to read rooms and games).
+        channels: told which rooms' events this process needs (None: it is told nothing).
     """
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, channels: RoomChannels | None = None) -> None:
         self._services = services
+        self._channels = channels
         self._rooms: dict[int, set[Subscriber]] = {}
+        #: What was last sent or heard of each followed room (see :meth:`sweep`).
+        self._last: dict[int, tuple[_Known, dict[int, _Known]]] = {}
         self._invites: dict[int, str] = {}
         self._released: set[int] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -187,7 +232,10 @@ class Hub:
 
     def subscribe(self, subscriber: Subscriber, room: Room) -> None:
         """Send ``room``'s events to ``subscriber`` from now on."""
+        if room.id not in self._rooms and self._channels is not None:
+            self._channels.follow(room.id)
         self._rooms.setdefault(room.id, set()).add(subscriber)
+        self._last.setdefault(room.id, _known(room))  # what the new follower was just shown
         self._invites[room.id] = room.invite
         now = self._services.clock.now()
         if room.status == "running" and room.starts_at is not None and room.starts_at > now:
@@ -253,6 +301,16 @@ class Hub:
         if race_id not in self._rooms:
             return
         if isinstance(event, RaceProgress):
+            last = self._last.get(race_id)
+            if last is not None and event.player_id in last[1]:
+                presence = last[1][event.player_id][4]
+                last[1][event.player_id] = (
+                    event.cards_left,
+                    event.score,
+                    event.moves,
+                    event.status,
+                    presence,
+                )
             message = out.race_progress(self._invites[race_id], event)
             self._fan_out(race_id, message, ("progress", race_id, event.player_id))
         elif isinstance(event, RaceRoomChanged | RaceStarted | RaceFinished):
@@ -267,6 +325,28 @@ class Hub:
             self._refresh_room(race_id)
         self._revocations += 1
         self.check_tokens([c for members in self._signed_in.values() for c in members])
+
+    async def sweep(self) -> None:
+        """Put right what lost events left behind: read the digest of every followed room in
+        one statement (its version, its games' moves added up, its games ended), and read whole
+        and send those rooms whose digest differs from what was last sent or heard of them.
+
+        Raises:
+            StorageError: the digests could not be read (the loop tries again later).
+        """
+        digests = await self._services.races.digests(list(self._last))
+        for race_id, digest in digests.items():
+            last = self._last.get(race_id)
+            if last is None or _digest(last) == digest or race_id in self._reading:
+                continue  # as known, or a read of it is under way
+            self._reading[race_id] = False
+            try:
+                await self._send_room(race_id, only_changed=True)
+                if self._reading.get(race_id):  # changed meanwhile: send it as it is now
+                    self._reading[race_id] = False
+                    await self._send_room_until_settled(race_id)
+            finally:
+                self._reading.pop(race_id, None)
 
     # -------------------------------------------------------------------------- helpers
 
@@ -319,7 +399,9 @@ class Hub:
                 return
             self._reading[race_id] = False
 
-    async def _send_room(self, race_id: int) -> None:
+    async def _send_room(self, race_id: int, *, only_changed: bool = False) -> None:
+        """Read a followed room and send it to its local followers (``only_changed``: unless it
+        is as last sent or heard)."""
         invite = self._invites.get(race_id)
         if invite is None:
             return
@@ -328,6 +410,12 @@ class Hub:
         except (ServiceError, StorageError) as exc:
             log.warning("race %s: cannot read the room (%s)", invite, exc)
             return
+        if race_id not in self._rooms:
+            return  # let go meanwhile
+        known = _known(room)
+        if only_changed and self._last.get(race_id) == known:
+            return
+        self._last[race_id] = known
         now = self._services.clock.now()
         if room.status == "running" and room.starts_at is not None:
             self._schedule_release(race_id, room.invite, room.starts_at)
@@ -384,7 +472,9 @@ class Hub:
         task.add_done_callback(self._tasks.discard)
 
     def _forget(self, race_id: int) -> None:
-        self._rooms.pop(race_id, None)
+        if self._rooms.pop(race_id, None) is not None and self._channels is not None:
+            self._channels.unfollow(race_id)
+        self._last.pop(race_id, None)
         self._invites.pop(race_id, None)
         timer = self._timers.pop(race_id, None)
         if timer is not None:

@@ -110,6 +110,53 @@ def observe_batch(writes: int, seconds: float) -> None:
     COMMIT_SECONDS.observe(seconds)
 
 
+# ------------------------------------------------------------------------------------ events
+
+EVENTS_PUBLISHED = Counter(
+    "tripeaks_events_published_total",
+    "Events between processes sent by this process's publisher (after their commits).",
+)
+EVENTS_DROPPED = Counter(
+    "tripeaks_events_dropped_total",
+    "Events this process could not publish (their writes are stored all the same): full (too "
+    "many waiting), failed (the publish statement failed).",
+    ["reason"],
+)
+_EVENTS_DROPPED = {reason: EVENTS_DROPPED.labels(reason) for reason in ("full", "failed")}
+EVENT_QUEUE_USAGE = Gauge(
+    "tripeaks_event_queue_usage",
+    "The database's NOTIFY queue usage, 0..1, as the event listener last read it (once a second).",
+    multiprocess_mode="max",
+)
+
+
+EVENT_ROOM_CHANNELS = Gauge(
+    "tripeaks_event_room_channels",
+    "Race rooms whose event channel this process LISTENs to now (those it serves).",
+    multiprocess_mode="livesum",
+)
+
+
+def event_room_channels(count: int) -> None:
+    """Record how many room channels the event listener LISTENs to now."""
+    EVENT_ROOM_CHANNELS.set(count)
+
+
+def events_published(count: int) -> None:
+    """Record ``count`` events sent."""
+    EVENTS_PUBLISHED.inc(count)
+
+
+def events_dropped(reason: str, count: int) -> None:
+    """Record ``count`` events dropped for ``reason`` (``full``, ``failed``)."""
+    _EVENTS_DROPPED[reason].inc(count)
+
+
+def event_queue_usage(usage: float) -> None:
+    """Record a reading of the NOTIFY queue's usage (0..1)."""
+    EVENT_QUEUE_USAGE.set(usage)
+
+
 # -------------------------------------------------------------------------------- websockets
 
 WEBSOCKETS_OPEN = Gauge(
@@ -235,6 +282,8 @@ class BackgroundTask(StrEnum):
     TOKEN_CHECK = "token_check"
     #: A followed race room, read again and sent to its followers.
     ROOM_REFRESH = "room_refresh"
+    #: Every followed race room read again, those an event missed left behind sent.
+    ROOM_SWEEP = "room_sweep"
     #: A race's deal, released to this process's racers at its start.
     RACE_RELEASE = "race_release"
     #: A race invitation, checked and shown to the invited player.
@@ -382,6 +431,10 @@ __all__ = [
     "action_rejected",
     "background_restarted",
     "client_fault",
+    "event_queue_usage",
+    "event_room_channels",
+    "events_dropped",
+    "events_published",
     "observe_batch",
     "render",
     "solver_lookup",

@@ -34,7 +34,7 @@ from server.storage.enums import OPEN_RACE_STATUSES, PresenceRole, PresenceState
 from server.storage.events import RaceFinished, RaceRoomChanged, RaceStarted
 from server.storage.moderation import PlayerRecord
 from server.storage.presence import Connection, GoneGame, SweepWork
-from server.storage.races import INVITE_KEY, RaceRow
+from server.storage.races import INVITE_KEY, RaceRow, RoomDigest
 from server.storage.seats import PresenceRow, RacerGameRow, RoomSeatRow, SeatRow, WatcherRow
 from server.storage.transactions import Transaction
 from tests.fakes.database import (
@@ -305,6 +305,18 @@ class MemoryRaceStore:
                 return None
             row = locked
         return _race(row)
+
+    async def digests(self, tx: Transaction, race_ids: Iterable[int]) -> dict[int, RoomDigest]:
+        await self._db.query()
+        found: dict[int, RoomDigest] = {}
+        for race_id in set(race_ids):
+            race = self._db.races.get(race_id)
+            if race is None:
+                continue
+            games = [g for g in self._db.games.values() if g.race_id == race_id]
+            ended = sum(1 for g in games if g.status != "playing")
+            found[race_id] = (race.version, sum(g.moves for g in games), ended)
+        return found
 
     async def lock(self, tx: Transaction, race_id: int) -> RaceRow | None:
         rows = await self.lock_all(tx, [race_id])

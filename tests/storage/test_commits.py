@@ -29,8 +29,9 @@ from server.storage.commits import (
 )
 from server.storage.db import Pooler, async_url, create_engine
 from server.storage.driver_errors import DriverError, database_error
-from server.storage.events import CHANNEL, RaceProgress
+from server.storage.events import Outgoing, PgPublisher, RaceProgress, room_channel
 from server.storage.models import Game, GameAction
+from tests.backends import NOWHERE_URL
 from tests.conftest import PgBouncer
 from tests.helpers import eventually
 from tests.storage.test_models import T0, add_game, add_player
@@ -145,8 +146,10 @@ async def test_events_are_published_for_stored_writes_only(
     dsn = async_url(database_url).set(drivername="postgresql").render_as_string(False)
     listener = await asyncpg.connect(dsn)
     heard: list[dict[str, Any]] = []
-    await listener.add_listener(CHANNEL, lambda *args: heard.append(json.loads(args[3])))
-    committer = GroupCommitter(db)
+    await listener.add_listener(room_channel(1), lambda *args: heard.append(json.loads(args[3])))
+    publisher = PgPublisher(database_url)
+    await publisher.start()
+    committer = GroupCommitter(db, publisher=publisher)
     try:
         await asyncio.gather(
             committer.write(draw(moved, 0, event=progress(moved))),
@@ -154,15 +157,37 @@ async def test_events_are_published_for_stored_writes_only(
             committer.write(draw(fine, 1)),  # no event; moves on only after the first
             return_exceptions=True,
         )
-        # A marker notified after every write was answered: notifications arrive in commit
-        # order, so once it is heard, every event the writes published has been heard too.
-        await listener.execute("SELECT pg_notify($1, $2)", CHANNEL, '{"kind": "marker"}')
+        # A marker published after every write was answered: one publisher's messages arrive
+        # in order, so once it is heard, every event the writes published has been heard too.
+        publisher.send(Outgoing(room_channel(1), '{"kind": "marker"}'))
         await eventually(lambda: {"kind": "marker"} in heard, "the marker notification")
         assert [event.get("game_id") for event in heard] == [fine, None]
         assert heard[0]["kind"] == "race_progress"
+        assert (publisher.sent, publisher.dropped) == (2, 0)
     finally:
         await committer.close()
+        await publisher.stop()
         await listener.close()
+
+
+async def test_writes_go_on_while_their_events_cannot_be_published(db: AsyncEngine) -> None:
+    a, b = await games(db, 2)
+    publisher = PgPublisher(NOWHERE_URL, timeout_s=1.0)
+    await publisher.start()
+    committer = GroupCommitter(db, publisher=publisher)
+    try:
+        for seq in range(3):
+            await asyncio.gather(
+                committer.write(draw(a, seq, event=progress(a))),
+                committer.write(draw(b, seq, event=progress(b))),
+            )
+        assert await stored(db, a) == (3, [1, 2, 3])
+        assert await stored(db, b) == (3, [1, 2, 3])
+        await eventually(lambda: publisher.dropped == 6, "the events counted as dropped")
+        assert publisher.sent == 0
+    finally:
+        await committer.close()
+        await publisher.stop()
 
 
 async def test_a_failed_batch_stores_nothing_and_the_writer_goes_on(db: AsyncEngine) -> None:

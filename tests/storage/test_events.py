@@ -17,6 +17,7 @@ from server.storage.events import (
     RaceStarted,
     decode_event,
     encode_event,
+    room_channel,
 )
 from tests.helpers import WAIT_S, eventually
 
@@ -86,6 +87,37 @@ async def test_a_payload_that_is_no_known_event_is_dropped_and_listening_goes_on
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
         dropped = [r for r in caplog.records if "no known event" in r.getMessage()]
         assert len(dropped) == 5
+    finally:
+        await admin.close()
+        await listener.stop()
+
+
+async def test_a_listener_that_stops_reading_is_dropped_and_listens_again_to_its_rooms(
+    database_url: str,
+) -> None:
+    """A listener whose process stops reading its connection (notifications pile up there,
+    holding the database's NOTIFY queue) is found out by its next reading of the queue's usage,
+    which gets no answer, and makes a new connection listening to the same rooms."""
+    received: list[Event] = []
+    reconnected = asyncio.Event()
+    usage: list[float] = []
+    listener = Listener(database_url, received.append, reconnected.set, on_queue_usage=usage.append)
+    await listener.start()
+    admin = await asyncpg.connect(database_url)
+    try:
+        listener.follow(5)
+        await eventually(lambda: listener.following == {5}, "the room's channel listened to")
+        await eventually(lambda: usage, "a reading of the queue's usage")
+        stuck = listener.connection
+        assert stuck is not None
+        stuck._transport.pause_reading()  # as a process that no longer reads its socket
+        await asyncio.wait_for(reconnected.wait(), WAIT_S)
+        assert listener.connection is not stuck and stuck.is_closed()
+        assert listener.following == {5}
+        probe = encode_event(RaceRoomChanged(5, "ACDEFG", 2))
+        await admin.execute("SELECT pg_notify($1, $2)", room_channel(5), probe)
+        await eventually(lambda: received, "the room's event on the new connection")
+        assert received == [RaceRoomChanged(5, "ACDEFG", 2)]
     finally:
         await admin.close()
         await listener.stop()

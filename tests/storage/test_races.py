@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -16,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from server.engine.codes import GameCode, RuleSet
 from server.errors import StorageConflict, StorageUnavailable
-from server.storage.events import CHANNEL
+from server.storage.events import PgPublisher, room_channel
 from server.storage.models import Race, RacePlayer, RacePresence, RaceStatus
 from server.storage.presence import PresenceRole, PresenceState
 from server.storage.races import INVITE_KEY, RaceRow
@@ -29,8 +30,16 @@ CODE = GameCode.parse("TP1-E-AAAAAAB")
 
 
 @pytest.fixture
-def store(db: AsyncEngine) -> PostgresRaceStore:
-    return PostgresRaceStore(Sessions(db))
+async def publisher(database_url: str) -> AsyncIterator[PgPublisher]:
+    sender = PgPublisher(database_url)
+    await sender.start()
+    yield sender
+    await sender.stop()
+
+
+@pytest.fixture
+def store(db: AsyncEngine, publisher: PgPublisher) -> PostgresRaceStore:
+    return PostgresRaceStore(Sessions(db, publisher))
 
 
 async def _room(
@@ -297,8 +306,12 @@ async def test_each_write_returns_the_new_row_and_announces_it_on_commit(
 ) -> None:
     host, ann = await add_player(db, "Host"), await add_player(db, "Ann")
     heard: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+    async with db.begin() as conn:  # the room's id, to listen to its channel before it is made
+        taken = await conn.scalar(text("SELECT nextval(pg_get_serial_sequence('races', 'id'))"))
     listener = await asyncpg.connect(database_url)
-    await listener.add_listener(CHANNEL, lambda *args: heard.put_nowait(json.loads(args[-1])))
+    await listener.add_listener(
+        room_channel(taken + 1), lambda *args: heard.put_nowait(json.loads(args[-1]))
+    )
     try:
         race = await _room(store, host)
         assert await asyncio.wait_for(heard.get(), 10) == {

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from server.engine import GameCode
 from server.services.clock import FakeClock
-from server.storage.events import CHANNEL, RaceStarted, encode_event
+from server.storage.events import RaceStarted, encode_event, room_channel
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, blocking_line, find_winning_line, register
 
@@ -171,7 +171,7 @@ async def test_a_forged_start_notification_neither_releases_nor_blocks_the_real_
         )
         conn = await asyncpg.connect(database_url)
         try:
-            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, forged)
+            await conn.execute("SELECT pg_notify($1, $2)", room_channel(room["race_id"]), forged)
         finally:
             await conn.close()
         update = await host.until("race_room")  # read again for the event: still a lobby
