@@ -24,6 +24,7 @@ from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
+from server.services.ratings import RatingRules, RatingService
 from server.services.replays import ReplayService
 from server.storage.commits import GroupCommitter
 from server.storage.daily import PostgresDailyStore
@@ -37,6 +38,7 @@ from server.storage.players import PostgresPlayerStore
 from server.storage.presence_postgres import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore
 from server.storage.races_postgres import PostgresRaceStore
+from server.storage.ratings import PostgresRatingStore
 from server.storage.sessions import Sessions
 
 
@@ -51,6 +53,7 @@ class Services:
     games: GameService
     leaderboards: LeaderboardService
     races: RaceService
+    ratings: RatingService
     presence: PresenceService
     moderation: ModerationService
     replays: ReplayService
@@ -68,6 +71,7 @@ class Services:
         daily_secret: bytes,
         daily_rules: RuleSet,
         race_limits: RaceLimits | None = None,
+        rating_rules: RatingRules | None = None,
         analyzer: Analyzer | None = None,
         write_timeout_s: float = 5.0,
         instance: str | None = None,
@@ -81,6 +85,7 @@ class Services:
             daily_secret: the secret daily deals are derived from.
             daily_rules: the rule set of new daily deals.
             race_limits: room limits and timings of races.
+            rating_rules: how ratings are kept and shown.
             analyzer: the solver's process pool (dailies winnable and of their level, par,
                 hints), or None.
             write_timeout_s: how long an action on a game whose row is locked elsewhere keeps
@@ -106,6 +111,7 @@ class Services:
         leaderboards = LeaderboardService(PostgresLeaderboardStore(sessions))
         instance = instance or uuid.uuid4().hex
         follows = PostgresFollowStore(sessions)
+        ratings = RatingService(PostgresRatingStore(sessions), rating_rules)
         return cls(
             db=db,
             clock=clock,
@@ -113,7 +119,8 @@ class Services:
             daily=daily,
             games=games,
             leaderboards=leaderboards,
-            races=RaceService(rooms, presence, clock, games, limits),
+            races=RaceService(rooms, presence, clock, games, limits, ratings),
+            ratings=ratings,
             presence=PresenceService(
                 presence,
                 rooms,

@@ -36,6 +36,7 @@ from server.services.clock import Clock
 from server.services.games import GameService
 from server.services.players import PlayerInfo
 from server.services.presence import LOCK_WAIT_S
+from server.services.ratings import RatingService
 from server.services.room_presence import RoomPresence
 from server.services.rooms import (
     INVITE_ALPHABET,
@@ -66,6 +67,8 @@ class RaceService:
         clock: the UTC clock.
         games: the game service (race games are ordinary stored games).
         limits: room limits and timings.
+        ratings: the rating service, which rates a rated race in the transaction that finishes
+            it; None for a store that keeps no ratings (a rated race then rates nobody).
     """
 
     def __init__(
@@ -75,8 +78,10 @@ class RaceService:
         clock: Clock,
         games: GameService,
         limits: RaceLimits | None = None,
+        ratings: RatingService | None = None,
     ) -> None:
         self._store = store
+        self._ratings = ratings
         self._presence = RoomPresence(store, presence)
         self._clock = clock
         self._games = games
@@ -92,6 +97,8 @@ class RaceService:
         rules: RuleSet = RuleSet.EASY,
         time_limit_s: int | None = None,
         connection: Connection | None = None,
+        *,
+        rated: bool = False,
     ) -> Room:
         """Open a room with the player as host and first racer.
 
@@ -103,12 +110,16 @@ class RaceService:
             rules: the rule set of a random deal.
             time_limit_s: the race's time limit (default :attr:`RaceLimits.default_time_limit_s`).
             connection: the host's connection, which follows the room from now on.
+            rated: its results move the racers' ratings (docs/rules.md §4 "Ratings").
 
         Raises:
+            ValueError: ``rated`` with a host's deal (``code``): such a race is never rated.
             InvalidInputError: ``bad_time_limit``.
             ForbiddenError: ``banned``: a banned player opens no race.
             ConflictError: ``too_many_rooms``.
         """
+        if rated and code is not None:
+            raise ValueError("a race on a host's deal is never rated")
         async with self._store.transaction() as tx:
             refuse_banned(await self._store.ban_of(tx, player.id))
         limit = self.limits.time_limit(time_limit_s)
@@ -127,6 +138,7 @@ class RaceService:
                         time_limit_s=limit,
                         max_players=self.limits.max_players,
                         now=now,
+                        rated=rated,
                     )
                     if connection is not None:
                         await self._presence.follow(
@@ -315,7 +327,8 @@ class RaceService:
 
     async def maybe_finish(self, race_id: int, *, lock_wait_s: float | None = None) -> bool:
         """Finish a running race if every racer is done or its time is up: rank the results,
-        store them and announce them. Safe to call from any process, any number of times: the
+        store them, rate a rated race from them (:class:`RatingService`, in the same
+        transaction) and announce them. Safe to call from any process, any number of times: the
         race row's lock makes exactly one caller finish it.
 
         Args:
@@ -339,7 +352,10 @@ class RaceService:
             if now < race.ends_at and any(g.status == Status.PLAYING for g in games):
                 return False
             results = results_of(games, race.starts_at)
-            await self._store.finish(tx, race, min(now, race.ends_at), results)
+            finished_at = min(now, race.ends_at)
+            await self._store.finish(tx, race, finished_at, results)
+            if race.rated and not race.host_deal and self._ratings is not None:
+                await self._ratings.rate_race(tx, race.id, race.rules, results, finished_at)
             await tx.commit()
             log.info("race %s finished", race.invite)
             return True

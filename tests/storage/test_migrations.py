@@ -55,6 +55,8 @@ TABLES = {
     "player_tokens",
     "follows",
     "player_connections",
+    "player_ratings",
+    "rating_changes",
     "alembic_version",
 }
 
