@@ -5,7 +5,7 @@ know nothing of sockets or HTTP."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -18,6 +18,7 @@ from server.services.daily import DailyService
 from server.services.friends import FriendService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
+from server.services.matchmaking import Matched, Matchmaker, QueueRules
 from server.services.moderation import ModerationService
 from server.services.period_boards import PeriodBoardService
 from server.services.players import PlayerService
@@ -37,6 +38,7 @@ from server.storage.period_boards import PostgresPeriodBoardStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence_postgres import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore
+from server.storage.queue import PostgresQueueStore
 from server.storage.races_postgres import PostgresRaceStore
 from server.storage.ratings import PostgresRatingStore
 from server.storage.sessions import Sessions
@@ -54,6 +56,7 @@ class Services:
     leaderboards: LeaderboardService
     races: RaceService
     ratings: RatingService
+    matchmaker: Matchmaker
     presence: PresenceService
     moderation: ModerationService
     replays: ReplayService
@@ -72,10 +75,12 @@ class Services:
         daily_rules: RuleSet,
         race_limits: RaceLimits | None = None,
         rating_rules: RatingRules | None = None,
+        queue_rules: QueueRules | None = None,
         analyzer: Analyzer | None = None,
         write_timeout_s: float = 5.0,
         instance: str | None = None,
         observe_batch: Callable[[int, float], None] | None = None,
+        observe_match: Callable[[RuleSet, int, Sequence[Matched]], None] | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -86,6 +91,7 @@ class Services:
             daily_rules: the rule set of new daily deals.
             race_limits: room limits and timings of races.
             rating_rules: how ratings are kept and shown.
+            queue_rules: how quick races are matched.
             analyzer: the solver's process pool (dailies winnable and of their level, par,
                 hints), or None.
             write_timeout_s: how long an action on a game whose row is locked elsewhere keeps
@@ -93,6 +99,7 @@ class Services:
             instance: this process's id in the presence records (default: a new random one).
             observe_batch: called after each committed group-commit batch with its number of
                 writes and its statement's time in seconds (see :class:`GroupCommitter`).
+            observe_match: called after each quick-race matcher pass (see :class:`Matchmaker`).
         """
         sessions = Sessions(db)
         daily = DailyService(
@@ -112,6 +119,7 @@ class Services:
         instance = instance or uuid.uuid4().hex
         follows = PostgresFollowStore(sessions)
         ratings = RatingService(PostgresRatingStore(sessions), rating_rules)
+        races = RaceService(rooms, presence, clock, games, limits, ratings)
         return cls(
             db=db,
             clock=clock,
@@ -119,8 +127,19 @@ class Services:
             daily=daily,
             games=games,
             leaderboards=leaderboards,
-            races=RaceService(rooms, presence, clock, games, limits, ratings),
+            races=races,
             ratings=ratings,
+            matchmaker=Matchmaker(
+                PostgresQueueStore(sessions),
+                rooms,
+                races,
+                ratings,
+                clock,
+                instance,
+                limits.instance_timeout_s,
+                queue_rules,
+                observe_match,
+            ),
             presence=PresenceService(
                 presence,
                 rooms,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 
 from server.engine.actions import Status
 from server.engine.codes import DealVersion, GameCode, RuleSet
@@ -300,6 +301,45 @@ class RaceService:
             race = await self._store.start(tx, race, starts_at, ends_at, games)
             await tx.commit()
             return await self._room(tx, race)
+
+    async def open_matched(
+        self, tx: Transaction, player_ids: Sequence[int], rules: RuleSet
+    ) -> RaceRow:
+        """Open and start, in ``tx`` (not committed here), the rated race of a quick-race
+        match: a fresh sealed TP2 deal under ``rules``, the players seated in this order (the
+        first as host), their games released after the usual countdown.
+
+        Args:
+            tx: the matcher's transaction (the players' queue rows are locked in it).
+            player_ids: the match's players (two or more).
+            rules: the rule set.
+
+        Raises:
+            ValueError: fewer than two players.
+            StorageConflict: an invite code collision (the transaction must be rolled back).
+        """
+        if len(player_ids) < 2:
+            raise ValueError(f"a quick race needs two players or more, not {len(player_ids)}")
+        now = self._clock.now()
+        race = await self._store.create(
+            tx,
+            invite=new_invite(),
+            host_id=player_ids[0],
+            code=GameCode.random(rules, DealVersion.TP2),
+            host_deal=False,
+            time_limit_s=self.limits.default_time_limit_s,
+            max_players=max(self.limits.max_players, len(player_ids)),
+            now=now,
+            rated=True,
+        )
+        for player_id in player_ids[1:]:
+            await self._store.seats.add(tx, race.id, player_id, now)
+        starts_at = now + dt.timedelta(seconds=self.limits.countdown_s)
+        ends_at = starts_at + dt.timedelta(seconds=race.time_limit_s)
+        games = await self._games.create_race_games(
+            tx, race.id, race.code, list(player_ids), starts_at
+        )
+        return await self._store.start(tx, race, starts_at, ends_at, games)
 
     async def room(self, raw_invite: str) -> Room:
         """A room's current state.

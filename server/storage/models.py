@@ -447,6 +447,31 @@ class RatingChange(Base):
     )
 
 
+class QueuedPlayer(Base):
+    """A player waiting for a quick race (docs/rules.md §4 "Quick races"): under ``rules``,
+    with their shown ``rating`` when they asked, since ``joined_at`` (UTC), from the websocket
+    ``connection`` of server process ``instance_id`` (whose record takes the row with it)."""
+
+    __tablename__ = "race_queue"
+
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True
+    )
+    rules: Mapped[str] = mapped_column(String(1), nullable=False)
+    rating: Mapped[int] = mapped_column(Integer, nullable=False)
+    instance_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("server_instances.id", ondelete="CASCADE"), nullable=False
+    )
+    connection: Mapped[str] = mapped_column(String(32), nullable=False)
+    joined_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        CheckConstraint("rules IN ('E', 'C')", name="rules"),
+        Index("ix_race_queue_rules_joined_at", "rules", "joined_at"),
+        Index("ix_race_queue_instance_connection", "instance_id", "connection"),
+    )
+
+
 class ServerInstance(Base):
     """A running server process, seen by the others through ``seen_at`` (the database's clock,
     refreshed by its race sweep). A process unseen for longer than the instance time-out is
@@ -662,6 +687,7 @@ __all__ = [
     "PlayerRating",
     "PresenceRole",
     "PresenceState",
+    "QueuedPlayer",
     "Race",
     "RaceConnection",
     "RacePlayer",

@@ -57,6 +57,7 @@ TABLES = {
     "player_connections",
     "player_ratings",
     "rating_changes",
+    "race_queue",
     "alembic_version",
 }
 

@@ -88,6 +88,7 @@ async def test_every_timestamp_column_is_timestamptz(db: AsyncEngine) -> None:
         ("player_connections", "connected_at"),
         ("player_ratings", "rated_at"),
         ("rating_changes", "rated_at"),
+        ("race_queue", "joined_at"),
     }
     assert {r.data_type for r in rows} == {"timestamp with time zone"}
 
