@@ -73,6 +73,25 @@ class Rating:
     rated_at: dt.datetime
 
 
+@dataclass(frozen=True, slots=True)
+class RatingPoint:
+    """One rated race in a player's history: the race, when it ended (UTC), the player's
+    rank among ``racers``, and their shown rating before and after it (``change`` = after −
+    before)."""
+
+    race_id: int
+    rated_at: dt.datetime
+    rank: int
+    racers: int
+    before: int
+    after: int
+
+    @property
+    def change(self) -> int:
+        """The shown rating's change in this race."""
+        return self.after - self.before
+
+
 class RatingModel:
     """The rating's maths (the library's model) and how a rating is shown: no storage.
 
@@ -211,9 +230,28 @@ class RatingService(RatingModel):
         latest first."""
         return await self._store.history(player_id, rules, self.rules.history)
 
+    async def with_history(self, player_id: int) -> list[tuple[Rating, list[RatingPoint]]]:
+        """The player's ratings by rule set, each with its last :attr:`RatingRules.history`
+        rated races, the latest first, as shown."""
+        shown: list[tuple[Rating, list[RatingPoint]]] = []
+        for rating in await self.ratings_of(player_id):
+            points = [
+                RatingPoint(
+                    c.race_id,
+                    c.rated_at,
+                    c.rank,
+                    c.racers,
+                    self.shown(c.mu_before, c.sigma_before),
+                    self.shown(c.mu_after, c.sigma_after),
+                )
+                for c in await self.history(player_id, rating.rules)
+            ]
+            shown.append((rating, points))
+        return shown
+
     async def race_changes(self, race_id: int) -> list[RatingChangeRow]:
         """A race's rating changes by rank (empty for a race not rated)."""
         return await self._store.race_changes(race_id)
 
 
-__all__ = ["Rating", "RatingModel", "RatingRules", "RatingService"]
+__all__ = ["Rating", "RatingModel", "RatingPoint", "RatingRules", "RatingService"]
