@@ -216,7 +216,7 @@ class Matchmaker:
                 match.sort(key=lambda r: (-r.rating, r.joined_at, r.player_id))
                 ids = [r.player_id for r in match]
                 race = await self._races.open_matched(tx, ids, rules)
-                await self._queue.remove(tx, ids)
+                await self._queue.matched(tx, race.id, race.invite, rules, ids)
                 ratings = [r.rating for r in match]
                 made.append(
                     Matched(

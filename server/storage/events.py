@@ -104,10 +104,28 @@ class TokensRevoked(_Event, frozen=True, tag="tokens_revoked"):
     player_id: int
 
 
+class QueueMatched(_RaceEvent, frozen=True, tag="queue_matched"):
+    """A quick-race match opened race ``race_id`` (``invite``, under ``rules``) for
+    ``player_ids``: the processes holding their websockets tell them (``queue_matched``). A
+    receiver tells only the players seated in the room it reads from the database."""
+
+    invite: str
+    rules: str
+    player_ids: list[int]
+
+
 #: A race's events.
 RaceEvent = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished | RaceInvited
 #: Every event one process may send another.
-Event = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished | RaceInvited | TokensRevoked
+Event = (
+    RaceProgress
+    | RaceRoomChanged
+    | RaceStarted
+    | RaceFinished
+    | RaceInvited
+    | QueueMatched
+    | TokensRevoked
+)
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(Event)

@@ -25,6 +25,7 @@ from sqlalchemy import case, delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 
 from server.engine.codes import RuleSet
+from server.storage.events import QueueMatched, publish
 from server.storage.instances import unseen
 from server.storage.models import Player, QueuedPlayer
 from server.storage.presence import Connection
@@ -81,8 +82,12 @@ class QueueStore(Protocol):
         than ``instance_timeout_s`` seconds (about to be taken for dead)."""
         ...
 
-    async def remove(self, tx: Transaction, player_ids: Sequence[int]) -> None:
-        """Remove these players' rows in ``tx`` (they were matched)."""
+    async def matched(
+        self, tx: Transaction, race_id: int, invite: str, rules: RuleSet, player_ids: Sequence[int]
+    ) -> None:
+        """Remove these players' rows in ``tx`` (they were matched into race ``race_id``) and
+        announce it (:class:`~server.storage.events.QueueMatched`, delivered when ``tx``
+        commits)."""
         ...
 
     async def counts(self) -> dict[RuleSet, int]:
@@ -199,10 +204,13 @@ class PostgresQueueStore:
         )
         return [_row(row) for row in rows]
 
-    async def remove(self, tx: Transaction, player_ids: Sequence[int]) -> None:
-        """See :meth:`QueueStore.remove`."""
+    async def matched(
+        self, tx: Transaction, race_id: int, invite: str, rules: RuleSet, player_ids: Sequence[int]
+    ) -> None:
+        """See :meth:`QueueStore.matched`."""
         session = session_of(tx)
         await session.execute(delete(QueuedPlayer).where(QueuedPlayer.player_id.in_(player_ids)))
+        await publish(session, QueueMatched(race_id, invite, rules.value, list(player_ids)))
 
     async def counts(self) -> dict[RuleSet, int]:
         """See :meth:`QueueStore.counts`."""

@@ -275,6 +275,8 @@ class BackgroundTask(StrEnum):
     RACE_RELEASE = "race_release"
     #: A race invitation, checked and shown to the invited player.
     RACE_INVITATION = "race_invitation"
+    #: A quick-race match, checked and shown to its players.
+    QUEUE_MATCHED = "queue_matched"
 
 
 BACKGROUND_RESTARTS = Counter(
