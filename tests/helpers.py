@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import ClientWebSocketResponse
+from aiohttp import ClientSession, ClientWebSocketResponse
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -160,6 +160,20 @@ class WsPlayer:
 
     async def close(self) -> None:
         await self.ws.close()
+
+
+async def connect_player(http: ClientSession, base: str, name: str) -> WsPlayer:
+    """Register ``name`` on the server at ``base`` (its HTTP address) and say hello on a
+    websocket there; the player's id and token are set on the :class:`WsPlayer`."""
+    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+        assert resp.status == 201, await resp.text()
+        token = (await resp.json())["token"]
+    player = WsPlayer(await http.ws_connect(f"{base}/ws"))
+    welcome = await player.request({"type": "hello", "token": token})
+    assert welcome["type"] == "welcome", welcome
+    player.player_id = welcome["player"]["id"]
+    player.token = token
+    return player
 
 
 def _adjacent(a: int, b: int, wrap: bool) -> bool:

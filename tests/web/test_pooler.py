@@ -42,6 +42,7 @@ from tests.helpers import (
     TIMEOUT,
     WsPlayer,
     blocking_line,
+    connect_player,
     find_winning_line,
     register,
 )
@@ -450,19 +451,6 @@ def deployment(
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-async def _connect(http: aiohttp.ClientSession, base: str, name: str) -> WsPlayer:
-    """Register ``name`` on ``base`` and say hello on a websocket there."""
-    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-        assert resp.status == 201, await resp.text()
-        token = (await resp.json())["token"]
-    player = WsPlayer(await http.ws_connect(f"{base}/ws"))
-    welcome = await player.request({"type": "hello", "token": token})
-    assert welcome["type"] == "welcome", welcome
-    player.player_id = welcome["player"]["id"]
-    player.token = token
-    return player
-
-
 def _http() -> aiohttp.ClientSession:
     """A client with every request in flight at once (no connection limit)."""
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
@@ -479,7 +467,7 @@ async def test_players_register_and_play_on_two_processes_behind_pgbouncer(
     acked: set[tuple[int, int]] = set()
 
     async def play(http: aiohttp.ClientSession, i: int) -> None:
-        player = await _connect(http, deployment.bases[i % 2], f"Player {i}")
+        player = await connect_player(http, deployment.bases[i % 2], f"Player {i}")
         outcomes["welcome"] += 1
         try:
             reply = await player.request({"type": "new_game", "code": str(CODE)})
@@ -518,8 +506,10 @@ async def test_a_race_across_two_processes_behind_pgbouncer(deployment: Deployme
     assert WIN is not None and BLOCK is not None
     a, b = deployment.bases
     async with _http() as http:
-        host = await _connect(http, a, "Host")
-        guests = [await _connect(http, base, f"Guest {i}") for i, base in enumerate((b, b, a))]
+        host = await connect_player(http, a, "Host")
+        guests = [
+            await connect_player(http, base, f"Guest {i}") for i, base in enumerate((b, b, a))
+        ]
         racers = [host, *guests]
         created = await host.request({"type": "race_create", "code": str(CODE)})
         invite = created["race"]["invite"]
@@ -560,7 +550,8 @@ async def test_a_burst_of_reads_over_every_read_endpoint_behind_pgbouncer(
     (the burst waits for the connections its process may hold, and PgBouncer's, in turn)."""
     async with _http() as http:
         players = [
-            await _connect(http, base, f"Reader {i}") for i, base in enumerate(deployment.bases)
+            await connect_player(http, base, f"Reader {i}")
+            for i, base in enumerate(deployment.bases)
         ]
         async with http.get(f"{deployment.bases[0]}/api/v1/daily") as resp:
             today = (await resp.json())["date"]
@@ -670,7 +661,9 @@ async def test_a_pgbouncer_restart_mid_play(deployment: Deployment) -> None:
             await asyncio.sleep(0.02)
 
     async with _http() as http:
-        players = [await _connect(http, deployment.bases[i % 2], f"Restart {i}") for i in range(6)]
+        players = [
+            await connect_player(http, deployment.bases[i % 2], f"Restart {i}") for i in range(6)
+        ]
         profile = f"/api/v1/players/{players[0].player_id}"
         tasks = [asyncio.create_task(play(player)) for player in players] + [
             asyncio.create_task(read(http, base, path))

@@ -14,7 +14,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from tests.helpers import WsPlayer, eventually
+from tests.helpers import connect_player, eventually
 from tests.pooler import DAILY_SECRET, ServerProcess
 
 
@@ -48,17 +48,6 @@ async def processes(database_url: str, tmp_path: Path) -> AsyncIterator[list[Ser
             server.stop()
 
 
-async def _connect(http: aiohttp.ClientSession, base: str, name: str) -> WsPlayer:
-    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
-        assert resp.status == 201, await resp.text()
-        token = (await resp.json())["token"]
-    player = WsPlayer(await http.ws_connect(f"{base}/ws"))
-    welcome = await player.request({"type": "hello", "token": token})
-    assert welcome["type"] == "welcome", welcome
-    player.player_id = welcome["player"]["id"]
-    return player
-
-
 async def _count(database_url: str, query: str) -> int:
     conn = await asyncpg.connect(database_url)
     try:
@@ -71,7 +60,7 @@ async def test_players_on_two_processes_are_matched_into_one_race(
     processes: list[ServerProcess], database_url: str
 ) -> None:
     async with aiohttp.ClientSession() as http:
-        players = [await _connect(http, processes[n % 2].base, f"Proc{n}") for n in range(4)]
+        players = [await connect_player(http, processes[n % 2].base, f"Proc{n}") for n in range(4)]
         for ws in players:
             assert (await ws.request({"type": "queue_join", "rules": "E"}))["type"] == (
                 "queue_waiting"
@@ -91,7 +80,7 @@ async def test_a_waiting_player_of_a_killed_process_leaves_the_queue_and_holds_n
 ) -> None:
     doomed, alive = processes
     async with aiohttp.ClientSession() as http:
-        ghost = await _connect(http, doomed.base, "Ghost")
+        ghost = await connect_player(http, doomed.base, "Ghost")
         await ghost.request({"type": "queue_join"})
         assert doomed.process is not None
         doomed.process.send_signal(signal.SIGKILL)
@@ -101,7 +90,7 @@ async def test_a_waiting_player_of_a_killed_process_leaves_the_queue_and_holds_n
             return await _count(database_url, "SELECT count(*) FROM race_queue") == 0
 
         await eventually(ghost_gone, "the killed process's waiting player to leave the queue")
-        players = [await _connect(http, alive.base, f"Alive{n}") for n in range(4)]
+        players = [await connect_player(http, alive.base, f"Alive{n}") for n in range(4)]
         for ws in players:
             await ws.request({"type": "queue_join"})
         matched = [await ws.until("queue_matched") for ws in players]
