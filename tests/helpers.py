@@ -16,8 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
-from aiohttp import ClientWebSocketResponse
+from aiohttp import ClientSession, ClientWebSocketResponse
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -163,9 +162,9 @@ class WsPlayer:
         await self.ws.close()
 
 
-async def connect_at(http: aiohttp.ClientSession, base: str, name: str) -> WsPlayer:
-    """Register ``name`` on the server at ``base`` (a real process's address) and say hello on
-    a websocket there."""
+async def connect_player(http: ClientSession, base: str, name: str) -> WsPlayer:
+    """Register ``name`` on the server at ``base`` (its HTTP address) and say hello on a
+    websocket there; the player's id and token are set on the :class:`WsPlayer`."""
     async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
         assert resp.status == 201, await resp.text()
         token = (await resp.json())["token"]

@@ -49,6 +49,8 @@ __all__ = [
     "NewGame",
     "Ping",
     "ProtocolError",
+    "QueueCancel",
+    "QueueJoin",
     "RaceCreate",
     "RaceJoin",
     "RaceLeave",
@@ -258,6 +260,27 @@ class InviteToRace(_Message, tag="invite_to_race", frozen=True):
     player_id: RowId
 
 
+class QueueJoin(_Message, tag="queue_join", frozen=True):
+    """Wait for a quick race under ``rules`` (Easy unless ``C`` or ``c``): the server matches
+    the sender by rating into a rated race (docs/rules.md §4 "Quick races"); answered with
+    ``queue_waiting``, then ``queue_matched`` when matched.
+
+    Parsed, ``rules`` is a :class:`RuleSet`.
+    """
+
+    if TYPE_CHECKING:
+        rules: RuleSet = RuleSet.EASY
+    else:
+        rules: RulesLetter | None = None
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "rules", _rule_set(self.rules))
+
+
+class QueueCancel(_Message, tag="queue_cancel", frozen=True):
+    """Stop waiting for a quick race; answered with ``queue_cancelled``."""
+
+
 class Hint(_Message, tag="hint", frozen=True):
     """Ask for the best next action (free play only; the game is marked as hinted)."""
 
@@ -280,6 +303,8 @@ ClientMessage = (
     | RaceLeave
     | RaceStart
     | InviteToRace
+    | QueueJoin
+    | QueueCancel
     | Hint
     | Ping
 )
@@ -295,6 +320,8 @@ MESSAGE_TYPES = (
     "race_leave",
     "race_start",
     "invite_to_race",
+    "queue_join",
+    "queue_cancel",
     "hint",
     "ping",
 )
@@ -313,7 +340,7 @@ def client_message_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of a client message, generated from the message classes.
 
     Returns:
-        A schema whose top level is an ``anyOf`` of the thirteen message types, with a
+        A schema whose top level is an ``anyOf`` of the fifteen message types, with a
         ``discriminator`` on ``type`` mapping each ``type`` value to its definition under
         ``$defs`` (keyed by class name: ``Hello``, ``NewGame``, ...). Each definition lists its
         members with their JSON types and bounds, the required ones, and

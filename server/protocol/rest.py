@@ -23,7 +23,13 @@ from server.engine.codes import DealVersion, RuleSet
 from server.engine.difficulty import Level
 from server.errors import ErrorCode
 from server.protocol.rest_boards import PeriodBoardPage, PeriodBoardWindow, PeriodFriendsBoard
-from server.protocol.rest_players import FollowedPlayer, Following, PlayerProfile, Unfollowed
+from server.protocol.rest_players import (
+    FollowedPlayer,
+    Following,
+    PlayerProfile,
+    PlayerRatings,
+    Unfollowed,
+)
 from server.protocol.rest_replays import Replay
 from server.protocol.rest_types import (
     Card,
@@ -291,6 +297,7 @@ Body = (
     | GameRecord
     | Replay
     | PlayerProfile
+    | PlayerRatings
     | RoomState
     | Health
     | ErrorBody

@@ -74,6 +74,43 @@ class Streak(msgspec.Struct, frozen=True):
     best: Count
 
 
+class RatedRace(msgspec.Struct, frozen=True):
+    """One rated race in a player's rating history: the player's rank among ``racers`` and
+    their shown rating before and after it (docs/rules.md §4 "Ratings")."""
+
+    race_id: RowId
+    rated_at: Timestamp
+    rank: RowId
+    racers: RowId
+    before: int
+    after: int
+    change: int
+
+
+class RuleSetRating(msgspec.Struct, frozen=True):
+    """A player's rating under one rule set (``E`` or ``C``): the rating shown
+    (``rating``, 40 × (mu − 3 sigma) rounded), whether it is provisional (fewer than 10 rated
+    races: shown with a "?"), the library's ``mu`` and ``sigma``, rated races played and won,
+    when the last one ended, and the last 100 rated races, the latest first."""
+
+    rules: Annotated[str, Meta(extra_json_schema={"enum": ["E", "C"]})]
+    rating: int
+    provisional: bool
+    mu: float
+    sigma: float
+    races: Count
+    wins: Count
+    rated_at: Timestamp
+    history: list[RatedRace]
+
+
+class PlayerRatings(msgspec.Struct, frozen=True):
+    """A player's ratings by rule set (none before their first rated race)."""
+
+    player_id: RowId
+    ratings: list[RuleSetRating]
+
+
 class PlayerProfile(msgspec.Struct, frozen=True):
     """A player's public profile (docs/protocol.md §12.15): the daily history by date,
     streaks and figures, their races, and their places on the boards of the current week and

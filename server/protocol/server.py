@@ -12,6 +12,7 @@ name is importable from here (``from server.protocol import server as out``):
   with the player texts the server sends (``PlayerText``);
 - :mod:`server.protocol.race_room`: the ROOM (``RoomState``);
 - :mod:`server.protocol.race_messages`: the race messages;
+- :mod:`server.protocol.queue_messages`: the quick-race queue's messages;
 - here: ``welcome`` (a player's games and rooms) and the union of them all.
 """
 
@@ -50,6 +51,14 @@ from server.protocol.messages import (
     error,
     iso_time,
     pong,
+)
+from server.protocol.queue_messages import (
+    QueueCancelled,
+    QueueMatched,
+    QueueWaiting,
+    queue_cancelled,
+    queue_matched,
+    queue_waiting,
 )
 from server.protocol.race_messages import (
     Invited,
@@ -155,6 +164,9 @@ TypedReply = (
     | RaceResults
     | RaceInvite
     | Invited
+    | QueueWaiting
+    | QueueCancelled
+    | QueueMatched
 )
 
 
@@ -182,6 +194,9 @@ __all__ = [
     "PresenceView",
     "Progress",
     "ProgressView",
+    "QueueCancelled",
+    "QueueMatched",
+    "QueueWaiting",
     "Race",
     "RaceGo",
     "RaceInvite",
@@ -212,6 +227,9 @@ __all__ = [
     "iso_time",
     "pong",
     "presence",
+    "queue_cancelled",
+    "queue_matched",
+    "queue_waiting",
     "race",
     "race_go",
     "race_invite",

@@ -5,7 +5,7 @@ know nothing of sockets or HTTP."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -18,12 +18,14 @@ from server.services.daily import DailyService
 from server.services.friends import FriendService
 from server.services.games import GameService
 from server.services.leaderboards import LeaderboardService
+from server.services.matchmaking import Matched, Matchmaker, QueueRules
 from server.services.moderation import ModerationService
 from server.services.period_boards import PeriodBoardService
 from server.services.players import PlayerService
 from server.services.presence import PresenceService
 from server.services.profiles import ProfileService
 from server.services.races import RaceLimits, RaceService
+from server.services.ratings import RatingRules, RatingService
 from server.services.replays import ReplayService
 from server.services.welcomes import WelcomeService
 from server.storage.commits import GroupCommitter
@@ -38,7 +40,9 @@ from server.storage.period_boards import PostgresPeriodBoardStore
 from server.storage.players import PostgresPlayerStore
 from server.storage.presence_postgres import PostgresPresenceStore
 from server.storage.profiles import PostgresProfileStore, ReplicaProfileStore
+from server.storage.queue import PostgresQueueStore
 from server.storage.races_postgres import PostgresRaceStore
+from server.storage.ratings import PostgresRatingStore
 from server.storage.replays import ReplicaReplayStore
 from server.storage.replicas import ReadRouter
 from server.storage.sessions import Sessions
@@ -56,6 +60,8 @@ class Services:
     games: GameService
     leaderboards: LeaderboardService
     races: RaceService
+    ratings: RatingService
+    matchmaker: Matchmaker
     presence: PresenceService
     moderation: ModerationService
     replays: ReplayService
@@ -75,12 +81,15 @@ class Services:
         daily_secret: bytes,
         daily_rules: RuleSet,
         race_limits: RaceLimits | None = None,
+        rating_rules: RatingRules | None = None,
+        queue_rules: QueueRules | None = None,
         analyzer: Analyzer | None = None,
         write_timeout_s: float = 5.0,
         instance: str | None = None,
         observe_batch: Callable[[int, float], None] | None = None,
         reads: ReadRouter | None = None,
         publisher: Publisher | None = None,
+        observe_match: Callable[[RuleSet, int, Sequence[Matched]], None] | None = None,
     ) -> Services:
         """Wire the services together over one database engine.
 
@@ -90,6 +99,8 @@ class Services:
             daily_secret: the secret daily deals are derived from.
             daily_rules: the rule set of new daily deals.
             race_limits: room limits and timings of races.
+            rating_rules: how ratings are kept and shown.
+            queue_rules: how quick races are matched.
             analyzer: the solver's process pool (dailies winnable and of their level, par,
                 hints), or None.
             write_timeout_s: how long an action on a game whose row is locked elsewhere keeps
@@ -102,6 +113,7 @@ class Services:
                 ``db``.
             publisher: where events between processes go once their writes commit
                 (:mod:`server.storage.events`); None: nowhere (no other process to tell).
+            observe_match: called after each quick-race matcher pass (see :class:`Matchmaker`).
         """
         sessions = Sessions(db, publisher)
         daily = DailyService(
@@ -128,6 +140,8 @@ class Services:
         )
         instance = instance or uuid.uuid4().hex
         follows = PostgresFollowStore(sessions)
+        ratings = RatingService(PostgresRatingStore(sessions), rating_rules)
+        races = RaceService(rooms, presence, clock, games, limits, ratings)
         return cls(
             db=db,
             clock=clock,
@@ -135,7 +149,19 @@ class Services:
             daily=daily,
             games=games,
             leaderboards=leaderboards,
-            races=RaceService(rooms, presence, clock, games, limits),
+            races=races,
+            ratings=ratings,
+            matchmaker=Matchmaker(
+                PostgresQueueStore(sessions),
+                rooms,
+                races,
+                ratings,
+                clock,
+                instance,
+                limits.instance_timeout_s,
+                queue_rules,
+                observe_match,
+            ),
             presence=PresenceService(
                 presence,
                 rooms,

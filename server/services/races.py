@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from server.engine.actions import Status
 from server.engine.codes import DealVersion, GameCode, RuleSet
@@ -37,6 +37,7 @@ from server.services.clock import Clock
 from server.services.games import GameService
 from server.services.players import PlayerInfo
 from server.services.presence import LOCK_WAIT_S
+from server.services.ratings import RatingService
 from server.services.room_presence import RoomPresence
 from server.services.rooms import (
     INVITE_ALPHABET,
@@ -67,6 +68,8 @@ class RaceService:
         clock: the UTC clock.
         games: the game service (race games are ordinary stored games).
         limits: room limits and timings.
+        ratings: the rating service, which rates a rated race in the transaction that finishes
+            it; None for a store that keeps no ratings (a rated race then rates nobody).
     """
 
     def __init__(
@@ -76,8 +79,10 @@ class RaceService:
         clock: Clock,
         games: GameService,
         limits: RaceLimits | None = None,
+        ratings: RatingService | None = None,
     ) -> None:
         self._store = store
+        self._ratings = ratings
         self._presence = RoomPresence(store, presence)
         self._clock = clock
         self._games = games
@@ -93,6 +98,8 @@ class RaceService:
         rules: RuleSet = RuleSet.EASY,
         time_limit_s: int | None = None,
         connection: Connection | None = None,
+        *,
+        rated: bool = False,
     ) -> Room:
         """Open a room with the player as host and first racer.
 
@@ -104,12 +111,16 @@ class RaceService:
             rules: the rule set of a random deal.
             time_limit_s: the race's time limit (default :attr:`RaceLimits.default_time_limit_s`).
             connection: the host's connection, which follows the room from now on.
+            rated: its results move the racers' ratings (docs/rules.md §4 "Ratings").
 
         Raises:
+            ValueError: ``rated`` with a host's deal (``code``): such a race is never rated.
             InvalidInputError: ``bad_time_limit``.
             ForbiddenError: ``banned``: a banned player opens no race.
             ConflictError: ``too_many_rooms``.
         """
+        if rated and code is not None:
+            raise ValueError("a race on a host's deal is never rated")
         async with self._store.transaction() as tx:
             refuse_banned(await self._store.ban_of(tx, player.id))
         limit = self.limits.time_limit(time_limit_s)
@@ -128,6 +139,7 @@ class RaceService:
                         time_limit_s=limit,
                         max_players=self.limits.max_players,
                         now=now,
+                        rated=rated,
                     )
                     if connection is not None:
                         await self._presence.follow(
@@ -290,6 +302,45 @@ class RaceService:
             await tx.commit()
             return await self._room(tx, race)
 
+    async def open_matched(
+        self, tx: Transaction, player_ids: Sequence[int], rules: RuleSet
+    ) -> RaceRow:
+        """Open and start, in ``tx`` (not committed here), the rated race of a quick-race
+        match: a fresh sealed TP2 deal under ``rules``, the players seated in this order (the
+        first as host), their games released after the usual countdown.
+
+        Args:
+            tx: the matcher's transaction (the players' queue rows are locked in it).
+            player_ids: the match's players (two or more).
+            rules: the rule set.
+
+        Raises:
+            ValueError: fewer than two players.
+            StorageConflict: an invite code collision (the transaction must be rolled back).
+        """
+        if len(player_ids) < 2:
+            raise ValueError(f"a quick race needs two players or more, not {len(player_ids)}")
+        now = self._clock.now()
+        race = await self._store.create(
+            tx,
+            invite=new_invite(),
+            host_id=player_ids[0],
+            code=GameCode.random(rules, DealVersion.TP2),
+            host_deal=False,
+            time_limit_s=self.limits.default_time_limit_s,
+            max_players=max(self.limits.max_players, len(player_ids)),
+            now=now,
+            rated=True,
+        )
+        for player_id in player_ids[1:]:
+            await self._store.seats.add(tx, race.id, player_id, now)
+        starts_at = now + dt.timedelta(seconds=self.limits.countdown_s)
+        ends_at = starts_at + dt.timedelta(seconds=race.time_limit_s)
+        games = await self._games.create_race_games(
+            tx, race.id, race.code, list(player_ids), starts_at
+        )
+        return await self._store.start(tx, race, starts_at, ends_at, games)
+
     async def room(self, raw_invite: str) -> Room:
         """A room's current state.
 
@@ -323,7 +374,8 @@ class RaceService:
 
     async def maybe_finish(self, race_id: int, *, lock_wait_s: float | None = None) -> bool:
         """Finish a running race if every racer is done or its time is up: rank the results,
-        store them and announce them. Safe to call from any process, any number of times: the
+        store them, rate a rated race from them (:class:`RatingService`, in the same
+        transaction) and announce them. Safe to call from any process, any number of times: the
         race row's lock makes exactly one caller finish it.
 
         Args:
@@ -347,7 +399,10 @@ class RaceService:
             if now < race.ends_at and any(g.status == Status.PLAYING for g in games):
                 return False
             results = results_of(games, race.starts_at)
-            await self._store.finish(tx, race, min(now, race.ends_at), results)
+            finished_at = min(now, race.ends_at)
+            await self._store.finish(tx, race, finished_at, results)
+            if race.rated and not race.host_deal and self._ratings is not None:
+                await self._ratings.rate_race(tx, race.id, race.rules, results, finished_at)
             await tx.commit()
             log.info("race %s finished", race.invite)
             return True

@@ -17,8 +17,8 @@ after its listener reconnects, and on a periodic sweep (:mod:`server.web.hub`).
 Channels: a race's events (progress, room changes, start, finish) go to the room's own channel
 (:func:`room_channel`, ``tripeaks_race_<race_id>``), which a process LISTENs to only while it
 serves a follower of that room (:meth:`Listener.follow`); events for a player rather than a
-room (:class:`TokensRevoked`, :class:`RaceInvited`) go to :data:`CHANNEL`, which every process
-LISTENs to.
+room (:class:`TokensRevoked`, :class:`RaceInvited`, :class:`QueueMatched`) go to
+:data:`CHANNEL`, which every process LISTENs to.
 
 Events are typed: one :class:`msgspec.Struct` per ``kind``, encoded as a JSON object whose
 ``kind`` names it, and decoded back into its type by the listener (a payload that is no known
@@ -127,10 +127,28 @@ class TokensRevoked(_Event, frozen=True, tag="tokens_revoked"):
     player_id: int
 
 
+class QueueMatched(_RaceEvent, frozen=True, tag="queue_matched"):
+    """A quick-race match opened race ``race_id`` (``invite``, under ``rules``) for
+    ``player_ids``: the processes holding their websockets tell them (``queue_matched``). A
+    receiver tells only the players seated in the room it reads from the database."""
+
+    invite: str
+    rules: str
+    player_ids: list[int]
+
+
 #: A race's events.
 RaceEvent = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished | RaceInvited
 #: Every event one process may send another.
-Event = RaceProgress | RaceRoomChanged | RaceStarted | RaceFinished | RaceInvited | TokensRevoked
+Event = (
+    RaceProgress
+    | RaceRoomChanged
+    | RaceStarted
+    | RaceFinished
+    | RaceInvited
+    | QueueMatched
+    | TokensRevoked
+)
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(Event)
@@ -143,8 +161,9 @@ def room_channel(race_id: int) -> str:
 
 def channel_of(event: Event) -> str:
     """The channel ``event`` is sent on: its room's for a race's event, :data:`CHANNEL` for an
-    event for a player (:class:`TokensRevoked`, :class:`RaceInvited`)."""
-    if isinstance(event, TokensRevoked | RaceInvited):
+    event for a player (:class:`TokensRevoked`, :class:`RaceInvited`, :class:`QueueMatched`:
+    the player's process follows no such room yet)."""
+    if isinstance(event, TokensRevoked | RaceInvited | QueueMatched):
         return CHANNEL
     return room_channel(event.race_id)
 

@@ -19,6 +19,7 @@ from sqlalchemy import (
     CheckConstraint,
     Date,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -349,6 +350,7 @@ class Race(Base):
     rules: Mapped[str] = mapped_column(String(1), nullable=False)
     status: Mapped[RaceStatus] = mapped_column(EnumText(RaceStatus, 10), nullable=False)
     host_deal: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
+    rated: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
     time_limit_s: Mapped[int] = mapped_column(Integer, nullable=False)
     max_players: Mapped[int] = mapped_column(SmallInteger, nullable=False)
     version: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -362,6 +364,7 @@ class Race(Base):
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
         CheckConstraint(one_of("status", RaceStatus), name="status"),
         CheckConstraint("time_limit_s > 0 AND max_players > 0", name="limits"),
+        CheckConstraint("NOT (rated AND host_deal)", name="rated_random_deal"),
         Index(
             "ix_races_running_ends_at",
             "ends_at",
@@ -390,6 +393,82 @@ class RacePlayer(Base):
     joined_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     game_id: Mapped[int | None] = mapped_column(
         BigInteger, ForeignKey("games.id", ondelete="SET NULL"), nullable=True
+    )
+
+
+class PlayerRating(Base):
+    """A player's rating under a rule set (docs/rules.md §4 "Ratings"): OpenSkill's
+    Plackett–Luce ``mu`` and ``sigma``, the rated races played and won, and when the last one
+    ended (UTC)."""
+
+    __tablename__ = "player_ratings"
+
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True
+    )
+    rules: Mapped[str] = mapped_column(String(1), primary_key=True)
+    mu: Mapped[float] = mapped_column(Float, nullable=False)
+    sigma: Mapped[float] = mapped_column(Float, nullable=False)
+    races: Mapped[int] = mapped_column(Integer, nullable=False)
+    wins: Mapped[int] = mapped_column(Integer, nullable=False)
+    rated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        CheckConstraint("rules IN ('E', 'C')", name="rules"),
+        CheckConstraint("sigma > 0 AND races >= 0 AND wins >= 0 AND wins <= races", name="counts"),
+    )
+
+
+class RatingChange(Base):
+    """A racer's rating change in a rated race: before, after, their rank among ``racers``."""
+
+    __tablename__ = "rating_changes"
+
+    race_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("races.id", ondelete="CASCADE"), primary_key=True
+    )
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True
+    )
+    rules: Mapped[str] = mapped_column(String(1), nullable=False)
+    rank: Mapped[int] = mapped_column(SmallInteger, nullable=False)
+    racers: Mapped[int] = mapped_column(SmallInteger, nullable=False)
+    mu_before: Mapped[float] = mapped_column(Float, nullable=False)
+    sigma_before: Mapped[float] = mapped_column(Float, nullable=False)
+    mu_after: Mapped[float] = mapped_column(Float, nullable=False)
+    sigma_after: Mapped[float] = mapped_column(Float, nullable=False)
+    rated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        CheckConstraint("rules IN ('E', 'C')", name="rules"),
+        Index(
+            "ix_rating_changes_player_rules_rated_at", "player_id", "rules", "rated_at", "race_id"
+        ),
+    )
+
+
+class QueuedPlayer(Base):
+    """A player waiting for a quick race (docs/rules.md §4 "Quick races"): under ``rules``,
+    with their shown ``rating`` when they asked, since ``joined_at`` (UTC), from the websocket
+    ``connection`` of server process ``instance_id`` (whose record takes the row with it)."""
+
+    __tablename__ = "race_queue"
+
+    player_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("players.id", ondelete="CASCADE"), primary_key=True
+    )
+    rules: Mapped[str] = mapped_column(String(1), nullable=False)
+    rating: Mapped[int] = mapped_column(Integer, nullable=False)
+    instance_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("server_instances.id", ondelete="CASCADE"), nullable=False
+    )
+    connection: Mapped[str] = mapped_column(String(32), nullable=False)
+    joined_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        CheckConstraint("rules IN ('E', 'C')", name="rules"),
+        Index("ix_race_queue_rules_joined_at", "rules", "joined_at"),
+        Index("ix_race_queue_instance_connection", "instance_id", "connection"),
     )
 
 
@@ -605,12 +684,15 @@ __all__ = [
     "PeriodTotal",
     "Player",
     "PlayerConnection",
+    "PlayerRating",
     "PresenceRole",
     "PresenceState",
+    "QueuedPlayer",
     "Race",
     "RaceConnection",
     "RacePlayer",
     "RacePresence",
     "RaceStatus",
+    "RatingChange",
     "ServerInstance",
 ]

@@ -56,6 +56,7 @@ class RaceRow:
         code / rules: the deal (secret while the race runs, unless ``host_deal``).
         status: see :class:`RaceStatus`.
         host_deal: the host chose the code.
+        rated: the results move the racers' ratings (never with ``host_deal``).
         time_limit_s: seconds from ``starts_at`` to ``ends_at``.
         max_players: seats.
         version: grows by one with every announced change of the room.
@@ -71,6 +72,7 @@ class RaceRow:
     rules: RuleSet
     status: RaceStatus
     host_deal: bool
+    rated: bool
     time_limit_s: int
     max_players: int
     version: int
@@ -152,8 +154,10 @@ class RaceStore(Protocol):
         time_limit_s: int,
         max_players: int,
         now: dt.datetime,
+        rated: bool = False,
     ) -> RaceRow:
-        """Insert a lobby (``version`` 1) with the host in seat 1, and announce it.
+        """Insert a lobby (``version`` 1) with the host in seat 1, and announce it; ``rated``:
+        its results will move the racers' ratings (never with ``host_deal``).
 
         Raises (from the transaction's block):
             StorageConflict: ``constraint`` :data:`INVITE_KEY`: the invite code is taken.

@@ -38,6 +38,7 @@ def _race(row: Row[Any]) -> RaceRow:
         rules=RuleSet(row.rules),
         status=RaceStatus(row.status),
         host_deal=row.host_deal,
+        rated=row.rated,
         time_limit_s=row.time_limit_s,
         max_players=row.max_players,
         version=row.version,
@@ -147,6 +148,7 @@ class PostgresRaceStore:
         time_limit_s: int,
         max_players: int,
         now: dt.datetime,
+        rated: bool = False,
     ) -> RaceRow:
         session = session_of(tx)
         row = (
@@ -159,6 +161,7 @@ class PostgresRaceStore:
                     rules=code.rules.value,
                     status=RaceStatus.LOBBY,
                     host_deal=host_deal,
+                    rated=rated,
                     time_limit_s=time_limit_s,
                     max_players=max_players,
                     version=1,

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from server.errors import ErrorCode, NotFoundError
 from server.protocol.rest_players import (
     FollowedPlayer,
     Following,
     PlayerProfile,
+    PlayerRatings,
     ProfileDay,
+    RatedRace,
+    RuleSetRating,
     Streak,
     Unfollowed,
 )
@@ -101,6 +105,38 @@ def _profile(profile: Profile, week: Standing, month: Standing) -> PlayerProfile
         week=standing(*week),
         month=standing(*month),
     )
+
+
+async def player_ratings(request: web.Request) -> web.Response:
+    """A player's ratings by rule set (docs/rules.md §4 "Ratings"), each with its last rated
+    races, the latest first (none before their first rated race).
+
+    Raises:
+        InvalidInputError: ``bad_player_id``.
+        NotFoundError: ``unknown_player``.
+    """
+    player_id = path_id(request, "player_id")
+    services = request.app[SERVICES]
+    if await services.players.get(player_id) is None:
+        raise NotFoundError(f"there is no player {player_id}", code=ErrorCode.UNKNOWN_PLAYER)
+    ratings = [
+        RuleSetRating(
+            rating.rules.value,
+            rating.shown,
+            rating.provisional,
+            rating.mu,
+            rating.sigma,
+            rating.races,
+            rating.wins,
+            utc(rating.rated_at),
+            [
+                RatedRace(p.race_id, utc(p.rated_at), p.rank, p.racers, p.before, p.after, p.change)
+                for p in points
+            ],
+        )
+        for rating, points in await services.ratings.with_history(player_id)
+    ]
+    return respond(PlayerRatings(player_id, ratings))
 
 
 async def player_profile(request: web.Request) -> web.Response:

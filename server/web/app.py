@@ -258,6 +258,7 @@ async def _open_services(
         observe_batch=metrics.observe_batch,
         reads=reads,
         publisher=publisher,
+        observe_match=metrics.observe_match,
     )
     stack.push_async_callback(_bounded, "the group committer", _later(services.close))
     # The listener hands events to the hub, and the hub tells it which rooms to listen to.
@@ -348,10 +349,10 @@ def _start_loops(
     settings: Settings, stack: contextlib.AsyncExitStack, services: Services, hub: Hub
 ) -> None:
     """Start the background loops, each stopped (bounded) at shutdown: the presence heartbeat,
-    the race sweep, the presence sweep, the online sweep (the records of who is online), the
-    read replicas' lag probe (with read URLs), and the daily deals prepared ahead. Separate
-    loops, so that none holds up another; a failed step is counted and tried again after a
-    back-off (:func:`.background.periodically`)."""
+    the race sweep, the quick-race matcher, the presence sweep, the online sweep (the records of
+    who is online), the read replicas' lag probe (with read URLs), and the daily deals prepared
+    ahead. Separate loops, so that none holds up another; a failed step is counted and tried
+    again after a back-off (:func:`.background.periodically`)."""
 
     async def heartbeat() -> None:
         # This process's presence record, kept fresh on its own (a sweep held up by a locked
@@ -375,6 +376,11 @@ def _start_loops(
     )
     loop(BackgroundTask.RACE_SWEEP, settings.race_sweep_s, services.races.sweep)
     loop(BackgroundTask.ROOM_SWEEP, settings.event_sweep_s, hub.sweep)
+    loop(
+        BackgroundTask.QUEUE_MATCH,
+        services.matchmaker.rules.interval_s,
+        services.matchmaker.match_all,
+    )
     loop(
         BackgroundTask.PRESENCE_SWEEP,
         settings.race_sweep_s,

@@ -30,6 +30,8 @@ from server.protocol.client import (
     JoinDaily,
     NewGame,
     ProtocolError,
+    QueueCancel,
+    QueueJoin,
     RaceCreate,
     RaceJoin,
     RaceLeave,
@@ -185,7 +187,16 @@ async def _dispatch(session: WsSession, message: ClientMessage) -> None:
 
 
 #: The requests (besides actions) done only once the device's token is found to exist.
-CHECKED_REQUESTS = (JoinDaily, Resign, RaceCreate, RaceJoin, RaceLeave, RaceStart, InviteToRace)
+CHECKED_REQUESTS = (
+    JoinDaily,
+    Resign,
+    RaceCreate,
+    RaceJoin,
+    RaceLeave,
+    RaceStart,
+    InviteToRace,
+    QueueJoin,
+)
 
 #: What a device signed out is told when it asks for anything more.
 SIGNED_OUT = "this device was signed out; nothing was changed"
@@ -336,3 +347,19 @@ async def _invite_to_race(session: WsSession, player: PlayerInfo, message: Invit
     room = await services.races.room(message.invite)
     await services.friends.invite(player, room, message.player_id)
     await session.send(out.invited(room.invite, message.player_id, message.id))
+
+
+@_handles(QueueJoin)
+async def _queue_join(session: WsSession, player: PlayerInfo, message: QueueJoin) -> None:
+    waiting = await session.services.matchmaker.join(player, message.rules, session.connection)
+    await session.send(
+        out.queue_waiting(
+            waiting.rules.value, waiting.rating, waiting.gap, waiting.since, message.id
+        )
+    )
+
+
+@_handles(QueueCancel)
+async def _queue_cancel(session: WsSession, player: PlayerInfo, message: QueueCancel) -> None:
+    was_waiting = await session.services.matchmaker.cancel(player)
+    await session.send(out.queue_cancelled(was_waiting, message.id))

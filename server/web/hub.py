@@ -41,6 +41,7 @@ from server.services import Services
 from server.services.races import Room
 from server.storage.events import (
     Event,
+    QueueMatched,
     RaceFinished,
     RaceInvited,
     RaceProgress,
@@ -293,6 +294,10 @@ class Hub:
             self._revocations += 1
             self.check_tokens(list(self._signed_in.get(event.player_id, ())))
             return
+        if isinstance(event, QueueMatched):
+            if any(p in self._signed_in for p in event.player_ids):
+                self.supervise(BackgroundTask.QUEUE_MATCHED, lambda: self._matched(event))
+            return
         if isinstance(event, RaceInvited):
             if event.player_id in self._signed_in:
                 self.supervise(BackgroundTask.RACE_INVITATION, lambda: self._invite(event))
@@ -364,6 +369,21 @@ class Hub:
         message = out.race_invite(invitation.invite, invitation.from_id, invitation.from_name)
         for connection in list(self._signed_in.get(event.player_id, ())):
             connection.push(message)
+
+    async def _matched(self, event: QueueMatched) -> None:
+        """Tell the matched players' connections here, once the room is read from the
+        database: only its seated racers (the event is only a hint)."""
+        try:
+            room = await self._services.races.room(event.invite)
+        except (ServiceError, StorageError) as exc:
+            log.warning("race %s: cannot check a quick-race match (%s)", event.invite, exc)
+            return
+        message = out.queue_matched(room.invite, room.rules.value)
+        seated = {seat.player_id for seat in room.seats}
+        for player_id in event.player_ids:
+            if player_id in seated:
+                for connection in list(self._signed_in.get(player_id, ())):
+                    connection.push(message)
 
     def _fan_out(self, race_id: int, message: out.Message, key: Hashable | None) -> None:
         """Queue ``message`` for every local follower of the race, encoded once for all."""

@@ -12,14 +12,17 @@ The README's "Operating it" section lists every metric.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
+from server.engine.codes import RuleSet
 from server.engine.errors import Rejection
 from server.errors import ErrorCode
 from server.services.analysis import Lookup as SolverLookup
 from server.services.analysis import Task as SolverTask
+from server.services.matchmaking import Matched
 from server.storage.replicas import Fallback, ReadTarget
 
 # No ``*_created`` series beside each counter and histogram (a start time per series, which
@@ -157,6 +160,40 @@ def event_queue_usage(usage: float) -> None:
     EVENT_QUEUE_USAGE.set(usage)
 
 
+# ------------------------------------------------------------------------------ quick races
+
+QUEUE_WAITING = Gauge(
+    "tripeaks_queue_waiting",
+    "Players waiting for a quick race under each rule set, as this process's last matcher pass "
+    "left them (rows another process's pass held then are not counted).",
+    ["rules"],
+)
+#: Upper bounds of the quick-race wait buckets, in seconds.
+QUEUE_WAIT_BUCKETS_S = (0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+QUEUE_WAIT_SECONDS = Histogram(
+    "tripeaks_queue_wait_seconds",
+    "Seconds a matched player waited for their quick race, by rule set.",
+    ["rules"],
+    buckets=QUEUE_WAIT_BUCKETS_S,
+)
+QUEUE_MATCH_SIZE = Histogram(
+    "tripeaks_queue_match_players",
+    "Players per quick race matched, by rule set.",
+    ["rules"],
+    buckets=(2, 3, 4, 5, 6),
+)
+
+
+def observe_match(rules: RuleSet, waiting: int, made: Sequence[Matched]) -> None:
+    """Record one matcher pass: the players it left waiting under ``rules`` and each
+    match's size and waits (seconds)."""
+    QUEUE_WAITING.labels(rules.value).set(waiting)
+    for matched in made:
+        QUEUE_MATCH_SIZE.labels(rules.value).observe(len(matched.player_ids))
+        for wait_s in matched.waits_s:
+            QUEUE_WAIT_SECONDS.labels(rules.value).observe(wait_s)
+
+
 # -------------------------------------------------------------------------------- websockets
 
 WEBSOCKETS_OPEN = Gauge(
@@ -270,6 +307,8 @@ class BackgroundTask(StrEnum):
     PRESENCE_HEARTBEAT = "presence_heartbeat"
     #: Races whose time is up, finished.
     RACE_SWEEP = "race_sweep"
+    #: Players waiting for a quick race, matched.
+    QUEUE_MATCH = "queue_match"
     #: Race presence moved along (reconnecting, gone).
     PRESENCE_SWEEP = "presence_sweep"
     #: The records of who is online, kept in line with this process's sockets.
@@ -290,6 +329,8 @@ class BackgroundTask(StrEnum):
     RACE_INVITATION = "race_invitation"
     #: The read replicas' lag, measured.
     REPLICA_LAG = "replica_lag"
+    #: A quick-race match, checked and shown to its players.
+    QUEUE_MATCHED = "queue_matched"
 
 
 BACKGROUND_RESTARTS = Counter(
@@ -436,6 +477,7 @@ __all__ = [
     "events_dropped",
     "events_published",
     "observe_batch",
+    "observe_match",
     "render",
     "solver_lookup",
     "solver_solved",

@@ -20,6 +20,7 @@ from server.protocol.rest_players import (
     Following,
     FollowName,
     PlayerProfile,
+    PlayerRatings,
     Unfollowed,
 )
 from server.protocol.rest_types import Player
@@ -31,7 +32,14 @@ from server.web.api import (
     sign_in,
     sign_out,
 )
-from server.web.api_players import follow, follow_by_name, following, player_profile, unfollow
+from server.web.api_players import (
+    follow,
+    follow_by_name,
+    following,
+    player_profile,
+    player_ratings,
+    unfollow,
+)
 from server.web.routing import (
     PLAYER_ID,
     UNAUTHORIZED,
@@ -73,6 +81,17 @@ PLAYER_ROUTES: tuple[Route, ...] = (
         "A player's profile",
         "players",
         Answer(200, "the player's profile", PlayerProfile),
+        errors(400, ErrorCode.BAD_PLAYER_ID),
+        errors(404, ErrorCode.UNKNOWN_PLAYER),
+        parameters=(Parameter("player_id", "path", RowIdParam, "the player"),),
+    ),
+    api_route(
+        "GET",
+        "/players/{player_id}/ratings",
+        player_ratings,
+        "A player's ratings and rated races",
+        "players",
+        Answer(200, "the player's ratings by rule set, with their rated races", PlayerRatings),
         errors(400, ErrorCode.BAD_PLAYER_ID),
         errors(404, ErrorCode.UNKNOWN_PLAYER),
         parameters=(Parameter("player_id", "path", RowIdParam, "the player"),),

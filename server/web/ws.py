@@ -153,11 +153,14 @@ async def _unfollow(session: WsSession) -> None:
 
 
 async def _offline(session: WsSession) -> None:
-    """The connection closed: its player is online no more through it. A database that does
-    not answer in time is logged; the next sweep forgets the record."""
+    """The connection closed: its player is online no more through it, and waits for a quick
+    race no more if they waited from it. A database that does not answer in time is logged;
+    the next sweep forgets the online record (a queue row stays until a matcher's race seats
+    its player, who is then gone, or the process's record goes)."""
     try:
         async with asyncio.timeout(UNFOLLOW_TIMEOUT_S):
             await session.services.friends.disconnected(session.key)
+            await session.services.matchmaker.disconnected(session.connection)
     except Exception:  # the database, the time-out: the sweep settles it
         log.warning("online: the close of %s was not recorded at once", session.key)
 

@@ -123,6 +123,7 @@ class RaceRecord:
     host_id: int = 0
     code: str = "TP1-E-AAAAAAA"
     host_deal: bool = False
+    rated: bool = False
     time_limit_s: int = 600
     max_players: int = 8
     version: int = 1

@@ -60,6 +60,7 @@ def _race(row: RaceRecord) -> RaceRow:
         rules=code.rules,
         status=RaceStatus(row.status),
         host_deal=row.host_deal,
+        rated=row.rated,
         time_limit_s=row.time_limit_s,
         max_players=row.max_players,
         version=row.version,
@@ -362,6 +363,7 @@ class MemoryRaceStore:
         time_limit_s: int,
         max_players: int,
         now: dt.datetime,
+        rated: bool = False,
     ) -> RaceRow:
         memory = memory_transaction(tx)
         await self._db.query()
@@ -378,6 +380,7 @@ class MemoryRaceStore:
             host_id=host_id,
             code=str(code),
             host_deal=host_deal,
+            rated=rated,
             time_limit_s=time_limit_s,
             max_players=max_players,
             version=1,

@@ -28,6 +28,8 @@ from server.protocol.client import (
     NewGame,
     Ping,
     ProtocolError,
+    QueueCancel,
+    QueueJoin,
     RaceCreate,
     RaceJoin,
     RaceLeave,
@@ -51,6 +53,8 @@ CLASSES: dict[str, type[Any]] = {
     "race_leave": RaceLeave,
     "race_start": RaceStart,
     "invite_to_race": InviteToRace,
+    "queue_join": QueueJoin,
+    "queue_cancel": QueueCancel,
     "hint": Hint,
     "ping": Ping,
 }
@@ -68,6 +72,8 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "race_leave": {"type": "race_leave", "invite": "ACDEFG"},
     "race_start": {"type": "race_start", "invite": "ACDEFG"},
     "invite_to_race": {"type": "invite_to_race", "invite": "ACDEFG", "player_id": 1},
+    "queue_join": {"type": "queue_join"},
+    "queue_cancel": {"type": "queue_cancel"},
     "hint": {"type": "hint", "game_id": 1},
     "ping": {"type": "ping"},
 }
@@ -110,6 +116,8 @@ MAXIMAL: dict[str, dict[str, Any]] = {
         "invite": "A" * 20,
         "player_id": MAX_ID,
     },
+    "queue_join": {"type": "queue_join", "id": 12, "rules": "c"},
+    "queue_cancel": {"type": "queue_cancel", "id": 13},
     "hint": {"type": "hint", "id": 10, "game_id": MAX_ID},
     "ping": {"type": "ping", "id": "x" * 64},
 }
@@ -133,9 +141,9 @@ def test_docstring_examples_hold() -> None:
     assert doctest.testmod(client, verbose=False).failed == 0
 
 
-def test_the_message_types_are_the_thirteen_classes() -> None:
+def test_the_message_types_are_the_fifteen_classes() -> None:
     assert set(MESSAGE_TYPES) == set(CLASSES) == set(MINIMAL) == set(MAXIMAL)
-    assert len(MESSAGE_TYPES) == 13
+    assert len(MESSAGE_TYPES) == 15
     for kind, cls in CLASSES.items():
         assert cls.__struct_config__.tag == kind
 

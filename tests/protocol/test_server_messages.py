@@ -113,6 +113,9 @@ def test_the_schema_names_every_typed_message() -> None:
         "race_results",
         "race_invite",
         "invited",
+        "queue_waiting",
+        "queue_cancelled",
+        "queue_matched",
     }
     room = schema["$defs"]["RoomState"]
     assert set(room["required"]) >= {"race_id", "code", "players", "watchers", "results"}

@@ -55,6 +55,9 @@ TABLES = {
     "player_tokens",
     "follows",
     "player_connections",
+    "player_ratings",
+    "rating_changes",
+    "race_queue",
     "alembic_version",
 }
 

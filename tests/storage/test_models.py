@@ -86,6 +86,9 @@ async def test_every_timestamp_column_is_timestamptz(db: AsyncEngine) -> None:
         ("moderation_actions", "at"),
         ("follows", "created_at"),
         ("player_connections", "connected_at"),
+        ("player_ratings", "rated_at"),
+        ("rating_changes", "rated_at"),
+        ("race_queue", "joined_at"),
     }
     assert {r.data_type for r in rows} == {"timestamp with time zone"}
 

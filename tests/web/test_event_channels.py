@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, connect_at, eventually, metric, metric_samples, register
+from tests.helpers import WsPlayer, connect_player, eventually, metric, metric_samples, register
 from tests.pooler import DAILY_SECRET, ServerProcess
 
 #: A TP1 deal: its first draw is always accepted.
@@ -73,9 +73,9 @@ async def test_each_process_listens_to_the_rooms_it_serves_and_passes_their_even
     a, b = two_processes
     for server in two_processes:
         await server.ready()
-    host = await connect_at(http, a.base, "Host")
-    guest = await connect_at(http, b.base, "Guest")
-    solo = await connect_at(http, a.base, "Solo")
+    host = await connect_player(http, a.base, "Host")
+    guest = await connect_player(http, b.base, "Guest")
+    solo = await connect_player(http, a.base, "Solo")
     await _listening(http, two_processes, [0, 0])
 
     room = await host.request({"type": "race_create", "code": CODE})

@@ -43,7 +43,7 @@ from tests.helpers import (
     TIMEOUT,
     WsPlayer,
     blocking_line,
-    connect_at,
+    connect_player,
     find_winning_line,
     register,
 )
@@ -460,7 +460,7 @@ async def test_players_register_and_play_on_two_processes_behind_pgbouncer(
     acked: set[tuple[int, int]] = set()
 
     async def play(http: aiohttp.ClientSession, i: int) -> None:
-        player = await connect_at(http, deployment.bases[i % 2], f"Player {i}")
+        player = await connect_player(http, deployment.bases[i % 2], f"Player {i}")
         outcomes["welcome"] += 1
         try:
             reply = await player.request({"type": "new_game", "code": str(CODE)})
@@ -499,8 +499,10 @@ async def test_a_race_across_two_processes_behind_pgbouncer(deployment: Deployme
     assert WIN is not None and BLOCK is not None
     a, b = deployment.bases
     async with _http() as http:
-        host = await connect_at(http, a, "Host")
-        guests = [await connect_at(http, base, f"Guest {i}") for i, base in enumerate((b, b, a))]
+        host = await connect_player(http, a, "Host")
+        guests = [
+            await connect_player(http, base, f"Guest {i}") for i, base in enumerate((b, b, a))
+        ]
         racers = [host, *guests]
         created = await host.request({"type": "race_create", "code": str(CODE)})
         invite = created["race"]["invite"]
@@ -541,7 +543,8 @@ async def test_a_burst_of_reads_over_every_read_endpoint_behind_pgbouncer(
     (the burst waits for the connections its process may hold, and PgBouncer's, in turn)."""
     async with _http() as http:
         players = [
-            await connect_at(http, base, f"Reader {i}") for i, base in enumerate(deployment.bases)
+            await connect_player(http, base, f"Reader {i}")
+            for i, base in enumerate(deployment.bases)
         ]
         async with http.get(f"{deployment.bases[0]}/api/v1/daily") as resp:
             today = (await resp.json())["date"]
@@ -651,8 +654,9 @@ async def test_a_pgbouncer_restart_mid_play(deployment: Deployment) -> None:
             await asyncio.sleep(0.02)
 
     async with _http() as http:
-        bases = deployment.bases
-        players = [await connect_at(http, bases[i % 2], f"Restart {i}") for i in range(6)]
+        players = [
+            await connect_player(http, deployment.bases[i % 2], f"Restart {i}") for i in range(6)
+        ]
         profile = f"/api/v1/players/{players[0].player_id}"
         tasks = [asyncio.create_task(play(player)) for player in players] + [
             asyncio.create_task(read(http, base, path))

@@ -1,0 +1,129 @@
+"""Quick races over websockets on two servers sharing one database (two app instances with their
+own process records and LISTEN connections, as two processes have): players asking on either
+are matched into one race and told ``queue_matched`` wherever their socket is; nobody is in two
+races; cancelling and closing the socket leave the queue; a waiting player whose process is
+dead does not hold the others up (docs/protocol.md §11.11)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from aiohttp.test_utils import TestClient, TestServer
+from sqlalchemy import func, select
+
+from server.services.clock import FakeClock
+from server.storage.models import QueuedPlayer, RacePlayer
+from server.web.keys import SERVICES
+from tests.conftest import ServerFactory
+from tests.helpers import WsPlayer, eventually, register
+
+Client = TestClient[Any, Any]
+SETTINGS: dict[str, Any] = {"race_countdown_s": 0.05, "race_sweep_s": 0.05}
+
+
+async def _queued(server: TestServer) -> int:
+    async with server.app[SERVICES].db.connect() as conn:
+        return int(await conn.scalar(select(func.count()).select_from(QueuedPlayer)) or 0)
+
+
+async def _empty(server: TestServer) -> bool:
+    return await _queued(server) == 0
+
+
+async def _seats(server: TestServer) -> dict[int, int]:
+    async with server.app[SERVICES].db.connect() as conn:
+        rows = await conn.execute(
+            select(RacePlayer.player_id, func.count()).group_by(RacePlayer.player_id)
+        )
+        return {player_id: count for player_id, count in rows}
+
+
+async def test_players_on_two_servers_are_matched_into_one_race_and_told_where_they_are(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    one, two = await make_server(**SETTINGS), await make_server(**SETTINGS)
+    async with TestClient(one) as c1, TestClient(two) as c2:
+        players: list[WsPlayer] = []
+        for n in range(4):
+            client = c1 if n % 2 else c2
+            info = await register(client, f"Quick{n}")
+            ws, _ = await WsPlayer.connect(client, info["token"])
+            players.append(ws)
+        for ws in players:
+            waiting = await ws.request({"type": "queue_join", "rules": "C"})
+            assert waiting["type"] == "queue_waiting", waiting
+            assert (waiting["rules"], waiting["rating"]) == ("C", 0)
+        matched = [await ws.until("queue_matched") for ws in players]
+        assert {m["invite"] for m in matched} == {matched[0]["invite"]}
+        assert {m["rules"] for m in matched} == {"C"}
+        assert await _queued(one) == 0
+        seats = await _seats(one)
+        assert sorted(seats) == sorted(ws.player_id for ws in players)
+        assert set(seats.values()) == {1}
+        clock.advance(seconds=1)
+        for ws in players:
+            joined = await ws.request({"type": "race_join", "invite": matched[0]["invite"]})
+            assert joined["role"] == "racer" and joined["game"] is not None, joined
+            assert joined["race"]["code"] is None  # sealed while it runs
+        for ws in players:
+            await ws.close()
+
+
+async def test_cancelling_and_closing_the_socket_leave_the_queue(
+    make_server: ServerFactory,
+) -> None:
+    server = await make_server(**SETTINGS)
+    async with TestClient(server) as client:
+        ann, _ = await WsPlayer.connect(client, (await register(client, "Ann"))["token"])
+        bob, _ = await WsPlayer.connect(client, (await register(client, "Bob"))["token"])
+        await ann.request({"type": "queue_join"})
+        await bob.request({"type": "queue_join", "rules": "E"})
+        assert await _queued(server) == 2
+        cancelled = await ann.request({"type": "queue_cancel"})
+        assert cancelled["type"] == "queue_cancelled" and cancelled["was_waiting"] is True
+        again = await ann.request({"type": "queue_cancel"})
+        assert again["was_waiting"] is False
+        await bob.close()
+
+        await eventually(lambda: _empty(server), "the closed socket's player to leave the queue")
+        assert await _seats(server) == {}
+        await ann.close()
+
+
+async def test_a_waiting_player_of_a_dead_process_does_not_hold_the_others_up(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    server = await make_server(**{**SETTINGS, "instance_timeout_s": 1.0})
+    async with TestClient(server) as client:
+        ghost = await register(client, "Ghost")
+        conn = await asyncpg.connect(database_url)
+        try:
+            # A process that stopped an hour ago, with a player waiting from it (one
+            # transaction: the presence sweep may drop the process at any moment).
+            async with conn.transaction():
+                await conn.execute(
+                    "INSERT INTO server_instances (id, seen_at) "
+                    "VALUES ('dead', now() - interval '1 hour')"
+                )
+                await conn.execute(
+                    "INSERT INTO race_queue (player_id, rules, rating, instance_id, "
+                    "connection, joined_at) VALUES ($1, 'E', 0, 'dead', 'k', $2)",
+                    ghost["id"],
+                    clock.now(),
+                )
+        finally:
+            await conn.close()
+        ann, _ = await WsPlayer.connect(client, (await register(client, "Ann"))["token"])
+        bob, _ = await WsPlayer.connect(client, (await register(client, "Bob"))["token"])
+        await ann.request({"type": "queue_join"})
+        await bob.request({"type": "queue_join"})
+        clock.advance(seconds=11)  # two may start a race now
+        first = await ann.until("queue_matched")
+        assert (await bob.until("queue_matched"))["invite"] == first["invite"]
+        seats = await _seats(server)
+        assert sorted(seats) == sorted([ann.player_id, bob.player_id])  # not the ghost
+        # Its row goes with the dead process's record, which the presence sweep drops.
+        await eventually(lambda: _empty(server), "the dead process's player to leave the queue")
+        await ann.close()
+        await bob.close()

@@ -1,0 +1,110 @@
+"""Quick races and ratings on a real server: four players waiting under Classic are matched by
+the server's own matcher loop into one rated race on a sealed deal; once it is raced out over
+websockets, ``GET /api/v1/players/{player_id}/ratings`` shows each racer's rating, provisional,
+with the race in its history exactly as the library moved it; bad and unknown ids are refused."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+from openskill.models import PlackettLuce
+from sqlalchemy import select
+
+from server.engine import GameCode, RuleSet
+from server.engine.actions import ActionKind
+from server.engine.game import Game
+from server.services.clock import FakeClock
+from server.services.players import PlayerInfo
+from server.storage.models import Race
+from server.storage.presence import Connection
+from server.web.keys import SERVICES
+from tests.conftest import ServerFactory
+from tests.helpers import WsPlayer, register
+
+Client = TestClient[Any, Any]
+
+
+async def _ratings(client: Client, player_id: int) -> dict[str, Any]:
+    resp = await client.get(f"/api/v1/players/{player_id}/ratings")
+    assert resp.status == 200, await resp.text()
+    body: dict[str, Any] = await resp.json()
+    return body
+
+
+async def test_a_quick_race_is_matched_raced_and_rated_and_its_ratings_are_served(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    server: TestServer = await make_server(race_countdown_s=0.2, race_sweep_s=0.05)
+    services = server.app[SERVICES]
+    async with TestClient(server) as client:
+        infos = [await register(client, name) for name in ("ada", "bob", "cy", "di")]
+        assert (await _ratings(client, infos[0]["id"])) == {
+            "player_id": infos[0]["id"],
+            "ratings": [],
+        }
+        for n, info in enumerate(infos):
+            player = PlayerInfo(info["id"], info["name"])
+            connection = Connection(services.presence.instance, f"test{n}")
+            await services.matchmaker.join(player, RuleSet.CLASSIC, connection)
+        rooms: list[Any] = []
+        while not rooms:  # the matcher loop runs every 0.5 s
+            rooms = await services.races.active_for(infos[0]["id"])
+            await asyncio.sleep(0.05)
+        invite = rooms[0].invite
+        async with services.db.connect() as conn:
+            code = GameCode.parse(
+                str(await conn.scalar(select(Race.code).where(Race.id == rooms[0].id)))
+            )
+        assert code.rules is RuleSet.CLASSIC and code.sealed
+
+        clock.advance(seconds=1)  # the countdown is over: a racer joining gets their game
+        sockets = [(await WsPlayer.connect(client, info["token"]))[0] for info in infos]
+        games = []
+        for ws in sockets:
+            joined = await ws.request({"type": "race_join", "invite": invite})
+            assert joined["role"] == "racer" and joined["game"] is not None, joined
+            games.append(joined["game"])
+        # Ada removes one card (drawing until she can); the others resign at once.
+        game, state = Game.new(code, ranked=True), games[0]
+        while game.cards_left == 28:
+            action = next(a for a in game.legal_actions() if a.kind is not ActionKind.UNDO)
+            action = next((a for a in game.legal_actions() if a.kind is ActionKind.REMOVE), action)
+            game.apply(action)
+            state = await sockets[0].play(state, [action])
+        for ws, g in zip(sockets, [state, *games[1:]], strict=True):
+            await ws.request({"type": "resign", "game_id": g["game_id"]})
+        results = (await sockets[0].until("race_results"))["race"]["results"]
+        assert [(r["name"], r["rank"]) for r in results] == [
+            ("ada", 1),
+            ("bob", 2),
+            ("cy", 2),
+            ("di", 2),
+        ]
+
+        model = PlackettLuce()
+        expected = model.rate([[model.rating()] for _ in infos], ranks=[1.0, 2.0, 2.0, 2.0])
+        for info, (new,), won in zip(infos, expected, [1, 0, 0, 0], strict=True):
+            body = await _ratings(client, info["id"])
+            (rating,) = body["ratings"]
+            assert (rating["rules"], rating["races"], rating["wins"]) == ("C", 1, won)
+            assert (rating["mu"], rating["sigma"]) == (new.mu, new.sigma)
+            assert rating["provisional"] is True
+            assert rating["rating"] == round(new.ordinal() * 40)
+            (point,) = rating["history"]
+            assert point["before"] == 0 and point["after"] == rating["rating"]
+            assert point["change"] == point["after"] - point["before"]
+            assert point["racers"] == 4 and point["rank"] == (1 if won else 2)
+        for ws in sockets:
+            await ws.close()
+
+
+async def test_the_ratings_of_a_bad_or_unknown_player_id_are_refused(client: Client) -> None:
+    for raw in ("abc", "0", "99999999999999999999"):
+        resp = await client.get(f"/api/v1/players/{raw}/ratings")
+        assert resp.status == 400, raw
+        assert (await resp.json())["error"]["code"] == "bad_player_id"
+    resp = await client.get("/api/v1/players/4242/ratings")
+    assert resp.status == 404
+    assert (await resp.json())["error"]["code"] == "unknown_player"
