@@ -4,10 +4,9 @@ PostgreSQL 15), two real ``tripeaks serve`` processes whose ``DATABASE_URL`` lis
 ``target_session_attrs=read-write``, and 100 players acting through them. The primary is
 killed or frozen; once the monitor has promoted a standby, play must resume within
 :data:`RESUME_S`, every acknowledged action must be in the new primary's log, and no ``resume``
-may show a state older than one acknowledged. A player told "nothing was changed"
-(``unavailable``, ``server_busy``) about an action that was stored makes the run an expected
-failure, with the actions named, until the server finds out before it answers (issue 24 item 3):
-it happens in some runs of the kill, to the actions whose COMMIT was under way.
+may show a state older than one acknowledged, and no player may be told "nothing was changed"
+(``unavailable``, ``server_busy``) about an action that was stored (the actions whose COMMIT was
+under way when the primary was lost are settled before they are answered).
 """
 
 from __future__ import annotations

@@ -29,8 +29,17 @@ WIN = find_winning_line(CODE.deal(), CODE.rules)
 KILLING_S = 4.0
 #: Seconds between two rounds of killing every backend of the test's database.
 KILL_EVERY_S = 0.03
-#: What a websocket request may be answered while its database goes away.
-WS_ANSWERS = {"game", "accepted", "error unavailable", "error server_busy", "rejected stale_seq"}
+#: What a websocket request may be answered while its database goes away (``outcome_unknown``:
+#: an action whose commit was not confirmed and whose fate could not be read, the backends of
+#: the settling being killed too: docs/protocol.md §5.6).
+WS_ANSWERS = {
+    "game",
+    "accepted",
+    "error unavailable",
+    "error outcome_unknown",
+    "error server_busy",
+    "rejected stale_seq",
+}
 #: What a REST request may be answered then.
 HTTP_ANSWERS = {200, 503}
 
