@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from server.engine.codes import RuleSet
+from server.errors import ConflictError, ErrorCode
 from server.services.bans import refuse_banned
 from server.services.clock import Clock
 from server.services.players import PlayerInfo
@@ -171,9 +172,17 @@ class Matchmaker:
 
         Raises:
             ForbiddenError: ``banned``: a banned player is not matched.
+            ConflictError: ``too_many_rooms``: the player sits in a quick race not finished
+                yet, or in as many open rooms as a player may (``TRIPEAKS_RACE_MAX_ROOMS``).
         """
         async with self._rooms.transaction() as tx:
             refuse_banned(await self._rooms.ban_of(tx, player.id))
+            rooms = await self._rooms.open_rooms_of(tx, player.id)
+        if any(room.rated for room in rooms):
+            raise ConflictError(
+                "you are already in a quick race; finish it first", code=ErrorCode.TOO_MANY_ROOMS
+            )
+        self._races.limits.check_rooms(len(rooms))
         held = await self._ratings.ratings_of(player.id)
         rating = next((r.shown for r in held if r.rules is rules), 0)
         row = await self._queue.join(player.id, rules, rating, connection, self._clock.now())

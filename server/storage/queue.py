@@ -25,9 +25,10 @@ from sqlalchemy import case, delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 
 from server.engine.codes import RuleSet
+from server.storage.enums import RaceStatus
 from server.storage.events import QueueMatched, publish
 from server.storage.instances import unseen
-from server.storage.models import Player, QueuedPlayer
+from server.storage.models import Player, QueuedPlayer, Race, RacePlayer
 from server.storage.presence import Connection
 from server.storage.sessions import Sessions
 from server.storage.transactions import Transaction, session_of
@@ -191,6 +192,18 @@ class PostgresQueueStore:
         )
         if not locked:
             return []
+        # A player seated in a rated race not over (matched by an earlier pass, whose commit
+        # an upsert of theirs waited for and then followed with a row of its own) waits no more.
+        racing = (
+            select(RacePlayer.player_id)
+            .join(Race, Race.id == RacePlayer.race_id)
+            .where(Race.rated, Race.status.in_([RaceStatus.LOBBY, RaceStatus.RUNNING]))
+        )
+        await session.execute(
+            delete(QueuedPlayer).where(
+                QueuedPlayer.rules == rules.value, QueuedPlayer.player_id.in_(racing)
+            )
+        )
         rows = await session.scalars(
             select(QueuedPlayer)
             .join(Player, Player.id == QueuedPlayer.player_id)

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import delete, func, insert, select
 
 from server.engine.codes import RuleSet
-from server.errors import ForbiddenError
+from server.errors import ConflictError, ErrorCode, ForbiddenError
 from server.services.clock import FakeClock
 from server.services.daily import DailyService
 from server.services.games import GameService
@@ -251,3 +251,42 @@ async def test_a_banned_player_cannot_wait_and_is_not_matched(
     assert [sorted(m.player_ids) for m in made] == [sorted([bob.id, cy.id])]
     async with queue.backend.engine.connect() as conn:
         assert await conn.scalar(select(func.count()).select_from(QueuedPlayer)) == 1  # Ann
+
+
+async def test_a_player_in_a_quick_race_not_over_is_not_queued_nor_matched_again(
+    queue: Queue,
+) -> None:
+    players = await _players(queue, 8)
+    for n, p in enumerate(players[:4]):
+        await queue.a.join(p, RuleSet.EASY, Connection("a", f"k{n}"))
+    [made] = await queue.a.match(RuleSet.EASY)
+    first = players[0]
+    # Asking again while in that race is refused, and nothing is queued.
+    with pytest.raises(ConflictError) as refused:
+        await queue.a.join(first, RuleSet.EASY, Connection("a", "again"))
+    assert refused.value.code is ErrorCode.TOO_MANY_ROOMS
+    assert await _queued(queue) == set()
+    # A row of theirs that got in anyway (an ask that waited for the match's commit) is
+    # dropped by the next pass, not matched into a second race.
+    async with queue.backend.engine.begin() as conn:
+        await conn.execute(
+            insert(QueuedPlayer),
+            [
+                {
+                    "player_id": first.id,
+                    "rules": "E",
+                    "rating": 0,
+                    "instance_id": "a",
+                    "connection": "late",
+                    "joined_at": T0,
+                }
+            ],
+        )
+    for n, p in enumerate(players[4:]):
+        await queue.b.join(p, RuleSet.EASY, Connection("b", f"m{n}"))
+    [second] = await queue.b.match(RuleSet.EASY)
+    assert first.id not in second.player_ids and sorted(second.player_ids) == sorted(
+        p.id for p in players[4:]
+    )
+    assert (await _seats(queue))[first.id] == [made.race_id]
+    assert await _queued(queue) == set()
