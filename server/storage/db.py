@@ -121,6 +121,21 @@ class DatabaseTarget:
         return f"{rendered}?{urlencode(query)}" if query else rendered
 
 
+#: Parameters of libpq's connection strings that asyncpg does not take (it would send them to
+#: the server as settings, which refuses them), and what to do instead.
+LIBPQ_ONLY = {
+    "connect_timeout": "this server does not take: set TRIPEAKS_DB_CONNECT_TIMEOUT_S instead",
+    "keepalives": "this server does not take: the operating system's TCP keepalives apply",
+    "keepalives_idle": "this server does not take: the operating system's TCP keepalives apply",
+    "keepalives_interval": (
+        "this server does not take: the operating system's TCP keepalives apply"
+    ),
+    "keepalives_count": "this server does not take: the operating system's TCP keepalives apply",
+    "load_balance_hosts": "this server does not take: hosts are tried in their order",
+    "gssencmode": "this server does not take: use sslmode",
+}
+
+
 def parse_database_url(url: str, setting: str = "DATABASE_URL") -> DatabaseTarget:
     """Take a PostgreSQL URL apart, in each of the forms users write for several servers:
     libpq's ``postgresql://u@h1:p1,h2:p2/db``, SQLAlchemy's repeated
@@ -134,7 +149,8 @@ def parse_database_url(url: str, setting: str = "DATABASE_URL") -> DatabaseTarge
     Raises:
         DatabaseConfigError: naming what is wrong: another scheme, a bad port, hosts both in
             the URL and in ``host=``, as many ports as hosts missing, an unknown
-            ``target_session_attrs``.
+            ``target_session_attrs``, a libpq parameter asyncpg does not take
+            (:data:`LIBPQ_ONLY`).
     """
     try:
         parts = urlsplit(url.strip())
@@ -157,6 +173,9 @@ def parse_database_url(url: str, setting: str = "DATABASE_URL") -> DatabaseTarge
     options = tuple(
         (key, value) for key, value in query if key not in ("host", "port", "target_session_attrs")
     )
+    for key, _ in options:
+        if key in LIBPQ_ONLY:
+            raise DatabaseConfigError(f"{setting} has {key}=, which {LIBPQ_ONLY[key]}")
     if hostlist and hosts_q:
         raise DatabaseConfigError(
             f"{setting} names its hosts twice, in the URL ({hostlist}) and in host=: keep one"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import case, delete, func, select
+from sqlalchemy import case, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 
 from server.engine.codes import RuleSet
@@ -35,6 +35,10 @@ from server.storage.transactions import Transaction, session_of
 
 #: The first key of the matchers' advisory locks (the second is the rule set's letter's code).
 MATCHER_LOCK = 0x51_55_45  # "QUE"
+#: How long a matcher's transaction may sit idle (its process stopped between two statements)
+#: before the database ends its session, letting go of the rule set's lock and the rows it
+#: holds (ms); a pass's own statements follow one another at once.
+MATCHER_IDLE_LIMIT_MS = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,11 @@ class PostgresQueueStore:
         """See :meth:`QueueStore.take` (``pg_try_advisory_xact_lock``, then ``FOR UPDATE OF
         race_queue SKIP LOCKED``)."""
         session = session_of(tx)
+        # A matcher whose process stops mid-pass (frozen, paused) must not hold the rule set's
+        # lock and the rows it locked for longer than this: the database ends its session.
+        await session.execute(
+            text(f"SET LOCAL idle_in_transaction_session_timeout = {MATCHER_IDLE_LIMIT_MS}")
+        )
         locked = await session.scalar(
             select(func.pg_try_advisory_xact_lock(MATCHER_LOCK, ord(rules.value)))
         )

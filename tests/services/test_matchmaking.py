@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import delete, func, insert, select
 
 from server.engine.codes import RuleSet
-from server.errors import ConflictError, ErrorCode, ForbiddenError
+from server.errors import ConflictError, ErrorCode, ForbiddenError, StorageError
 from server.services.clock import FakeClock
 from server.services.daily import DailyService
 from server.services.games import GameService
@@ -28,7 +28,9 @@ from server.storage.presence import Connection
 from server.storage.queue import PostgresQueueStore, QueueRow
 from server.storage.ratings import PostgresRatingStore
 from server.storage.sessions import Sessions
+from server.storage.transactions import session_of
 from tests.backends import PostgresBackend, open_backend
+from tests.helpers import eventually
 
 T0 = dt.datetime(2026, 3, 14, 12, 0, tzinfo=dt.UTC)
 RULES = QueueRules(gap=100, widen_per_s=10.0, start_after_s=10.0)
@@ -290,3 +292,34 @@ async def test_a_player_in_a_quick_race_not_over_is_not_queued_nor_matched_again
     )
     assert (await _seats(queue))[first.id] == [made.race_id]
     assert await _queued(queue) == set()
+
+
+#: How long the test waits for the database to end a stopped matcher's transaction: its
+#: idle limit, several times over (a loaded machine).
+IDLE_ENDED_WITHIN_S = 60.0
+
+
+async def test_a_matcher_stopped_mid_pass_holds_up_the_others_only_until_its_idle_limit(
+    queue: Queue,
+) -> None:
+    players = await _players(queue, 4)
+    for n, p in enumerate(players):
+        await queue.b.join(p, RuleSet.EASY, Connection("b", f"k{n}"))
+    stopped = PostgresQueueStore(Sessions(queue.backend.engine))
+    with pytest.raises(StorageError):
+        async with queue.backend.races.transaction() as tx:
+            # A pass that took the rule set's lock and the rows, and then stops (its process
+            # frozen): it sends nothing more.
+            assert len(await stopped.take(tx, RuleSet.EASY, "a", 30.0)) == 4
+            assert await queue.b.match(RuleSet.EASY) == []  # held up for now
+            made: list[Matched] = []
+
+            async def matched() -> bool:
+                made.extend(await queue.b.match(RuleSet.EASY))
+                return bool(made)
+
+            await eventually(
+                matched, "the stopped pass's lock let go", within_s=IDLE_ENDED_WITHIN_S, every_s=0.2
+            )
+            assert sorted(made[0].player_ids) == sorted(p.id for p in players)
+            await session_of(tx).execute(select(1))  # the stopped pass's session was ended

@@ -76,6 +76,11 @@ def test_the_listeners_dsn_drops_the_engine_only_options() -> None:
         ("postgresql://u@h1,,h2/db", "an empty host"),
         ("postgresql://u@[::1/db", "malformed IPv6 host"),
         ("postgresql://u@h/db?target_session_attrs=writable", "target_session_attrs='writable'"),
+        (
+            "postgresql://u@h/db?connect_timeout=1",
+            "connect_timeout=, .*CONNECT_TIMEOUT_S",
+        ),
+        ("postgres://u@h/db?sslmode=require&keepalives=1", "keepalives=, which this server"),
     ],
 )
 def test_a_malformed_url_is_refused_naming_what_is_wrong(url: str, says: str) -> None:
