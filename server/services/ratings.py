@@ -204,8 +204,9 @@ class RatingService(RatingModel):
         at: dt.datetime,
     ) -> list[RatingChangeRow]:
         """Rate a finished race in ``tx`` (the transaction that stores its results) from its
-        ranked results (``player_id`` and ``rank`` of each racer); a race of fewer than two
-        racers rates nobody.
+        ranked results (``player_id``, ``rank`` and ``moves`` of each racer); a race of fewer
+        than two racers, or one in which no racer made a move (nobody played: matched players
+        who never took their seats), rates nobody.
 
         Returns:
             The race's rating changes (empty when nobody was rated).
@@ -214,7 +215,7 @@ class RatingService(RatingModel):
             StorageConflict: ``pk_rating_changes``: the race was rated already.
         """
         ranks = {int(r["player_id"]): int(r["rank"]) for r in results}
-        if len(ranks) < 2:
+        if len(ranks) < 2 or not any(int(r["moves"]) for r in results):
             return []
         before = await self._store.lock(tx, rules, list(ranks), self.start, at)
         ratings, changes = self.rate(race_id, rules, ranks, before, at)

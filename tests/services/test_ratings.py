@@ -172,6 +172,15 @@ async def test_a_race_on_a_hosts_deal_changes_no_rating(rated: Rated, clock: Fak
         assert await conn.scalar(select(func.count()).select_from(Race)) == 1
 
 
+async def test_a_rated_race_in_which_nobody_moved_changes_no_rating(
+    rated: Rated, clock: FakeClock
+) -> None:
+    ann, bob, cy = await _players(rated, "Ann", "Bob", "Cy")
+    race_id = await _race(rated, clock, [ann, bob, cy], [0, 0, 0], host=False)
+    assert await rated.ratings.race_changes(race_id) == []
+    assert await _stored(rated) == {}
+
+
 async def test_finishing_a_rated_race_again_rates_it_once(rated: Rated, clock: FakeClock) -> None:
     ann, bob = await _players(rated, "Ann", "Bob")
     race_id = await _race(rated, clock, [ann, bob], [1, 0], host=False)
