@@ -111,10 +111,11 @@ def _session_of(server: TestServer, race_id: int, player_id: int) -> Any:
 
 def _choke(session: Any) -> asyncio.WriteTransport:
     """Shrink the server side's socket send buffer and its transport's high-water mark, so a
-    peer that stops reading stalls the server's writer after a few KiB, not a few hundred."""
+    peer that stops reading stalls the server's writer after a few KiB, not a few hundred (the
+    kernel's smallest buffers: its floor is above the 1 KiB asked)."""
     transport: asyncio.WriteTransport = session.outbox._transport
-    transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    transport.set_write_buffer_limits(high=4096)
+    transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1024)
+    transport.set_write_buffer_limits(high=1024)
     return transport
 
 
@@ -738,61 +739,66 @@ async def test_a_spectator_vanishing_mid_broadcast_does_not_disturb_the_racers(
         more = [await _player(client, f"Racer{i}") for i in range(4)]
         invite = await _open_room(host, ann, *more)
         gone, gone_id = await _raw_player(client, race_server, "Gone")
-        joined = await gone.request({"type": "race_join", "invite": invite, "watch": True}, "j")
-        race_id = joined["race"]["race_id"]
-        await stays.request({"type": "race_join", "invite": invite, "watch": True})
-        games = await _start(host, invite, [host, ann, *more], clock)
-        session = _session_of(race_server, race_id, gone_id)
-        transport = _choke(session)
+        try:
+            joined = await gone.request({"type": "race_join", "invite": invite, "watch": True}, "j")
+            race_id = joined["race"]["race_id"]
+            await stays.request({"type": "race_join", "invite": invite, "watch": True})
+            games = await _start(host, invite, [host, ann, *more], clock)
+            session = _session_of(race_server, race_id, gone_id)
+            transport = _choke(session)
 
-        # Fill the vanishing spectator's pipe until the server's writer waits in the middle
-        # of writing to it: its transport paused writing (the buffer went over the high-water
-        # mark; it stays paused, anywhere above the low mark, while the peer reads nothing)
-        # and messages queue behind it.
-        protocol = transport.get_protocol()
-        assert isinstance(protocol, BaseProtocol)
+            # Fill the vanishing spectator's pipe until the server's writer waits in the middle
+            # of writing to it: its transport paused writing (the buffer went over the high-water
+            # mark; it stays paused, anywhere above the low mark, while the peer reads nothing)
+            # and messages queue behind it.
+            protocol = transport.get_protocol()
+            assert isinstance(protocol, BaseProtocol)
 
-        def writing() -> bool:
-            return protocol.writing_paused and session.outbox.pending > 0
+            def writing() -> bool:
+                return protocol.writing_paused and session.outbox.pending > 0
 
-        deadline = time.monotonic() + TIMEOUT
+            deadline = time.monotonic() + TIMEOUT
 
-        async def churn(
-            ws: WsPlayer, state: dict[str, Any], line: list[Action]
-        ) -> tuple[dict[str, Any], list[Action]]:
-            """Play ``line`` until the spectator's writer waits; the game and what is left."""
-            while line and not writing():
-                assert time.monotonic() < deadline, "the spectator's pipe did not fill in time"
-                state = (await ws.act(state, line[0].kind.value, line[0].pos))["game"]
-                line = line[1:]
-            return state, line
+            async def churn(
+                ws: WsPlayer, state: dict[str, Any], line: list[Action]
+            ) -> tuple[dict[str, Any], list[Action]]:
+                """Play ``line`` until the spectator's writer waits; the game and what is left."""
+                while line and not writing():
+                    assert time.monotonic() < deadline, "the spectator's pipe did not fill in time"
+                    state = (await ws.act(state, line[0].kind.value, line[0].pos))["game"]
+                    line = line[1:]
+                return state, line
 
-        assert WIN is not None and BLOCK is not None
-        lines = {host: WIN, ann: BLOCK, **{ws: WIN for ws in more}}
-        played = await asyncio.gather(*(churn(ws, games[ws], lines[ws]) for ws in lines))
-        # The racers' progress reaches the room after their acks (events are published once
-        # their commits are in): the last of it may still be on its way.
-        await eventually(
-            writing,
-            "the spectator's pipe to fill: "
-            f"{transport.get_write_buffer_size()} bytes buffered, paused: "
-            f"{protocol.writing_paused}, {session.outbox.pending} queued, "
-            f"closed: {session.outbox.closed}",
-            within_s=TIMEOUT,
-        )
-        gone.abort()
-        final_host, final_ann, *_ = await asyncio.gather(
-            *(ws.play(*left) for ws, left in zip(lines, played, strict=True))
-        )
-        assert (final_host["status"], final_ann["status"]) == ("won", "blocked")
-        seen = await _until_results(stays)
-        results = [r["name"] for r in seen[-1]["race"]["results"]]
-        assert sorted(results[:-1]) == ["Host", "Racer0", "Racer1", "Racer2", "Racer3"]
-        assert results[-1] == "Ann"  # the winners, then the one blocked
-        await _eventually(lambda: race_server.app[HUB].subscribers(race_id) == 7, "gone dropped")
-        assert session.outbox.closed
-        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-        assert errors == []
+            assert WIN is not None and BLOCK is not None
+            lines = {host: WIN, ann: BLOCK, **{ws: WIN for ws in more}}
+            played = await asyncio.gather(*(churn(ws, games[ws], lines[ws]) for ws in lines))
+            # The racers' progress reaches the room after their acks (events are published once
+            # their commits are in): the last of it may still be on its way.
+            await eventually(
+                writing,
+                "the spectator's pipe to fill: "
+                f"{transport.get_write_buffer_size()} bytes buffered, paused: "
+                f"{protocol.writing_paused}, {session.outbox.pending} queued, "
+                f"closed: {session.outbox.closed}",
+                within_s=TIMEOUT,
+            )
+            gone.abort()
+            final_host, final_ann, *_ = await asyncio.gather(
+                *(ws.play(*left) for ws, left in zip(lines, played, strict=True))
+            )
+            assert (final_host["status"], final_ann["status"]) == ("won", "blocked")
+            seen = await _until_results(stays)
+            results = [r["name"] for r in seen[-1]["race"]["results"]]
+            assert sorted(results[:-1]) == ["Host", "Racer0", "Racer1", "Racer2", "Racer3"]
+            assert results[-1] == "Ann"  # the winners, then the one blocked
+            await _eventually(
+                lambda: race_server.app[HUB].subscribers(race_id) == 7, "gone dropped"
+            )
+            assert session.outbox.closed
+            errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+            assert errors == []
+        finally:
+            gone.close()  # (a failure above must not leave its socket open)
 
 
 # ------------------------------------------------------------------------ limits and leaving
