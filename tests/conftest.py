@@ -36,6 +36,7 @@ from aiohttp.web import Application, AppRunner, Request
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from server.bench.process import free_port
 from server.config import Settings
 from server.services.analysis import Analyzer
 from server.services.clock import Clock, FakeClock
@@ -114,7 +115,7 @@ def _start_embedded_postgres() -> PrivatePostgres:
     """A PostgreSQL of this run's own, running. Its folder is a fresh one under the system's
     temporary directory (as root the server runs as another user, who must reach it)."""
     root = Path(tempfile.mkdtemp(prefix="tripeaks-test-pg-"))
-    server = PrivatePostgres(root, _free_port(), EMBEDDED_SETTINGS)
+    server = PrivatePostgres(root, free_port(), EMBEDDED_SETTINGS)
     try:
         try:
             server.init(locale="C.UTF-8")  # as Debian's PostgreSQL, where it exists
@@ -332,13 +333,6 @@ def _pgbouncer_program() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _pgbouncer_config(folder: Path, port: int) -> Path:
     """A transaction-pooling configuration: every database of the test PostgreSQL, trust
     authentication for its user, generous limits."""
@@ -401,7 +395,7 @@ def _start_pgbouncer(
 ) -> tuple[subprocess.Popen[bytes], PgBouncer] | None:
     """Start PgBouncer on a free port and wait until it answers; None when the port was taken
     meanwhile (try another)."""
-    port = _free_port()
+    port = free_port()
     config = _pgbouncer_config(folder, port)
     user = _unprivileged_user()
     log = folder / "pgbouncer.log"
