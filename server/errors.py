@@ -92,6 +92,7 @@ class ErrorCode(StrEnum):
     # the daily challenge and its leaderboard (REST)
     BAD_DATE = "bad_date"
     BAD_PERIOD = "bad_period"
+    BAD_RULES = "bad_rules"
     NO_DAILY = "no_daily"
     BAD_LIMIT = "bad_limit"
     BAD_CURSOR = "bad_cursor"

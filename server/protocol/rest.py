@@ -23,6 +23,7 @@ from server.engine.codes import DealVersion, RuleSet
 from server.engine.difficulty import Level
 from server.errors import ErrorCode
 from server.protocol.rest_boards import PeriodBoardPage, PeriodBoardWindow, PeriodFriendsBoard
+from server.protocol.rest_ladder import LadderFriends, LadderPage, LadderWindow
 from server.protocol.rest_players import (
     FollowedPlayer,
     Following,
@@ -294,6 +295,9 @@ Body = (
     | PeriodBoardPage
     | PeriodBoardWindow
     | PeriodFriendsBoard
+    | LadderPage
+    | LadderWindow
+    | LadderFriends
     | GameRecord
     | Replay
     | PlayerProfile

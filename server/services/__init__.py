@@ -17,6 +17,7 @@ from server.services.clock import Clock
 from server.services.daily import DailyService
 from server.services.friends import FriendService
 from server.services.games import GameService
+from server.services.ladder import LadderService
 from server.services.leaderboards import LeaderboardService
 from server.services.matchmaking import Matched, Matchmaker, QueueRules
 from server.services.moderation import ModerationService
@@ -33,6 +34,7 @@ from server.storage.daily import PostgresDailyStore, ReplicaDailyStore
 from server.storage.events import Publisher
 from server.storage.follows import PostgresFollowStore
 from server.storage.games import PostgresGameStore
+from server.storage.ladder import PostgresLadderStore
 from server.storage.leaderboards import PostgresLeaderboardStore, ReplicaLeaderboardStore
 from server.storage.moderation import PostgresModerationStore
 from server.storage.online import PostgresOnlineStore
@@ -68,6 +70,7 @@ class Services:
     profiles: ProfileService
     friends: FriendService
     boards: PeriodBoardService
+    ladder: LadderService
     welcomes: WelcomeService
     analyzer: Analyzer | None = None
     reads: ReadRouter | None = None
@@ -191,6 +194,9 @@ class Services:
                 instance_timeout_s=limits.instance_timeout_s,
             ),
             boards=PeriodBoardService(PostgresPeriodBoardStore(sessions), follows),
+            ladder=LadderService(
+                PostgresLadderStore(sessions), follows, ratings.rules.provisional_races
+            ),
             welcomes=WelcomeService(PostgresWelcomeStore(db), games, daily, clock),
             analyzer=analyzer,
             reads=reads,

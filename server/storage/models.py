@@ -17,6 +17,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Computed,
     Date,
     DateTime,
     Float,
@@ -116,6 +117,8 @@ class Player(Base):
         ),
         CheckConstraint("octet_length(address_hash) = 32", name="address_hash"),
         CheckConstraint("octet_length(recovery_hash) = 32", name="recovery_hash"),
+        # The few banned players, for the ladder's ranks (migration 0016).
+        Index("ix_players_banned", "id", postgresql_where=text("banned_at IS NOT NULL")),
     )
 
 
@@ -412,10 +415,23 @@ class PlayerRating(Base):
     races: Mapped[int] = mapped_column(Integer, nullable=False)
     wins: Mapped[int] = mapped_column(Integer, nullable=False)
     rated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    #: The rating shown (the ordinal ``mu - 3 sigma`` times 40, rounded), the ladder's order.
+    rating: Mapped[int] = mapped_column(
+        Integer, Computed("round((mu - 3 * sigma) * 40)::integer", persisted=True)
+    )
 
     __table_args__ = (
         CheckConstraint("rules IN ('E', 'C')", name="rules"),
         CheckConstraint("sigma > 0 AND races >= 0 AND wins >= 0 AND wins <= races", name="counts"),
+        # The ladder in its order (rating and races descending, player id), for keyset pages
+        # and for counting the entries ahead of a rating: each one index range.
+        Index(
+            "ix_player_ratings_ladder",
+            "rules",
+            text("rating DESC"),
+            text("races DESC"),
+            "player_id",
+        ),
     )
 
 

@@ -5,9 +5,9 @@ document served at ``GET /api/v1/openapi.json``, so no route exists without its 
 The table is assembled here from the per-area lists, in registration order:
 :mod:`server.web.routes_players` (players, profiles, following), :mod:`server.web.routes_daily`
 (the daily and its leaderboards), :mod:`server.web.routes_boards` (the weekly and monthly
-boards), :mod:`server.web.routes_games` (game records, replays, race
-rooms), then this document and the health routes. What the entries share (:class:`Route`,
-parameter types, common answers and headers) is :mod:`server.web.routing`'s.
+boards), :mod:`server.web.routes_ladder` (the ladder), :mod:`server.web.routes_games` (game
+records, replays, race rooms), then this document and the health routes. What the entries
+share (:class:`Route`, parameter types, common answers and headers) is :mod:`server.web.routing`'s.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from server.web.keys import SETTINGS
 from server.web.routes_boards import BOARD_ROUTES
 from server.web.routes_daily import DAILY_ROUTES
 from server.web.routes_games import GAME_ROUTES
+from server.web.routes_ladder import LADDER_ROUTES
 from server.web.routes_players import PLAYER_ROUTES
 from server.web.routing import COMMON_HEADERS, NO_STORE, TOO_MANY_CONNECTIONS, Route
 
@@ -90,6 +91,7 @@ ROUTES: tuple[Route, ...] = (
     *PLAYER_ROUTES,
     *DAILY_ROUTES,
     *BOARD_ROUTES,
+    *LADDER_ROUTES,
     *GAME_ROUTES,
     Route(
         Operation(

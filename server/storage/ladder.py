@@ -1,0 +1,296 @@
+"""The ladder's reads (docs/rules.md §4 "Ladder"): each rule set's ratings in ladder order, as
+pages, windows and single entries, each with what ranks them.
+
+An entry is a ``player_ratings`` row of the rule set whose player is not banned. Order: shown
+rating (``player_ratings.rating``, migration 0016) descending, rated races descending, player
+id ascending (:func:`ladder_order_key`); entries with the same rating tie (share a rank). A page
+is one range of ``ix_player_ratings_ladder`` from a keyset cursor, never an OFFSET; a rank counts
+the entries ahead of a rating on the same index (an index range of the entries ahead, less the
+banned players among them, read through ``ix_players_banned``). Each answer reads one snapshot
+(one statement, or a read-only REPEATABLE READ transaction), so rows and ranks always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import TextClause, bindparam, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.engine.codes import RuleSet
+from server.storage.leaderboards import MAX_PLAYER_ID
+from server.storage.sessions import Sessions
+
+
+class LadderPlaced(Protocol):
+    """Anything with a place in the ladder's order: a position, a row."""
+
+    @property
+    def rating(self) -> int: ...
+    @property
+    def races(self) -> int: ...
+    @property
+    def player_id(self) -> int: ...
+
+
+def ladder_order_key(entry: LadderPlaced) -> tuple[int, int, int]:
+    """An entry's place in the ladder's order (smaller first): higher rating, then more rated
+    races, then smaller player id."""
+    return (-entry.rating, -entry.races, entry.player_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LadderPosition:
+    """A place in the ladder's order (which no entry need hold: a cursor's). ``rating`` and
+    ``races`` within −2³¹..2³¹−1 and 0..2³¹−1, ``player_id`` within 0..2⁶³−1 (the columns')."""
+
+    rating: int
+    races: int
+    player_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class LadderRow:
+    """One entry of the ladder.
+
+    Attributes:
+        player_id: the player.
+        name: the player's display name.
+        rating: the shown rating (docs/rules.md §4 "Ratings").
+        races / wins: rated races played and won under the rule set.
+    """
+
+    player_id: int
+    name: str
+    rating: int
+    races: int
+    wins: int
+
+    @property
+    def position(self) -> LadderPosition:
+        """This entry's place in the order."""
+        return LadderPosition(self.rating, self.races, self.player_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LadderSlice:
+    """Consecutive entries of the ladder and where they stand on it.
+
+    Attributes:
+        rows: the entries, in ladder order.
+        before: how many entries come before ``rows[0]`` (0 when ``rows`` is empty).
+        better: how many entries have a higher rating than ``rows[0]`` (its rank is
+            ``better + 1``; 0 when ``rows`` is empty).
+    """
+
+    rows: tuple[LadderRow, ...]
+    before: int
+    better: int
+
+
+class LadderStore(Protocol):
+    """Where the ladder is read. Every method may raise :class:`~server.errors.StorageError`
+    when the database fails."""
+
+    async def page(self, rules: RuleSet, limit: int, after: LadderPosition | None) -> LadderSlice:
+        """Up to ``limit`` (1 and up) entries: the first ones, or those after ``after``."""
+        ...
+
+    async def window(self, rules: RuleSet, player_id: int, radius: int) -> LadderSlice | None:
+        """The player's entry with up to ``radius`` (0 and up) entries either side, or None
+        when the player has no entry (no rating under ``rules``, or banned)."""
+        ...
+
+    async def entries(self, rules: RuleSet, player_ids: Collection[int]) -> list[LadderSlice]:
+        """These players' entries, each alone with its counts on the whole ladder, in ladder
+        order; players with none are left out."""
+        ...
+
+
+# ----------------------------------------------------------------------------- statements
+
+_ENTRIES = """
+SELECT r.player_id, p.name, r.rating, r.races, r.wins
+  FROM player_ratings r JOIN players p ON p.id = r.player_id
+ WHERE r.rules = :rules AND p.banned_at IS NULL
+"""
+_ORDER = " ORDER BY r.rating DESC, r.races DESC, r.player_id"
+_REVERSE = " ORDER BY r.rating ASC, r.races ASC, r.player_id DESC"
+
+
+def _count(where: str) -> str:
+    """The entries matching ``where`` (on alias ``x`` of ``player_ratings``): the index range of
+    every rating of the rule set matching it, less the banned players' among them."""
+    return f"""(
+    (SELECT count(*) FROM player_ratings x WHERE x.rules = :rules AND {where})
+  - (SELECT count(*) FROM players b JOIN player_ratings x
+        ON x.player_id = b.id AND x.rules = :rules
+      WHERE b.banned_at IS NOT NULL AND {where}))"""
+
+
+def _counts(key: str) -> str:
+    """The counts of a position (``{key}.rating`` etc.: a cursor's parameters or a row's
+    columns): ``better``, the entries rated higher, and ``ties``, the entries of the same
+    rating before it or at it."""
+    better = _count(f"x.rating > {key}rating")
+    ties = _count(
+        f"x.rating = {key}rating AND (x.races > {key}races"
+        f" OR (x.races = {key}races AND x.player_id <= {key}player_id))"
+    )
+    return f"{better} AS better, {ties} AS ties"
+
+
+def _sql(statement: str, *expanding: str) -> TextClause:
+    clause = text(statement)
+    return clause.bindparams(*(bindparam(name, expanding=True) for name in expanding))
+
+
+#: The first ``limit`` entries.
+FIRST_PAGE = _sql(_ENTRIES + _ORDER + " LIMIT :limit")
+#: The ``limit`` entries after the cursor (``k_rating``, ``k_races``, ``k_player_id``): the
+#: index range from the cursor's rating on, less those of its rating at or before it.
+AFTER = (
+    " AND r.rating <= :k_rating AND (r.rating < :k_rating OR r.races < :k_races"
+    " OR (r.races = :k_races AND r.player_id > :k_player_id))"
+)
+NEXT_PAGE = _sql(_ENTRIES + AFTER + _ORDER + " LIMIT :limit")
+#: The counts of a cursor (see :func:`_counts`).
+COUNTS = _sql("SELECT " + _counts(":k_"))
+#: Some players' entries (``player_ids``), each with its counts, in ladder order.
+OWN_MANY = _sql(
+    "SELECT e.*, "
+    + _counts("e.")
+    + " FROM ("
+    + _ENTRIES
+    + " AND r.player_id IN :player_ids) e ORDER BY e.rating DESC, e.races DESC, e.player_id",
+    "player_ids",
+)
+#: The ``limit`` entries before the cursor, nearest first.
+BEFORE = (
+    " AND r.rating >= :k_rating AND (r.rating > :k_rating OR r.races > :k_races"
+    " OR (r.races = :k_races AND r.player_id < :k_player_id))"
+)
+ABOVE = _sql(_ENTRIES + BEFORE + _REVERSE + " LIMIT :limit")
+
+
+# ---------------------------------------------------------------------------------- store
+
+
+def _values(key: LadderPlaced) -> dict[str, Any]:
+    return {"k_rating": key.rating, "k_races": key.races, "k_player_id": key.player_id}
+
+
+class PostgresLadderStore:
+    """:class:`LadderStore` over ``player_ratings`` and ``players``.
+
+    Args:
+        sessions: the database session factory (its failures leave as
+            :class:`~server.errors.StorageError`).
+    """
+
+    def __init__(self, sessions: Sessions) -> None:
+        self._sessions = sessions
+
+    async def page(self, rules: RuleSet, limit: int, after: LadderPosition | None) -> LadderSlice:
+        """Up to ``limit`` entries in order, the first ones or those after ``after`` with the
+        counts of ``after`` (one snapshot).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        values: dict[str, Any] = {"rules": rules.value, "limit": limit}
+        async with self._snapshot() as conn:
+            if after is None:
+                return LadderSlice(_rows((await conn.execute(FIRST_PAGE, values)).all()), 0, 0)
+            values |= _values(after)
+            rows = (await conn.execute(NEXT_PAGE, values)).all()
+            if not rows:
+                return LadderSlice((), 0, 0)
+            counts = (await conn.execute(COUNTS, values)).one()
+        before = int(counts.better) + int(counts.ties)
+        better = int(counts.better) if rows[0].rating == after.rating else before
+        return LadderSlice(_rows(rows), before, better)
+
+    async def window(self, rules: RuleSet, player_id: int, radius: int) -> LadderSlice | None:
+        """The player's entry with up to ``radius`` entries either side, with the counts of
+        the window's first (one snapshot).
+
+        Returns:
+            The window, or None when the player has no entry (also for ids outside
+            1..2⁶³−1).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        if not 0 < player_id <= MAX_PLAYER_ID:
+            return None
+        values: dict[str, Any] = {"rules": rules.value, "player_ids": [player_id]}
+        async with self._snapshot() as conn:
+            own = (await conn.execute(OWN_MANY, values)).first()
+            if own is None:
+                return None
+            at = values | _values(own) | {"limit": radius}
+            above = list(reversed((await conn.execute(ABOVE, at)).all()))
+            below = (await conn.execute(NEXT_PAGE, at)).all()
+            first = above[0] if above else own
+            counts = (await conn.execute(COUNTS, values | _values(first))).one()
+        rows = _rows([*above, own, *below])
+        before = int(counts.better) + int(counts.ties) - 1
+        return LadderSlice(rows, before, int(counts.better))
+
+    async def entries(self, rules: RuleSet, player_ids: Collection[int]) -> list[LadderSlice]:
+        """Some players' entries with their counts (one statement).
+
+        Raises:
+            StorageError: the database failed.
+        """
+        ids = sorted({i for i in player_ids if 0 < i <= MAX_PLAYER_ID})
+        if not ids:
+            return []
+        values = {"rules": rules.value, "player_ids": ids}
+        async with self._snapshot() as conn:
+            rows = (await conn.execute(OWN_MANY, values)).all()
+        return [
+            LadderSlice(_rows([row]), int(row.ties) - 1 + int(row.better), int(row.better))
+            for row in rows
+        ]
+
+    @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in a read-only REPEATABLE READ transaction: every statement of one
+        answer reads the same snapshot."""
+        async with self._sessions() as session:
+            conn = await session.connection(
+                execution_options={
+                    "isolation_level": "REPEATABLE READ",
+                    "postgresql_readonly": True,
+                }
+            )
+            yield conn
+
+
+def _rows(rows: Sequence[Any]) -> tuple[LadderRow, ...]:
+    return tuple(
+        LadderRow(
+            player_id=int(row.player_id),
+            name=row.name,
+            rating=int(row.rating),
+            races=int(row.races),
+            wins=int(row.wins),
+        )
+        for row in rows
+    )
+
+
+__all__ = [
+    "LadderPlaced",
+    "LadderPosition",
+    "LadderRow",
+    "LadderSlice",
+    "LadderStore",
+    "PostgresLadderStore",
+    "ladder_order_key",
+]
