@@ -83,6 +83,8 @@ class RoomView(Protocol):
     @property
     def host_deal(self) -> bool: ...
     @property
+    def rated(self) -> bool: ...
+    @property
     def time_limit_s(self) -> int: ...
     @property
     def max_players(self) -> int: ...
@@ -154,6 +156,17 @@ class RoomWatcher(msgspec.Struct, frozen=True):
     presence: Presence | None
 
 
+class RaceRating(msgspec.Struct, frozen=True):
+    """A racer's rating change in a rated race (docs/rules.md §4 "Ratings"): the rating shown
+    ``before`` the race (after the absence's widening) and ``after`` it, ``change`` = after −
+    before, and whether the rating is ``provisional`` after it."""
+
+    before: int
+    after: int
+    change: int
+    provisional: bool
+
+
 class RaceResult(msgspec.Struct, frozen=True):
     """A RESULT of a finished race: one racer's place (docs/protocol.md §11.7).
 
@@ -162,7 +175,9 @@ class RaceResult(msgspec.Struct, frozen=True):
     28 − ``cards_left``; ``elapsed_ms`` runs from ``starts_at`` to the end of their game (null:
     stopped by the time limit); ``last_removal_ms`` from ``starts_at`` to their last removal
     still in effect (null: none), absent from the results of races finished before it was
-    kept; ``game_id`` their race game, absent from those of races finished before replays.
+    kept; ``game_id`` their race game, absent from those of races finished before replays;
+    ``rating`` their rating change, present only in a rated race's results (for every racer
+    it rated).
     """
 
     rank: int
@@ -177,6 +192,7 @@ class RaceResult(msgspec.Struct, frozen=True):
     elapsed_ms: int | None
     last_removal_ms: int | msgspec.UnsetType | None = msgspec.UNSET
     game_id: int | msgspec.UnsetType = msgspec.UNSET
+    rating: RaceRating | msgspec.UnsetType = msgspec.UNSET
 
 
 class RoomState(msgspec.Struct, frozen=True):
@@ -184,7 +200,9 @@ class RoomState(msgspec.Struct, frozen=True):
 
     ``code`` is null until the race is over; ``host_deal`` is true when the host chose the code
     (and may know the cards); times are UTC (``server_time``: when this was read);
-    ``watchers`` holds at most 50, connected first; ``results`` is null until the race ends.
+    ``watchers`` holds at most 50, connected first; ``results`` is null until the race ends;
+    ``rated``: the race's results move its racers' ratings (a quick race, or a friends' race
+    every racer opted into).
     """
 
     race_id: int
@@ -208,6 +226,7 @@ class RoomState(msgspec.Struct, frozen=True):
     watchers_total: int
     grace_s: float
     results: list[RaceResult] | None
+    rated: bool = False
 
 
 def room_state(room: RoomView, now: dt.datetime) -> RoomState:
@@ -234,6 +253,7 @@ def room_state(room: RoomView, now: dt.datetime) -> RoomState:
         watchers_total=room.watchers_total,
         grace_s=room.grace_s,
         results=None if room.results is None else msgspec.convert(room.results, list[RaceResult]),
+        rated=room.rated,
     )
 
 
@@ -256,6 +276,7 @@ __all__ = [
     "Presence",
     "PresenceView",
     "Progress",
+    "RaceRating",
     "RaceResult",
     "RoomPlayer",
     "RoomState",

@@ -374,8 +374,9 @@ class RaceService:
 
     async def maybe_finish(self, race_id: int, *, lock_wait_s: float | None = None) -> bool:
         """Finish a running race if every racer is done or its time is up: rank the results,
-        store them, rate a rated race from them (:class:`RatingService`, in the same
-        transaction) and announce them. Safe to call from any process, any number of times: the
+        rate a rated race from them (:class:`RatingService`; each rated racer's result then
+        carries their ``rating`` change), store them and announce them, all in one
+        transaction. Safe to call from any process, any number of times: the
         race row's lock makes exactly one caller finish it.
 
         Args:
@@ -400,9 +401,13 @@ class RaceService:
                 return False
             results = results_of(games, race.starts_at)
             finished_at = min(now, race.ends_at)
-            await self._store.finish(tx, race, finished_at, results)
             if race.rated and not race.host_deal and self._ratings is not None:
-                await self._ratings.rate_race(tx, race.id, race.rules, results, finished_at)
+                # Rated before the results are stored, in their transaction: the results
+                # carry each racer's change, and are never announced without it.
+                results = await self._ratings.rate_race(
+                    tx, race.id, race.rules, results, finished_at
+                )
+            await self._store.finish(tx, race, finished_at, results)
             await tx.commit()
             log.info("race %s finished", race.invite)
             return True

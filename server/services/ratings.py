@@ -202,25 +202,44 @@ class RatingService(RatingModel):
         rules: RuleSet,
         results: Sequence[Mapping[str, Any]],
         at: dt.datetime,
-    ) -> list[RatingChangeRow]:
+    ) -> list[dict[str, Any]]:
         """Rate a finished race in ``tx`` (the transaction that stores its results) from its
         ranked results (``player_id``, ``rank`` and ``moves`` of each racer); a race of fewer
         than two racers, or one in which no racer made a move (nobody played: matched players
         who never took their seats), rates nobody.
 
         Returns:
-            The race's rating changes (empty when nobody was rated).
+            The results, each a new dict, with a ``rating`` member for every racer rated:
+            ``{"before", "after", "change", "provisional"}``, their shown rating before the
+            race (as the library took it, after the absence) and after it, ``change`` = after −
+            before, and whether it is provisional after the race. Nobody rated: the results
+            unchanged.
 
         Raises:
             StorageConflict: ``pk_rating_changes``: the race was rated already.
         """
         ranks = {int(r["player_id"]): int(r["rank"]) for r in results}
         if len(ranks) < 2 or not any(int(r["moves"]) for r in results):
-            return []
+            return [dict(r) for r in results]
         before = await self._store.lock(tx, rules, list(ranks), self.start, at)
         ratings, changes = self.rate(race_id, rules, ranks, before, at)
         await self._store.save(tx, ratings, changes)
-        return changes
+        races = {rating.player_id: rating.races for rating in ratings}
+        shown = {c.player_id: self.shown_change(c, races[c.player_id]) for c in changes}
+        return [{**r, "rating": shown[int(r["player_id"])]} for r in results]
+
+    def shown_change(self, change: RatingChangeRow, races: int) -> dict[str, Any]:
+        """A racer's change in a rated race as a race's results show it: ``before`` and
+        ``after`` (shown ratings), ``change`` (after − before) and ``provisional`` (after the
+        race, having played ``races`` rated races)."""
+        before = self.shown(change.mu_before, change.sigma_before)
+        after = self.shown(change.mu_after, change.sigma_after)
+        return {
+            "before": before,
+            "after": after,
+            "change": after - before,
+            "provisional": races < self.rules.provisional_races,
+        }
 
     async def ratings_of(self, player_id: int) -> list[Rating]:
         """The player's ratings as shown, by rule set."""

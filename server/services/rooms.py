@@ -158,6 +158,7 @@ class Room:
     watchers: tuple[Watcher, ...] = ()
     watchers_total: int = 0
     grace_s: float = 60.0
+    rated: bool = False
 
     def seat_of(self, player_id: int) -> Seat | None:
         """The player's seat, or None for a spectator."""
@@ -344,6 +345,7 @@ def room_view(
         ),
         watchers_total=watchers_total,
         grace_s=grace_s,
+        rated=race.rated,
     )
 
 

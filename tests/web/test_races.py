@@ -84,6 +84,9 @@ async def test_three_players_race_from_invite_to_results(
             # (500): the cards removed come before the score.
             assert ranked == [(1, "Host", "won"), (2, "Ann", "blocked"), (3, "Bob", "resigned")]
             assert [r["cards_removed"] for r in results["results"]] == [28, 2, 0]
+            # A race on a host's deal is never rated: no rating change in its results.
+            assert results["rated"] is False
+            assert all("rating" not in r for r in results["results"])
 
         resp = await client.get(f"/api/v1/races/{invite}")
         assert resp.status == 200

@@ -75,7 +75,8 @@ async def test_a_quick_race_is_matched_raced_and_rated_and_its_ratings_are_serve
             state = await sockets[0].play(state, [action])
         for ws, g in zip(sockets, [state, *games[1:]], strict=True):
             await ws.request({"type": "resign", "game_id": g["game_id"]})
-        results = (await sockets[0].until("race_results"))["race"]["results"]
+        finished = (await sockets[0].until("race_results"))["race"]
+        results = finished["results"]
         assert [(r["name"], r["rank"]) for r in results] == [
             ("ada", 1),
             ("bob", 2),
@@ -83,8 +84,21 @@ async def test_a_quick_race_is_matched_raced_and_rated_and_its_ratings_are_serve
             ("di", 2),
         ]
 
+        assert finished["rated"] is True
+
         model = PlackettLuce()
         expected = model.rate([[model.rating()] for _ in infos], ranks=[1.0, 2.0, 2.0, 2.0])
+        # Each racer's result carries their change, in the push and in the room read later.
+        shown = [round(new.ordinal() * 40) for (new,) in expected]
+        changes = [
+            {"before": 0, "after": after, "change": after, "provisional": True} for after in shown
+        ]
+        assert [r["rating"] for r in finished["results"]] == changes
+        room = await client.get(f"/api/v1/races/{invite}")
+        assert room.status == 200
+        stored = await room.json()
+        assert stored["rated"] is True
+        assert [r["rating"] for r in stored["results"]] == changes
         for info, (new,), won in zip(infos, expected, [1, 0, 0, 0], strict=True):
             body = await _ratings(client, info["id"])
             (rating,) = body["ratings"]
