@@ -89,6 +89,8 @@ class ErrorCode(StrEnum):
     ALREADY_STARTED = "already_started"
     BAD_TIME_LIMIT = "bad_time_limit"
     NOT_IN_RACE = "not_in_race"
+    RATED_HOST_DEAL = "rated_host_deal"
+    RATED_MISMATCH = "rated_mismatch"
     # the daily challenge and its leaderboard (REST)
     BAD_DATE = "bad_date"
     BAD_PERIOD = "bad_period"

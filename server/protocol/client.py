@@ -231,13 +231,18 @@ class RaceCreate(_OnADeal, tag="race_create", frozen=True):
     the server's default when absent); the sender hosts it."""
 
     time_limit_s: Annotated[int, Meta(ge=1, le=86_400)] | None = None
+    #: The host opts into a rated race (docs/rules.md §4 "Ratings"): only on a random deal.
+    rated: bool = False
 
 
 class RaceJoin(_Message, tag="race_join", frozen=True):
-    """Take a seat in a race room by its invite code, or watch it (``watch``, or once started)."""
+    """Take a seat in a race room by its invite code, or watch it (``watch``, or once started);
+    ``rated``: a racer taking a seat in a rated room opts into its rating (required there,
+    refused in a room that is not rated)."""
 
     invite: InviteCode
     watch: bool = False
+    rated: bool = False
 
 
 class RaceLeave(_Message, tag="race_leave", frozen=True):

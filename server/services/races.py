@@ -111,16 +111,21 @@ class RaceService:
             rules: the rule set of a random deal.
             time_limit_s: the race's time limit (default :attr:`RaceLimits.default_time_limit_s`).
             connection: the host's connection, which follows the room from now on.
-            rated: its results move the racers' ratings (docs/rules.md §4 "Ratings").
+            rated: its results move the racers' ratings (docs/rules.md §4 "Ratings"): the
+                host opts in, and every racer who takes a seat must too (:meth:`join`).
 
         Raises:
-            ValueError: ``rated`` with a host's deal (``code``): such a race is never rated.
-            InvalidInputError: ``bad_time_limit``.
+            InvalidInputError: ``rated_host_deal`` (``rated`` with a host's deal, ``code``:
+                such a race is never rated), ``bad_time_limit``.
             ForbiddenError: ``banned``: a banned player opens no race.
             ConflictError: ``too_many_rooms``.
         """
         if rated and code is not None:
-            raise ValueError("a race on a host's deal is never rated")
+            raise InvalidInputError(
+                "a race on a host's deal is never rated: open it without rated, or on a "
+                "random deal (no code)",
+                code=ErrorCode.RATED_HOST_DEAL,
+            )
         async with self._store.transaction() as tx:
             refuse_banned(await self._store.ban_of(tx, player.id))
         limit = self.limits.time_limit(time_limit_s)
@@ -160,8 +165,13 @@ class RaceService:
         *,
         watch: bool = False,
         connection: Connection | None = None,
+        rated: bool = False,
     ) -> Joined:
         """Take a seat in a lobby, or watch (a started race, or ``watch=True``).
+
+        ``rated``: a player taking a seat opts into the room's rating; it must say what the
+        room is (true in a rated room, false in one that is not: docs/rules.md §4 "Ratings").
+        A racer already seated, or a spectator, is not asked.
 
         A racer of a started race who joins again (say, after a reconnect) gets their game. In a
         full lobby a newcomer takes the seat of the racer longest gone, if one is. ``connection``
@@ -171,6 +181,7 @@ class RaceService:
             InvalidInputError: ``bad_invite``.
             NotFoundError: ``unknown_invite``.
             ForbiddenError: ``banned``: a banned player takes no seat (watching is open).
+            InvalidInputError: ``rated_mismatch``: taking a seat with ``rated`` not the room's.
             ConflictError: ``room_full``, ``too_many_rooms``, ``race_closed``.
         """
         invite = normalize_invite(raw_invite)
@@ -189,6 +200,7 @@ class RaceService:
                 )
                 return Joined(await self._room(tx, race), False, None)
             refuse_banned(await self._store.ban_of(tx, player.id))
+            _check_opt_in(race, rated)
             if await self._store.seats.taken(tx, race.id) >= race.max_players:
                 gone = await self._store.seats.gone_racers(tx, race.id)
                 if not gone:
@@ -452,6 +464,25 @@ class RaceService:
         seats = await self._store.seats.shown(tx, race.id)
         watchers, total = await self._store.seats.watchers(tx, race.id, WATCHERS_SHOWN)
         return room_view(race, seats, watchers, total, self._clock.now(), self.limits.grace_s)
+
+
+def _check_opt_in(race: RaceRow, rated: bool) -> None:
+    """A player taking a seat says what the room is: rated (opting into its rating) or not.
+
+    Raises:
+        InvalidInputError: ``rated_mismatch``, saying which.
+    """
+    if race.rated and not rated:
+        raise InvalidInputError(
+            f"race {race.invite} is rated: join it with rated: true to agree that its results "
+            "move your rating, or watch it",
+            code=ErrorCode.RATED_MISMATCH,
+        )
+    if rated and not race.rated:
+        raise InvalidInputError(
+            f"race {race.invite} is not rated: join it without rated",
+            code=ErrorCode.RATED_MISMATCH,
+        )
 
 
 def _found(race: RaceRow | None, invite: str) -> RaceRow:

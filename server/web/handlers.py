@@ -289,7 +289,12 @@ async def _race_create(session: WsSession, player: PlayerInfo, message: RaceCrea
     services = session.services
     session.followed = True  # before: a close while it commits still unfollows
     room = await services.races.create(
-        player, message.code, message.rules, message.time_limit_s, connection=session.connection
+        player,
+        message.code,
+        message.rules,
+        message.time_limit_s,
+        connection=session.connection,
+        rated=message.rated,
     )
     session.hub.subscribe(session, room)
     await session.send(
@@ -302,7 +307,11 @@ async def _race_join(session: WsSession, player: PlayerInfo, message: RaceJoin) 
     services = session.services
     session.followed = True  # before: a close while it commits still unfollows
     joined = await services.races.join(
-        player, message.invite, watch=message.watch, connection=session.connection
+        player,
+        message.invite,
+        watch=message.watch,
+        connection=session.connection,
+        rated=message.rated,
     )
     session.hub.subscribe(session, joined.room)
     game = None

@@ -106,8 +106,9 @@ MAXIMAL: dict[str, dict[str, Any]] = {
         "code": "TP2-E-AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAB",
         "rules": "C",
         "time_limit_s": 86_400,
+        "rated": False,
     },
-    "race_join": {"type": "race_join", "id": 7, "invite": "A" * 20, "watch": True},
+    "race_join": {"type": "race_join", "id": 7, "invite": "A" * 20, "watch": True, "rated": True},
     "race_leave": {"type": "race_leave", "id": 8, "invite": "A" * 20},
     "race_start": {"type": "race_start", "id": 9, "invite": "A" * 20},
     "invite_to_race": {
@@ -286,6 +287,8 @@ BOUNDS: list[tuple[str, str, list[Any], list[Any]]] = [
     ("race_create", "time_limit_s", [None, 1, 86_400], [0, -1, 86_401, "60", 60.5, True]),
     ("race_join", "invite", ["A", "A" * 20], ["", "A" * 21, 123, None, ["ACDEFG"]]),
     ("race_join", "watch", [True, False], [1, "yes", None]),
+    ("race_create", "rated", [True, False], [1, "yes", None]),
+    ("race_join", "rated", [True, False], [0, "true", None]),
     ("race_leave", "invite", ["A", "A" * 20], ["", "A" * 21, 123, None]),
     ("race_start", "invite", ["A", "A" * 20], ["", "A" * 21, 123, None]),
 ]

@@ -19,6 +19,7 @@ from server.engine import GameCode
 from server.engine.actions import ActionKind
 from server.engine.codes import RuleSet
 from server.engine.game import Game
+from server.errors import ErrorCode, InvalidInputError
 from server.services.clock import FakeClock
 from server.services.daily import DailyService
 from server.services.games import GameService
@@ -72,7 +73,7 @@ async def _race(
     the race's id."""
     room = await rated.races.create(racers[0], HOST_CODE if host else None, rated=not host)
     for p in racers[1:]:
-        await rated.races.join(p, room.invite)
+        await rated.races.join(p, room.invite, rated=not host)
     started = await rated.races.start(racers[0], room.invite)
     games = {s.player_id: s.game_id for s in started.seats if s.game_id is not None}
     async with rated.backend.engine.connect() as conn:
@@ -163,8 +164,9 @@ async def test_a_rated_race_moves_every_racer_as_the_library_computes_from_the_r
 
 async def test_a_race_on_a_hosts_deal_changes_no_rating(rated: Rated, clock: FakeClock) -> None:
     ann, bob, cy = await _players(rated, "Ann", "Bob", "Cy")
-    with pytest.raises(ValueError, match="never rated"):
+    with pytest.raises(InvalidInputError, match="never rated") as refused:
         await rated.races.create(ann, HOST_CODE, rated=True)
+    assert refused.value.code is ErrorCode.RATED_HOST_DEAL
     await _race(rated, clock, [ann, bob, cy], [2, 1, 0], host=True)
     assert await _stored(rated) == {}
     async with rated.backend.engine.connect() as conn:

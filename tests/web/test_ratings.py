@@ -122,3 +122,82 @@ async def test_the_ratings_of_a_bad_or_unknown_player_id_are_refused(client: Cli
     resp = await client.get("/api/v1/players/4242/ratings")
     assert resp.status == 404
     assert (await resp.json())["error"]["code"] == "unknown_player"
+
+
+async def test_a_friends_race_every_racer_opted_into_is_rated(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    server: TestServer = await make_server(race_countdown_s=0.2, race_sweep_s=0.05)
+    async with TestClient(server) as client:
+        infos = [await register(client, name) for name in ("eve", "fay", "gus")]
+        eve, fay, gus = [(await WsPlayer.connect(client, i["token"]))[0] for i in infos]
+        # A host's deal is never rated: the option is refused and no room is opened.
+        refused = await eve.request({"type": "race_create", "code": "TP1-C-AAAAAAB", "rated": True})
+        assert (refused["type"], refused["code"]) == ("error", "rated_host_deal")
+        assert "never rated" in refused["message"]
+        assert await server.app[SERVICES].races.active_for(infos[0]["id"]) == []
+
+        created = await eve.request({"type": "race_create", "rules": "C", "rated": True})
+        room = created["race"]
+        assert (room["rated"], room["host_deal"]) == (True, False)
+        invite = room["invite"]
+        # Taking a seat needs the opt-in; watching does not.
+        no = await fay.request({"type": "race_join", "invite": invite})
+        assert (no["type"], no["code"]) == ("error", "rated_mismatch")
+        assert f"race {invite} is rated" in no["message"]
+        watching = await gus.request({"type": "race_join", "invite": invite, "watch": True})
+        assert watching["role"] == "spectator"
+        joined = await fay.request({"type": "race_join", "invite": invite, "rated": True})
+        assert joined["role"] == "racer" and joined["race"]["rated"] is True
+
+        # The opt-in is refused in a room that is not rated.
+        other = (await gus.request({"type": "race_create", "rules": "E"}))["race"]
+        assert other["rated"] is False
+        wrong = await fay.request({"type": "race_join", "invite": other["invite"], "rated": True})
+        assert (wrong["type"], wrong["code"]) == ("error", "rated_mismatch")
+        assert "is not rated" in wrong["message"]
+
+        started = await eve.request({"type": "race_start", "invite": invite})
+        assert started["race"]["status"] == "running"
+        clock.advance(seconds=1)
+        games = [(await ws.until("race_go"))["game"] for ws in (eve, fay)]
+        async with server.app[SERVICES].db.connect() as conn:
+            stored = await conn.scalar(select(Race.code).where(Race.invite == invite))
+        code = GameCode.parse(str(stored))
+        # Eve removes a card (drawing until she can); Fay resigns at once.
+        game, state = Game.new(code, ranked=True), games[0]
+        while game.cards_left == 28:
+            action = next(a for a in game.legal_actions() if a.kind is not ActionKind.UNDO)
+            action = next((a for a in game.legal_actions() if a.kind is ActionKind.REMOVE), action)
+            game.apply(action)
+            state = await eve.play(state, [action])
+        await eve.request({"type": "resign", "game_id": state["game_id"]})
+        await fay.request({"type": "resign", "game_id": games[1]["game_id"]})
+        finished = (await fay.until("race_results"))["race"]
+        assert finished["rated"] is True
+        model = PlackettLuce()
+        (first,), (second,) = model.rate([[model.rating()], [model.rating()]], ranks=[1.0, 2.0])
+        assert [(r["name"], r["rating"]) for r in finished["results"]] == [
+            (
+                "eve",
+                {
+                    "before": 0,
+                    "after": round(first.ordinal() * 40),
+                    "change": round(first.ordinal() * 40),
+                    "provisional": True,
+                },
+            ),
+            (
+                "fay",
+                {
+                    "before": 0,
+                    "after": round(second.ordinal() * 40),
+                    "change": round(second.ordinal() * 40),
+                    "provisional": True,
+                },
+            ),
+        ]
+        ladder = await client.get("/api/v1/ladder/C")
+        assert [e["name"] for e in (await ladder.json())["entries"]] == ["eve", "fay"]
+        for ws in (eve, fay, gus):
+            await ws.close()
