@@ -72,17 +72,23 @@ _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>.*)`$", re.DOT
 
 
 def _describe(error: str, choices: Mapping[str, str]) -> str:
-    """``field: what was wrong`` for one of msgspec's validation messages."""
-    if match := _MISSING.match(error):
-        return f"{match['field']}: required field missing"
-    if match := _UNKNOWN.match(error):
-        return f"{match['field']}: unknown field, not allowed"
+    """``field: what was wrong`` for one of msgspec's validation messages; a field inside a
+    member is named by its path (``games[0].seq: required field missing``)."""
+    path, text = "", error
     if match := _AT.match(error):
         path, text = match["path"], match["text"]
-        if text.startswith("Invalid enum value") and path in choices:
-            text = f"{text}, {choices[path]}"
-        return f"{path}: {text}" if path else text
-    return error
+    if match := _MISSING.match(text):
+        return f"{_member(path, match['field'])}: required field missing"
+    if match := _UNKNOWN.match(text):
+        return f"{_member(path, match['field'])}: unknown field, not allowed"
+    if text.startswith("Invalid enum value") and path in choices:
+        text = f"{text}, {choices[path]}"
+    return f"{path}: {text}" if path else text
+
+
+def _member(path: str, field: str) -> str:
+    """The path of ``field`` in the object at ``path`` (the message itself when empty)."""
+    return f"{path}.{field}" if path else field
 
 
 def _not_json_value(data: dict[str, Any]) -> str | None:

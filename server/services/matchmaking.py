@@ -138,7 +138,10 @@ class Matchmaker:
         clock: the UTC clock.
         instance: this server process's id.
         instance_timeout_s: seconds after which a process that stopped refreshing its record
-            is taken for dead (its players are left out of matches).
+            is taken for dead. Its players are left out of matches sooner, from half of it
+            (:attr:`fresh_s`): a process beats at least three times per time-out, so a live
+            one's record is never that old unless a beat is late, and then its players only
+            wait for the next pass.
         rules: how players are matched.
         observe: called after each matcher pass with its rule set, the players it left
             waiting and the matches it made (metrics).
@@ -162,7 +165,9 @@ class Matchmaker:
         self._ratings = ratings
         self._clock = clock
         self._instance = instance
-        self._instance_timeout_s = instance_timeout_s
+        #: Seconds since its last beat after which a process's waiting players are left out
+        #: of matches (half the time-out; 15 s by default).
+        self.fresh_s = instance_timeout_s / 2
         self.rules = rules or QueueRules()
         self._observe = observe
 
@@ -218,7 +223,7 @@ class Matchmaker:
         made: list[Matched] = []
         left = 0
         async with self._rooms.transaction() as tx:
-            waiting = await self._queue.take(tx, rules, self._instance, self._instance_timeout_s)
+            waiting = await self._queue.take(tx, rules, self._instance, self.fresh_s)
             matches = form_matches(waiting, now, self.rules)
             left = len(waiting) - sum(len(m) for m in matches)
             for match in matches:

@@ -319,7 +319,9 @@ class RaceService:
     ) -> RaceRow:
         """Open and start, in ``tx`` (not committed here), the rated race of a quick-race
         match: a fresh sealed TP2 deal under ``rules``, the players seated in this order (the
-        first as host), their games released after the usual countdown.
+        first as host), their games released after the usual countdown. Each racer is
+        expected (reconnecting from now, docs/rules.md §4 "Presence"): one who never takes
+        their seat is gone after the grace period, and their game resigned.
 
         Args:
             tx: the matcher's transaction (the players' queue rows are locked in it).
@@ -351,7 +353,10 @@ class RaceService:
         games = await self._games.create_race_games(
             tx, race.id, race.code, list(player_ids), starts_at
         )
-        return await self._store.start(tx, race, starts_at, ends_at, games)
+        race = await self._store.start(tx, race, starts_at, ends_at, games)
+        for player_id in player_ids:  # gone after the grace period unless they come
+            await self._presence.expect(tx, race, player_id, now)
+        return race
 
     async def room(self, raw_invite: str) -> Room:
         """A room's current state.

@@ -1,5 +1,6 @@
 """The presence rules a room operation applies in its own transaction (docs/rules.md §4
-"Presence"): a connection that follows a room, a seat freed, a watcher who stops watching, a
+"Presence"): a connection that follows a room, a racer expected (matched, not there yet), a
+seat freed, a watcher who stops watching, a
 racer who leaves a running race, and the host's role passing on.
 
 Shared by the race service (joins, leaves, starts) and the presence service (hellos, closed
@@ -59,6 +60,16 @@ class RoomPresence:
         ):
             race = await self.pass_host(tx, race, connected_only=True)
         return race, changed
+
+    async def expect(
+        self, tx: Transaction, race: RaceRow, player_id: int, now: dt.datetime
+    ) -> None:
+        """A racer seated for them (a quick-race match) is expected: ``reconnecting`` since
+        ``now``, with no connection yet, so that one who never takes their seat is gone when
+        the grace period ends, as one who lost their connection is. Their first connection
+        to the room makes them connected. Not announced (the room is new)."""
+        await self._store.mark_connected(tx, race.id, player_id, PresenceRole.RACER, now)
+        await self._store.set_state(tx, race.id, player_id, PresenceState.RECONNECTING, now)
 
     async def pass_host(self, tx: Transaction, race: RaceRow, *, connected_only: bool) -> RaceRow:
         """The host's role passes to the racer in the lowest seat who is connected; else

@@ -78,13 +78,13 @@ class QueueStore(Protocol):
         ...
 
     async def take(
-        self, tx: Transaction, rules: RuleSet, instance: str, instance_timeout_s: float
+        self, tx: Transaction, rules: RuleSet, instance: str, fresh_s: float
     ) -> list[QueueRow]:
         """The rows waiting under ``rules`` that no other transaction holds, locked until
         ``tx`` ends, the longest waiting first; none when another transaction holds the rule
         set's matcher lock (:data:`MATCHER_LOCK`), which ``tx`` takes until it ends. Left out:
         banned players, and the players of a process (other than ``instance``) unseen for more
-        than ``instance_timeout_s`` seconds (about to be taken for dead)."""
+        than ``fresh_s`` seconds (late, perhaps dead)."""
         ...
 
     async def matched(
@@ -186,7 +186,7 @@ class PostgresQueueStore:
             return None if row is None else _row(row)
 
     async def take(
-        self, tx: Transaction, rules: RuleSet, instance: str, instance_timeout_s: float
+        self, tx: Transaction, rules: RuleSet, instance: str, fresh_s: float
     ) -> list[QueueRow]:
         """See :meth:`QueueStore.take` (``pg_try_advisory_xact_lock``, then ``FOR UPDATE OF
         race_queue SKIP LOCKED``)."""
@@ -219,7 +219,7 @@ class PostgresQueueStore:
             .where(
                 QueuedPlayer.rules == rules.value,
                 Player.banned_at.is_(None),
-                QueuedPlayer.instance_id.not_in(unseen(instance, instance_timeout_s)),
+                QueuedPlayer.instance_id.not_in(unseen(instance, fresh_s)),
             )
             .order_by(QueuedPlayer.joined_at, QueuedPlayer.player_id)
             .with_for_update(of=QueuedPlayer, skip_locked=True)

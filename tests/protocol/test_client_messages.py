@@ -354,6 +354,16 @@ def test_messages_name_what_was_wrong() -> None:
         '{"type": "ping", "id": true}': "ping: id: Expected `int | str | null`, got `bool`",
         '{"type": "ping", "id": "' + "x" * 65 + '"}': "ping: id: Expected `str` of length <= 64",
         '{"type": "hello", "token": ""}': "hello: token: Expected `str` of length >= 1",
+        # A member of a member is named by its path.
+        '{"type": "hello", "token": "t", "games": [{"game_id": 1}]}': (
+            "hello: games[0].seq: required field missing"
+        ),
+        '{"type": "hello", "token": "t", "games": [{"game_id": 1, "seq": 0, "x": 1}]}': (
+            "hello: games[0].x: unknown field, not allowed"
+        ),
+        '{"type": "hello", "token": "t", "games": [{"game_id": 0, "seq": 0}]}': (
+            "hello: games[0].game_id: Expected `int` >= 1"
+        ),
     }
     for frame, message in cases.items():
         error = _error(frame)

@@ -12,8 +12,11 @@ import asyncpg
 from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy import func, select
 
+from server.engine import RuleSet
 from server.services.clock import FakeClock
+from server.services.players import PlayerInfo
 from server.storage.models import QueuedPlayer, RacePlayer
+from server.storage.presence import Connection
 from server.web.keys import SERVICES
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, eventually, register
@@ -125,5 +128,84 @@ async def test_a_waiting_player_of_a_dead_process_does_not_hold_the_others_up(
         assert sorted(seats) == sorted([ann.player_id, bob.player_id])  # not the ghost
         # Its row goes with the dead process's record, which the presence sweep drops.
         await eventually(lambda: _empty(server), "the dead process's player to leave the queue")
+        await ann.close()
+        await bob.close()
+
+
+async def test_a_matched_player_who_never_comes_is_gone_after_the_grace_period(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    server = await make_server(**{**SETTINGS, "race_grace_s": 30.0})
+    services = server.app[SERVICES]
+    async with TestClient(server) as client:
+        infos = [await register(client, name) for name in ("Ann", "Bob", "Cy", "Ghost")]
+        for n, info in enumerate(infos):
+            player = PlayerInfo(info["id"], info["name"])
+            connection = Connection(services.presence.instance, f"quick{n}")
+            await services.matchmaker.join(player, RuleSet.EASY, connection)
+        rooms: list[Any] = []
+
+        async def matched() -> bool:
+            rooms[:] = await services.races.active_for(infos[0]["id"])
+            return bool(rooms)
+
+        await eventually(matched, "the four to be matched")
+        invite = rooms[0].invite
+        # From the match on, every racer is reconnecting until they take their seat.
+        assert {seat.presence.state for seat in rooms[0].seats} == {"reconnecting"}
+        clock.advance(seconds=1)
+        sockets = [(await WsPlayer.connect(client, info["token"]))[0] for info in infos[:3]]
+        for ws in sockets:
+            joined = await ws.request({"type": "race_join", "invite": invite})
+            assert joined["role"] == "racer" and joined["game"] is not None, joined
+            await ws.request({"type": "resign", "game_id": joined["game"]["game_id"]})
+        body = await (await client.get(f"/api/v1/races/{invite}")).json()
+        assert body["status"] == "running"
+        states = {p["name"]: p["presence"]["state"] for p in body["players"]}
+        assert states == {"Ann": "connected", "Bob": "connected", "Cy": "connected"} | {
+            "Ghost": "reconnecting"
+        }
+
+        clock.advance(seconds=31)  # the ghost's grace period is over: gone, game resigned
+        finished = (await sockets[0].until("race_results"))["race"]
+        ghost = next(p for p in finished["players"] if p["name"] == "Ghost")
+        assert ghost["presence"]["state"] == "gone"
+        assert ghost["progress"]["status"] == "resigned"
+        assert finished["finished_at"] < finished["ends_at"]
+        for ws in sockets:
+            await ws.close()
+
+
+async def test_a_process_late_by_half_its_time_out_has_its_players_left_out_of_matches(
+    make_server: ServerFactory, clock: FakeClock, database_url: str
+) -> None:
+    server = await make_server(**{**SETTINGS, "instance_timeout_s": 60.0})
+    async with TestClient(server) as client:
+        late = await register(client, "Late")
+        conn = await asyncpg.connect(database_url)
+        try:
+            # A process last seen 35 s ago: not dead yet (60 s), but past half its time-out.
+            async with conn.transaction():
+                await conn.execute(
+                    "INSERT INTO server_instances (id, seen_at) "
+                    "VALUES ('late', now() - interval '35 seconds')"
+                )
+                await conn.execute(
+                    "INSERT INTO race_queue (player_id, rules, rating, instance_id, "
+                    "connection, joined_at) VALUES ($1, 'E', 0, 'late', 'k', $2)",
+                    late["id"],
+                    clock.now(),
+                )
+        finally:
+            await conn.close()
+        ann, _ = await WsPlayer.connect(client, (await register(client, "Ann"))["token"])
+        bob, _ = await WsPlayer.connect(client, (await register(client, "Bob"))["token"])
+        await ann.request({"type": "queue_join"})
+        await bob.request({"type": "queue_join"})
+        clock.advance(seconds=11)  # two may start a race now
+        first = await ann.until("queue_matched")
+        assert (await bob.until("queue_matched"))["invite"] == first["invite"]
+        assert sorted(await _seats(server)) == sorted([ann.player_id, bob.player_id])
+        assert await _queued(server) == 1  # still waiting: its process is not dead
         await ann.close()
         await bob.close()
