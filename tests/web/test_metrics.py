@@ -315,3 +315,32 @@ async def test_metrics_can_be_turned_off(make_server: ServerFactory) -> None:
     async with TestClient(server) as client:
         assert (await client.get("/metrics")).status == 404
         assert (await client.get("/healthz")).status == 200
+
+
+async def test_a_quick_race_match_moves_the_queue_metrics(
+    make_server: ServerFactory, clock: FakeClock
+) -> None:
+    server = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
+    async with TestClient(server) as client:
+        before = await scrape(client)
+        players = []
+        for name in ("Qa", "Qb"):
+            ws, _ = await WsPlayer.connect(client, (await register(client, name))["token"])
+            await ws.request({"type": "queue_join", "rules": "C"})
+            players.append(ws)
+
+        async def waiting_two() -> bool:
+            return metric(await scrape(client), "tripeaks_queue_waiting", rules="C") == 2
+
+        await eventually(waiting_two, "a matcher pass to count the two waiting")
+        clock.advance(seconds=12)  # two may start a race after 10 s
+        for ws in players:
+            await ws.until("queue_matched")
+        after = await scrape(client)
+        assert moved(before, after, "tripeaks_queue_match_players_count", rules="C") == 1
+        assert moved(before, after, "tripeaks_queue_match_players_sum", rules="C") == 2
+        assert moved(before, after, "tripeaks_queue_wait_seconds_count", rules="C") == 2
+        # Each waited the 12 s the clock moved (the matcher's clock), within one bucket.
+        assert 2 * 12 <= moved(before, after, "tripeaks_queue_wait_seconds_sum", rules="C") < 2 * 13
+        for ws in players:
+            await ws.close()
