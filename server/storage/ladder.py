@@ -4,9 +4,10 @@ pages, windows and single entries, each with what ranks them.
 An entry is a ``player_ratings`` row of the rule set whose player is not banned. Order: shown
 rating (``player_ratings.rating``, migration 0016) descending, rated races descending, player
 id ascending (:func:`ladder_order_key`); entries with the same rating tie (share a rank). A page
-is one range of ``ix_player_ratings_ladder`` from a keyset cursor, never an OFFSET; a rank counts
-the entries ahead of a rating on the same index (an index range of the entries ahead, less the
-banned players among them, read through ``ix_players_banned``). Each answer reads one snapshot
+is one range of ``ix_player_ratings_ladder`` from a keyset cursor, never an OFFSET; a rank sums
+the ``ladder_counts`` of the higher ratings (a few thousand rows at most, whatever the ladder's
+size) and counts the entries of its own rating on the index, less the banned players among
+them (read through ``ix_players_banned``). Each answer reads one snapshot
 (one statement, or a read-only REPEATABLE READ transaction), so rows and ranks always agree.
 """
 
@@ -121,24 +122,33 @@ _ORDER = " ORDER BY r.rating DESC, r.races DESC, r.player_id"
 _REVERSE = " ORDER BY r.rating ASC, r.races ASC, r.player_id DESC"
 
 
-def _count(where: str) -> str:
-    """The entries matching ``where`` (on alias ``x`` of ``player_ratings``): the index range of
-    every rating of the rule set matching it, less the banned players' among them."""
-    return f"""(
-    (SELECT count(*) FROM player_ratings x WHERE x.rules = :rules AND {where})
-  - (SELECT count(*) FROM players b JOIN player_ratings x
-        ON x.player_id = b.id AND x.rules = :rules
-      WHERE b.banned_at IS NOT NULL AND {where}))"""
+def _banned(where: str) -> str:
+    """The banned players with a rating of the rule set matching ``where`` (on alias ``x``),
+    each banned player's rating read by its key (``OFFSET 0`` keeps the planner from scanning
+    the ratings to join them)."""
+    return f"""(SELECT count(*) FROM players b CROSS JOIN LATERAL (
+        SELECT x.rating, x.races, x.player_id FROM player_ratings x
+         WHERE x.player_id = b.id AND x.rules = :rules OFFSET 0) x
+      WHERE b.banned_at IS NOT NULL AND {where})"""
 
 
 def _counts(key: str) -> str:
-    """The counts of a position (``{key}.rating`` etc.: a cursor's parameters or a row's
-    columns): ``better``, the entries rated higher, and ``ties``, the entries of the same
-    rating before it or at it."""
-    better = _count(f"x.rating > {key}rating")
-    ties = _count(
+    """The counts of a position (``{key}rating`` etc.: a cursor's parameters or a row's
+    columns): ``better``, the entries rated higher (the ``ladder_counts`` of the higher
+    ratings, less the banned players among them), and ``ties``, the entries of the same rating
+    before it or at it (one index range of that rating, less the banned players in it)."""
+    higher = f"x.rating > {key}rating"
+    better = (
+        "((SELECT coalesce(sum(c.entries), 0) FROM ladder_counts c"
+        f" WHERE c.rules = :rules AND c.rating > {key}rating) - {_banned(higher)})"
+    )
+    same = (
         f"x.rating = {key}rating AND (x.races > {key}races"
         f" OR (x.races = {key}races AND x.player_id <= {key}player_id))"
+    )
+    ties = (
+        f"((SELECT count(*) FROM player_ratings x WHERE x.rules = :rules AND {same})"
+        f" - {_banned(same)})"
     )
     return f"{better} AS better, {ties} AS ties"
 

@@ -435,6 +435,19 @@ class PlayerRating(Base):
     )
 
 
+class LadderCount(Base):
+    """Ratings of a rule set counted by shown rating (banned players' included), kept by the
+    triggers of migration 0016 on ``player_ratings``: a ladder rank sums the counts above."""
+
+    __tablename__ = "ladder_counts"
+
+    rules: Mapped[str] = mapped_column(String(1), primary_key=True)
+    rating: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    entries: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+    __table_args__ = (CheckConstraint("entries >= 0", name="entries"),)
+
+
 class RatingChange(Base):
     """A racer's rating change in a rated race: before, after, their rank among ``racers``."""
 
@@ -694,6 +707,7 @@ __all__ = [
     "Follow",
     "Game",
     "GameAction",
+    "LadderCount",
     "LeaderboardCount",
     "ModerationAction",
     "PeriodCount",

@@ -18,13 +18,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 
 from server.engine.codes import RuleSet
 from server.storage.models import PlayerRating, RatingChange
 from server.storage.sessions import Sessions
 from server.storage.transactions import Transaction, session_of
+
+#: Key (with the rule set's letter) of the transaction-level advisory lock a writer of a rule
+#: set's ratings holds: the ladder's counts are then written by one transaction at a time.
+LADDER_LOCK = 0x4C_41_44  # "LAD"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,12 +153,15 @@ class PostgresRatingStore:
         start: tuple[float, float],
         at: dt.datetime,
     ) -> dict[int, RatingRow]:
-        """See :meth:`RatingStore.lock` (``INSERT … ON CONFLICT DO NOTHING`` in id order, then
-        ``SELECT … FOR UPDATE`` in id order)."""
+        """See :meth:`RatingStore.lock` (the rule set's :data:`LADDER_LOCK`, then ``INSERT … ON
+        CONFLICT DO NOTHING`` in id order, then ``SELECT … FOR UPDATE`` in id order)."""
         session = session_of(tx)
         ids = sorted(set(player_ids))
         if not ids:
             return {}
+        # One writer of a rule set's ratings at a time: the ladder's count rows (migration
+        # 0016) are then never locked in opposite orders by two transactions.
+        await session.execute(select(func.pg_advisory_xact_lock(LADDER_LOCK, ord(rules.value))))
         mu, sigma = start
         await session.execute(
             insert(PlayerRating)
@@ -246,4 +253,4 @@ class PostgresRatingStore:
             return [_change(row) for row in rows]
 
 
-__all__ = ["PostgresRatingStore", "RatingChangeRow", "RatingRow", "RatingStore"]
+__all__ = ["LADDER_LOCK", "PostgresRatingStore", "RatingChangeRow", "RatingRow", "RatingStore"]

@@ -58,6 +58,7 @@ TABLES = {
     "player_ratings",
     "rating_changes",
     "race_queue",
+    "ladder_counts",
     "alembic_version",
 }
 
