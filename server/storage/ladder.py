@@ -106,8 +106,9 @@ class LadderStore(Protocol):
         ...
 
     async def entries(self, rules: RuleSet, player_ids: Collection[int]) -> list[LadderSlice]:
-        """These players' entries, each alone with its counts on the whole ladder, in ladder
-        order; players with none are left out."""
+        """These players' entries, each alone with the number of entries rated higher on the
+        whole ladder (its ``better``, and its ``before`` too: a lone entry's rank needs no
+        more), in ladder order; players with none are left out."""
         ...
 
 
@@ -122,14 +123,20 @@ _ORDER = " ORDER BY r.rating DESC, r.races DESC, r.player_id"
 _REVERSE = " ORDER BY r.rating ASC, r.races ASC, r.player_id DESC"
 
 
+#: The banned players' ratings of the rule set, read once per statement: each one by its key
+#: (``OFFSET 0`` keeps the planner from scanning the ratings to join them).
+_BANNED = """WITH banned AS MATERIALIZED (
+    SELECT x.rating, x.races, x.player_id FROM players b CROSS JOIN LATERAL (
+        SELECT r.rating, r.races, r.player_id FROM player_ratings r
+         WHERE r.player_id = b.id AND r.rules = :rules OFFSET 0) x
+     WHERE b.banned_at IS NOT NULL)
+"""
+
+
 def _banned(where: str) -> str:
     """The banned players with a rating of the rule set matching ``where`` (on alias ``x``),
-    each banned player's rating read by its key (``OFFSET 0`` keeps the planner from scanning
-    the ratings to join them)."""
-    return f"""(SELECT count(*) FROM players b CROSS JOIN LATERAL (
-        SELECT x.rating, x.races, x.player_id FROM player_ratings x
-         WHERE x.player_id = b.id AND x.rules = :rules OFFSET 0) x
-      WHERE b.banned_at IS NOT NULL AND {where})"""
+    from the statement's ``banned`` (:data:`_BANNED`)."""
+    return f"(SELECT count(*) FROM banned x WHERE {where})"
 
 
 def _counts(key: str) -> str:
@@ -168,14 +175,23 @@ AFTER = (
 )
 NEXT_PAGE = _sql(_ENTRIES + AFTER + _ORDER + " LIMIT :limit")
 #: The counts of a cursor (see :func:`_counts`).
-COUNTS = _sql("SELECT " + _counts(":k_"))
-#: Some players' entries (``player_ids``), each with its counts, in ladder order.
+COUNTS = _sql(_BANNED + "SELECT " + _counts(":k_"))
+#: One player's entry (``player_id``), without counts.
+OWN = _sql(_ENTRIES + " AND r.player_id = :player_id")
+#: Some players' entries (``player_ids``), each with ``better`` (the entries rated higher), in
+#: ladder order: the counts of every rating above each rating summed once for all (a window
+#: over ``ladder_counts``), less the banned players rated higher.
 OWN_MANY = _sql(
-    "SELECT e.*, "
-    + _counts("e.")
-    + " FROM ("
+    _BANNED
+    + """, higher AS MATERIALIZED (
+    SELECT c.rating, coalesce(sum(c.entries) OVER (ORDER BY c.rating DESC
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS entries
+      FROM ladder_counts c WHERE c.rules = :rules)
+SELECT e.*, h.entries - (SELECT count(*) FROM banned x WHERE x.rating > e.rating) AS better
+  FROM ("""
     + _ENTRIES
-    + " AND r.player_id IN :player_ids) e ORDER BY e.rating DESC, e.races DESC, e.player_id",
+    + """ AND r.player_id IN :player_ids) e JOIN higher h ON h.rating = e.rating
+ ORDER BY e.rating DESC, e.races DESC, e.player_id""",
     "player_ids",
 )
 #: The ``limit`` entries before the cursor, nearest first.
@@ -237,9 +253,9 @@ class PostgresLadderStore:
         """
         if not 0 < player_id <= MAX_PLAYER_ID:
             return None
-        values: dict[str, Any] = {"rules": rules.value, "player_ids": [player_id]}
+        values: dict[str, Any] = {"rules": rules.value, "player_id": player_id}
         async with self._snapshot() as conn:
-            own = (await conn.execute(OWN_MANY, values)).first()
+            own = (await conn.execute(OWN, values)).first()
             if own is None:
                 return None
             at = values | _values(own) | {"limit": radius}
@@ -252,7 +268,7 @@ class PostgresLadderStore:
         return LadderSlice(rows, before, int(counts.better))
 
     async def entries(self, rules: RuleSet, player_ids: Collection[int]) -> list[LadderSlice]:
-        """Some players' entries with their counts (one statement).
+        """Some players' entries, each with the entries rated higher (one statement).
 
         Raises:
             StorageError: the database failed.
@@ -263,10 +279,7 @@ class PostgresLadderStore:
         values = {"rules": rules.value, "player_ids": ids}
         async with self._snapshot() as conn:
             rows = (await conn.execute(OWN_MANY, values)).all()
-        return [
-            LadderSlice(_rows([row]), int(row.ties) - 1 + int(row.better), int(row.better))
-            for row in rows
-        ]
+        return [LadderSlice(_rows([row]), int(row.better), int(row.better)) for row in rows]
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[AsyncConnection]:
