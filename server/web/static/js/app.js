@@ -19,6 +19,7 @@ import {
 } from "./friends.js";
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
+import { askQuickRace, cancelQuickRace, quickPush, reaskQuickRace } from "./quick.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
 import {
   dailyInAddress,
@@ -30,6 +31,7 @@ import {
   inviteInAddress,
   onEnter,
   onHistory,
+  onLeave,
   profileInAddress,
   replayInAddress,
   replayPath,
@@ -56,6 +58,7 @@ import { initMenu, openRaceForm, renderHome, renderHomeFriends, timeLimitOptions
 import { errorText, renderInvitations, setMessage } from "./views/notices.js";
 import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
+import { initQueueView, renderQueue } from "./views/queue.js";
 import { initRankedNote } from "./views/ranked-note.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
 import { ReplayView } from "./views/replay.js";
@@ -136,6 +139,12 @@ subscribe("errorHelp", session.rehello);
 subscribe("showPlayable", () => {
   if (store.game) renderGame(store.game);
 });
+subscribe("quick", () => {
+  if (store.view === "queue") renderQueue();
+});
+onEnter("queue", renderQueue);
+// Leaving the waiting view (for the menu, Back, a link…) ends the wait.
+onLeave("queue", () => cancelQuickRace({ home: false }));
 onEnter("home", () => {
   renderHome();
   loadFollowing();
@@ -167,13 +176,15 @@ function welcome(message, { again, first }) {
     if (gameId) startGame({ type: "resume", game_id: gameId }, { quiet: true, at: gamePath(gameId) });
     return;
   }
-  // A reconnect: follow the race again, or resume the game on the table.
+  // A reconnect: wait for a quick race again, follow the race again, or resume the game.
+  reaskQuickRace();
   if (store.race) rejoinRace();
   else if (store.game && !kept) refreshGame();
 }
 
 function push(msg) {
   if (racePush(msg)) return;
+  if (quickPush(msg)) return;
   if (invitationPush(msg)) return;
   if (msg.type === "error") setMessage(errorText(msg.code));
 }
@@ -222,6 +233,7 @@ onLocaleChange(() => {
   renderInvitations(invitationChoices);
   if (store.view === "profile") profile.render();
   if (store.view === "following") followingView.render();
+  if (store.view === "queue") renderQueue();
   session.relabel();
 });
 
@@ -280,7 +292,9 @@ function boot() {
     openLeaderboard: () => openLeaderboard(),
     openProfile,
     openFollowing,
+    askQuickRace,
   });
+  initQueueView({ cancel: () => cancelQuickRace() });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut, address: settingsAddress });
   initRecovery();
   initRankedNote();

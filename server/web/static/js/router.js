@@ -1,6 +1,8 @@
 // Which view the page shows, and the address it shows it at. The views are index.html's
 // <section id="view-…">: register, home (the menu), play (the table and the race room),
-// invite (a race before joining or watching), leaderboard, profile and replay. Every view has
+// invite (a race before joining or watching), leaderboard, profile, replay, following and
+// queue (waiting for a quick race, over the menu's address: a wait ends with the page). Every
+// other view has
 // an address of its own, so that Back and Forward move between views, a reload shows the same
 // view and a link can be shared (the server serves the page at each, server/web/app.py):
 // "/" the menu, "/daily/<date>" a date's leaderboard, "/games/<id>" a game at the table (one's
@@ -12,12 +14,18 @@
 import { $ } from "./dom.js";
 import { setView, store } from "./store.js";
 
-const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay", "following"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay", "following", "queue"];
 const entering = {};
+const leaving = {};
 
 /** Run `fn` each time `view` is shown. */
 export function onEnter(view, fn) {
   entering[view] = fn;
+}
+
+/** Run `fn` each time another view replaces `view`. */
+export function onLeave(view, fn) {
+  leaving[view] = fn;
 }
 
 let shownPath = location.pathname; // the address of the view shown (not the settings')
@@ -29,7 +37,9 @@ export function viewPath() {
 
 /** Show `view`; the menu's address is "/" unless `keepAddress` (a game there is resumed). */
 export function show(view, { keepAddress = false } = {}) {
+  const was = store.view;
   setView(view);
+  if (was !== view && leaving[was]) leaving[was]();
   for (const name of VIEWS) $(`#view-${name}`).hidden = name !== view;
   $("#nav-leaderboard").hidden = !store.token;
   if (entering[view]) entering[view]();
