@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import re
 
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import TestClient, TestServer
 from playwright.async_api import Browser, Page, expect
 from sqlalchemy import select
 
+from server.engine import Action
 from server.services.clock import FakeClock
 from server.storage.models import QueuedPlayer
 from server.web.keys import SERVICES
 from tests.browser.support import DESKTOP, PHONE, no_overflow, open_page, register
 from tests.conftest import ServerFactory
-from tests.helpers import eventually
+from tests.helpers import WsPlayer, eventually
+from tests.helpers import register as register_rest
 
 SETTINGS = {"race_countdown_s": 0.05, "race_sweep_s": 0.05}
 
@@ -139,3 +141,68 @@ async def test_two_players_ask_for_a_quick_race_wait_meet_and_race_to_results(
 
 async def _in_queue(server: TestServer, expected: dict[int, str]) -> bool:
     return await _queued(server) == expected
+
+
+def _signed(change: int, provisional: bool) -> str:
+    """A rating change as the page writes it (views/rating.js)."""
+    sign = f"+{change}" if change > 0 else f"\u2212{-change}" if change < 0 else "\u00b10"
+    return sign + ("?" if provisional else "")
+
+
+async def test_a_quick_race_s_results_show_each_racer_s_rating_change(
+    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+) -> None:
+    """A quick race is rated: its results say so and show each racer's rating change (here
+    both new players, so provisional "?"), the same changes the player's ratings list."""
+    server: TestServer = await make_server(**SETTINGS)
+    client = TestClient(server)  # closed at the end: it would close the server
+    await client.start_server()
+    wren_info = await register_rest(client, "Wren")
+    wren, _ = await WsPlayer.connect(client, wren_info["token"])
+    assert (await wren.request({"type": "queue_join", "rules": "E"}))["type"] == "queue_waiting"
+    clock.advance(seconds=11)  # long enough a wait for a race of two
+
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors, viewport=PHONE, has_touch=True)
+    await register(page, "Rory")
+    rory_id = await _player_id(page)
+    await _ask(page, "E")
+    invite = (await wren.until("queue_matched"))["invite"]
+    await expect(page).to_have_url(f"{base}/race/{invite}")
+    clock.advance(seconds=1)
+    joined = await wren.request({"type": "race_join", "invite": invite})
+    game = joined["game"]
+    assert game is not None, joined
+    await expect(page.locator("#board")).to_be_visible()
+
+    # Wren draws once (a move: the race is rated) and gives up; Rory gives up with a better
+    # score and is first.
+    await wren.play(game, [Action.draw()])
+    await wren.request({"type": "resign", "game_id": game["game_id"]})
+    await page.tap("#btn-resign")
+    await page.tap("#resign-yes")
+    results = page.locator("#race-results tbody tr")
+    await expect(results).to_have_count(2)
+    await expect(results.locator("td.name")).to_have_text(["Rory", "Wren"])
+    resp = await client.get(f"/api/v1/players/{rory_id}/ratings")
+    ratings = {r["rules"]: r for r in (await resp.json())["ratings"]}
+    mine = ratings["E"]["history"][0]
+    assert mine["rank"] == 1 and mine["change"] > 0
+    await expect(page.locator("#race-rated")).to_be_visible()
+    changes = page.locator("#race-results .rating-change")
+    await expect(changes).to_have_count(2)
+
+    shown = _signed(mine["change"], ratings["E"]["provisional"])
+    await expect(results.nth(0).locator(".rating-change [aria-hidden]")).to_have_text(shown)
+    await expect(results.nth(0).locator(".rating-change")).to_have_attribute(
+        "title", f"Rating {mine['before']} → {mine['after']} (provisional)"
+    )
+    await expect(results.nth(1).locator(".rating-change [aria-hidden]")).to_have_text(
+        re.compile(r"^[+\u2212\u00b1]\d+\?$")
+    )
+    await no_overflow(page)
+
+    await wren.close()
+    await context.close()
+    await client.close()
+    assert page_errors == []
