@@ -29,6 +29,8 @@ import {
   gamePath,
   goTo,
   inviteInAddress,
+  ladderInAddress,
+  ladderPath,
   onEnter,
   onHistory,
   onLeave,
@@ -52,6 +54,7 @@ import {
 } from "./store.js";
 import { refreshEnd } from "./views/end.js";
 import { initGameView, onGame, renderGame } from "./views/game.js";
+import { LadderView } from "./views/ladder.js";
 import { Leaderboard } from "./views/leaderboard.js";
 import { FollowingView } from "./views/following.js";
 import { initMenu, openRaceForm, renderHome, renderHomeFriends, timeLimitOptions } from "./views/menu.js";
@@ -81,6 +84,18 @@ function showReplay(gameId) {
 
 let profile = null;
 let followingView = null;
+let ladder = null;
+
+/** Show a rule set's ladder ("E" or "C"), at "/ladder/<rules>". */
+function openLadder(rules) {
+  goTo(ladderPath(rules));
+  showLadder(rules);
+}
+
+function showLadder(rules) {
+  show("ladder");
+  ladder.open(rules);
+}
 
 /** Show the players I follow, at "/following". */
 function openFollowing() {
@@ -169,7 +184,7 @@ function welcome(message, { again, first }) {
   if (first) {
     // Opened from a race's link: its invite page is shown, not the last game; nor over a
     // profile, a replay or a board opened from its address.
-    const shown = ["invite", "profile", "replay", "leaderboard"].includes(store.view);
+    const shown = ["invite", "profile", "replay", "leaderboard", "ladder"].includes(store.view);
     if (store.pendingInvite || shown || store.race) return;
     // A reload at the table: the game in the address is resumed.
     const gameId = gameInAddress();
@@ -234,6 +249,7 @@ onLocaleChange(() => {
   if (store.view === "profile") profile.render();
   if (store.view === "following") followingView.render();
   if (store.view === "queue") renderQueue();
+  if (store.view === "ladder") ladder.render();
   session.relabel();
 });
 
@@ -276,6 +292,13 @@ function boot() {
     unfollow,
     errorText,
   });
+  ladder = new LadderView($("#view-ladder"), {
+    me: () => store.player,
+    token: () => store.token,
+    errorText,
+    openProfile,
+    addressed: (rules) => goTo(ladderPath(rules)),
+  });
   followingView = new FollowingView($("#view-following"), {
     token: () => store.token,
     today: () => store.today,
@@ -293,6 +316,7 @@ function boot() {
     openProfile,
     openFollowing,
     askQuickRace,
+    openLadder,
   });
   initQueueView({ cancel: () => cancelQuickRace() });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut, address: settingsAddress });
@@ -314,7 +338,7 @@ function boot() {
 
 /**
  * Show the view the address names (router.js): at the start (`first`), and when the player
- * goes back or forward to another view. A profile, a replay and a day's board are public:
+ * goes back or forward to another view. A profile, a replay, a day's board and a ladder are public:
  * shown signed in or not.
  */
 function route({ first = false } = {}) {
@@ -327,6 +351,11 @@ function route({ first = false } = {}) {
   const player = profileInAddress();
   const replayed = replayInAddress();
   const date = dailyInAddress();
+  const rated = ladderInAddress();
+  if (rated) {
+    showLadder(rated);
+    return;
+  }
   if (player) {
     show("profile");
     profile.open(player);

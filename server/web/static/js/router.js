@@ -8,13 +8,13 @@
 // "/" the menu, "/daily/<date>" a date's leaderboard, "/games/<id>" a game at the table (one's
 // own), "/race/<invite>" a race's room, its invite page or the sign-up before it,
 // "/players/<id>" a profile, "/replay/<game id>" a replay, "/following" the players I follow,
-// and "/settings" the settings panel
+// "/ladder/<E|C>" a rule set's ladder of ratings, and "/settings" the settings panel
 // (over the menu when opened from its address). The views set their address as they open;
 // showing the menu sets "/". What a view draws when it opens is registered with onEnter().
 import { $ } from "./dom.js";
 import { setView, store } from "./store.js";
 
-const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay", "following", "queue"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay", "following", "queue", "ladder"];
 const entering = {};
 const leaving = {};
 
@@ -68,6 +68,17 @@ export function gameInAddress() {
 /** The address of a game at the table. */
 export function gamePath(gameId) {
   return `/games/${gameId}`;
+}
+
+/** The rule set whose ladder the address names ("/ladder/E" or "/ladder/C"), or null. */
+export function ladderInAddress() {
+  const m = location.pathname.match(/^\/ladder\/([EC])\/?$/);
+  return m ? m[1] : null;
+}
+
+/** The address of a rule set's ladder. */
+export function ladderPath(rules) {
+  return `/ladder/${rules}`;
 }
 
 /** Whether the address is the Following page's ("/following"). */

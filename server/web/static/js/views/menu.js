@@ -22,7 +22,7 @@ let on = null;
 /**
  * @param {object} handlers  {startGame(message, options), joinRace(invite), openInvite(invite),
  *   createRace({code, rules, timeLimit}), openLeaderboard(), openProfile(playerId),
- *   openFollowing(), askQuickRace(rules)}
+ *   openFollowing(), askQuickRace(rules), openLadder(rules)}
  */
 export function initMenu(handlers) {
   on = handlers;
@@ -49,6 +49,10 @@ export function initMenu(handlers) {
     });
   }
   $("#btn-random").addEventListener("click", () => on.startGame({ type: "new_game", rules: $("#free-rules").value }));
+  $("#home-ladder").addEventListener("click", (ev) => {
+    ev.preventDefault();
+    on.openLadder($("#quick-rules").value);
+  });
   $("#quick-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     on.askQuickRace($("#quick-rules").value);
