@@ -291,6 +291,8 @@ function boot() {
     follow,
     unfollow,
     errorText,
+    openLadder,
+    openRace: openInvite,
   });
   ladder = new LadderView($("#view-ladder"), {
     me: () => store.player,
