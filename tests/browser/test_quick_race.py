@@ -15,7 +15,15 @@ from server.engine import Action
 from server.services.clock import FakeClock
 from server.storage.models import QueuedPlayer
 from server.web.keys import SERVICES
-from tests.browser.support import DESKTOP, PHONE, no_overflow, open_page, register
+from tests.browser.support import (
+    DESKTOP,
+    PHONE,
+    no_overflow,
+    open_page,
+    reconnect,
+    register,
+    wrapped_words,
+)
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, eventually
 from tests.helpers import register as register_rest
@@ -75,6 +83,10 @@ async def test_two_players_ask_for_a_quick_race_wait_meet_and_race_to_results(
     # Waiting on: the gap shown widens with the wait (the page asks again every few seconds).
     await _ask(quinn, "C")
     await eventually(lambda: _in_queue(server, {quinn_id: "C"}), "Quinn to wait a third time")
+    # His connection drops: the server forgets the wait with the socket, the page asks again.
+    await reconnect(quinn)
+    await expect(quinn.locator("#view-queue")).to_be_visible()
+    await eventually(lambda: _in_queue(server, {quinn_id: "C"}), "Quinn to wait once reconnected")
     clock.advance(seconds=4)
     await expect(quinn.locator("#queue-gap")).to_have_text(
         "Your rating 0 · players within 200 points of it can join"
@@ -98,6 +110,7 @@ async def test_two_players_ask_for_a_quick_race_wait_meet_and_race_to_results(
     )
     await expect(pia.locator("#queue-elapsed")).to_have_text(re.compile(r"^已等待 0:\d\d$"))
     await no_overflow(pia)
+    assert await wrapped_words(pia) == []
     await eventually(lambda: _in_queue(server, {quinn_id: "C", pia_id: "E"}), "Pia to wait under E")
     await pia.tap("#queue-cancel")
     await expect(pia.locator("#view-home")).to_be_visible()
