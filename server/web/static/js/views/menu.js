@@ -49,6 +49,8 @@ export function initMenu(handlers) {
     });
   }
   $("#btn-random").addEventListener("click", () => on.startGame({ type: "new_game", rules: $("#free-rules").value }));
+  // The ladder's link is the rule set's chosen for a quick race.
+  $("#quick-rules").addEventListener("change", () => ($("#home-ladder").href = `/ladder/${$("#quick-rules").value}`));
   $("#home-ladder").addEventListener("click", (ev) => {
     ev.preventDefault();
     on.openLadder($("#quick-rules").value);
