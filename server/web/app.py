@@ -58,6 +58,7 @@ PAGE_PATHS = (
     "/games/{game_id}",
     "/settings",
     "/following",
+    "/ladder/{rules:[EC]}",
 )
 _PAGE_PREFIXES = tuple(p[: p.index("{")] for p in PAGE_PATHS if "{" in p)
 _PAGE_EXACT = tuple(p for p in PAGE_PATHS if "{" not in p)

@@ -151,6 +151,9 @@ async def test_two_browsers_race_from_invite_to_results(
         await expect(page.locator("#race-deal")).to_have_text(HOST_DEAL)
         await expect(page.locator("#race-code-shown")).to_have_text(str(CODE))
         await expect(page.locator("#race-copy-code")).to_be_visible()
+        # A race on a host's deal is never rated: no rating changes.
+        await expect(page.locator("#race-rated")).to_have_count(0)
+        await expect(page.locator("#race-results .rating-change")).to_have_count(0)
 
     await host_ctx.close()
     await guest_ctx.close()

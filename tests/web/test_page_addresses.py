@@ -23,6 +23,8 @@ from server.web.app import STATIC_DIR
         "/replay/42",
         "/settings",
         "/following",
+        "/ladder/E",
+        "/ladder/C",
     ],
 )
 async def test_each_views_address_serves_the_page(client: TestClient[Any, Any], path: str) -> None:
@@ -41,7 +43,7 @@ async def test_the_api_and_unknown_paths_are_not_the_page(client: TestClient[Any
     missing = await client.get("/api/v1/daily/2026-03-14/nothing")
     assert missing.status == 404
     assert missing.content_type == "application/json"
-    for path in ("/daily", "/games/17/x", "/settings/x", "/nowhere"):
+    for path in ("/daily", "/games/17/x", "/settings/x", "/nowhere", "/ladder/X", "/ladder"):
         resp = await client.get(path)
         assert resp.status == 404, path
         assert resp.content_type != "text/html", path

@@ -64,6 +64,15 @@ export const api = {
   periodAround: (kind, period, playerId, radius = 3) =>
     call("GET", `/boards/${kind}/${encodeURIComponent(period)}/around/${playerId}?radius=${radius}`),
   periodFriends: (kind, period, token) => call("GET", `/boards/${kind}/${encodeURIComponent(period)}/friends`, { token }),
+  ladder: (rules, { limit = 50, cursor = null } = {}) => {
+    const q = new URLSearchParams({ limit: String(limit) });
+    if (cursor) q.set("cursor", cursor);
+    return call("GET", `/ladder/${encodeURIComponent(rules)}?${q}`);
+  },
+  ladderAround: (rules, playerId, radius = 3) =>
+    call("GET", `/ladder/${encodeURIComponent(rules)}/around/${encodeURIComponent(playerId)}?radius=${radius}`),
+  ladderFriends: (rules, token) => call("GET", `/ladder/${encodeURIComponent(rules)}/friends`, { token }),
+  ratings: (playerId) => call("GET", `/players/${encodeURIComponent(playerId)}/ratings`),
   game: (id, token) => call("GET", `/games/${encodeURIComponent(id)}`, { token }),
   race: (invite) => call("GET", `/races/${encodeURIComponent(invite)}`),
 };

@@ -19,6 +19,7 @@ import {
 } from "./friends.js";
 import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
+import { askQuickRace, cancelQuickRace, quickPush, reaskQuickRace } from "./quick.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
 import {
   dailyInAddress,
@@ -28,8 +29,11 @@ import {
   gamePath,
   goTo,
   inviteInAddress,
+  ladderInAddress,
+  ladderPath,
   onEnter,
   onHistory,
+  onLeave,
   profileInAddress,
   replayInAddress,
   replayPath,
@@ -50,12 +54,14 @@ import {
 } from "./store.js";
 import { refreshEnd } from "./views/end.js";
 import { initGameView, onGame, renderGame } from "./views/game.js";
+import { LadderView } from "./views/ladder.js";
 import { Leaderboard } from "./views/leaderboard.js";
 import { FollowingView } from "./views/following.js";
 import { initMenu, openRaceForm, renderHome, renderHomeFriends, timeLimitOptions } from "./views/menu.js";
 import { errorText, renderInvitations, setMessage } from "./views/notices.js";
 import { ProfileView } from "./views/profile.js";
 import { initRacePanel, renderRace } from "./views/race-panel.js";
+import { initQueueView, renderQueue } from "./views/queue.js";
 import { initRankedNote } from "./views/ranked-note.js";
 import { hideRecovery, initRecovery, renderRecovery } from "./views/recovery.js";
 import { ReplayView } from "./views/replay.js";
@@ -78,6 +84,18 @@ function showReplay(gameId) {
 
 let profile = null;
 let followingView = null;
+let ladder = null;
+
+/** Show a rule set's ladder ("E" or "C"), at "/ladder/<rules>". */
+function openLadder(rules) {
+  goTo(ladderPath(rules));
+  showLadder(rules);
+}
+
+function showLadder(rules) {
+  show("ladder");
+  ladder.open(rules);
+}
 
 /** Show the players I follow, at "/following". */
 function openFollowing() {
@@ -136,6 +154,12 @@ subscribe("errorHelp", session.rehello);
 subscribe("showPlayable", () => {
   if (store.game) renderGame(store.game);
 });
+subscribe("quick", () => {
+  if (store.view === "queue") renderQueue();
+});
+onEnter("queue", renderQueue);
+// Leaving the waiting view (for the menu, Back, a link…) ends the wait.
+onLeave("queue", () => cancelQuickRace({ home: false }));
 onEnter("home", () => {
   renderHome();
   loadFollowing();
@@ -160,20 +184,22 @@ function welcome(message, { again, first }) {
   if (first) {
     // Opened from a race's link: its invite page is shown, not the last game; nor over a
     // profile, a replay or a board opened from its address.
-    const shown = ["invite", "profile", "replay", "leaderboard"].includes(store.view);
+    const shown = ["invite", "profile", "replay", "leaderboard", "ladder"].includes(store.view);
     if (store.pendingInvite || shown || store.race) return;
     // A reload at the table: the game in the address is resumed.
     const gameId = gameInAddress();
     if (gameId) startGame({ type: "resume", game_id: gameId }, { quiet: true, at: gamePath(gameId) });
     return;
   }
-  // A reconnect: follow the race again, or resume the game on the table.
+  // A reconnect: wait for a quick race again, follow the race again, or resume the game.
+  reaskQuickRace();
   if (store.race) rejoinRace();
   else if (store.game && !kept) refreshGame();
 }
 
 function push(msg) {
   if (racePush(msg)) return;
+  if (quickPush(msg)) return;
   if (invitationPush(msg)) return;
   if (msg.type === "error") setMessage(errorText(msg.code));
 }
@@ -222,6 +248,8 @@ onLocaleChange(() => {
   renderInvitations(invitationChoices);
   if (store.view === "profile") profile.render();
   if (store.view === "following") followingView.render();
+  if (store.view === "queue") renderQueue();
+  if (store.view === "ladder") ladder.render();
   session.relabel();
 });
 
@@ -263,6 +291,15 @@ function boot() {
     follow,
     unfollow,
     errorText,
+    openLadder,
+    openRace: openInvite,
+  });
+  ladder = new LadderView($("#view-ladder"), {
+    me: () => store.player,
+    token: () => store.token,
+    errorText,
+    openProfile,
+    addressed: (rules) => goTo(ladderPath(rules)),
   });
   followingView = new FollowingView($("#view-following"), {
     token: () => store.token,
@@ -280,7 +317,10 @@ function boot() {
     openLeaderboard: () => openLeaderboard(),
     openProfile,
     openFollowing,
+    askQuickRace,
+    openLadder,
   });
+  initQueueView({ cancel: () => cancelQuickRace() });
   initSettings({ openSignIn: signInAgain, unauthorized: signedOut, address: settingsAddress });
   initRecovery();
   initRankedNote();
@@ -300,7 +340,7 @@ function boot() {
 
 /**
  * Show the view the address names (router.js): at the start (`first`), and when the player
- * goes back or forward to another view. A profile, a replay and a day's board are public:
+ * goes back or forward to another view. A profile, a replay, a day's board and a ladder are public:
  * shown signed in or not.
  */
 function route({ first = false } = {}) {
@@ -313,6 +353,11 @@ function route({ first = false } = {}) {
   const player = profileInAddress();
   const replayed = replayInAddress();
   const date = dailyInAddress();
+  const rated = ladderInAddress();
+  if (rated) {
+    showLadder(rated);
+    return;
+  }
   if (player) {
     show("profile");
     profile.open(player);

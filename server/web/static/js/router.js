@@ -1,23 +1,31 @@
 // Which view the page shows, and the address it shows it at. The views are index.html's
 // <section id="view-…">: register, home (the menu), play (the table and the race room),
-// invite (a race before joining or watching), leaderboard, profile and replay. Every view has
+// invite (a race before joining or watching), leaderboard, profile, replay, following and
+// queue (waiting for a quick race, over the menu's address: a wait ends with the page). Every
+// other view has
 // an address of its own, so that Back and Forward move between views, a reload shows the same
 // view and a link can be shared (the server serves the page at each, server/web/app.py):
 // "/" the menu, "/daily/<date>" a date's leaderboard, "/games/<id>" a game at the table (one's
 // own), "/race/<invite>" a race's room, its invite page or the sign-up before it,
 // "/players/<id>" a profile, "/replay/<game id>" a replay, "/following" the players I follow,
-// and "/settings" the settings panel
+// "/ladder/<E|C>" a rule set's ladder of ratings, and "/settings" the settings panel
 // (over the menu when opened from its address). The views set their address as they open;
 // showing the menu sets "/". What a view draws when it opens is registered with onEnter().
 import { $ } from "./dom.js";
 import { setView, store } from "./store.js";
 
-const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay", "following"];
+const VIEWS = ["register", "home", "play", "invite", "leaderboard", "profile", "replay", "following", "queue", "ladder"];
 const entering = {};
+const leaving = {};
 
 /** Run `fn` each time `view` is shown. */
 export function onEnter(view, fn) {
   entering[view] = fn;
+}
+
+/** Run `fn` each time another view replaces `view`. */
+export function onLeave(view, fn) {
+  leaving[view] = fn;
 }
 
 let shownPath = location.pathname; // the address of the view shown (not the settings')
@@ -29,7 +37,9 @@ export function viewPath() {
 
 /** Show `view`; the menu's address is "/" unless `keepAddress` (a game there is resumed). */
 export function show(view, { keepAddress = false } = {}) {
+  const was = store.view;
   setView(view);
+  if (was !== view && leaving[was]) leaving[was]();
   for (const name of VIEWS) $(`#view-${name}`).hidden = name !== view;
   $("#nav-leaderboard").hidden = !store.token;
   if (entering[view]) entering[view]();
@@ -58,6 +68,17 @@ export function gameInAddress() {
 /** The address of a game at the table. */
 export function gamePath(gameId) {
   return `/games/${gameId}`;
+}
+
+/** The rule set whose ladder the address names ("/ladder/E" or "/ladder/C"), or null. */
+export function ladderInAddress() {
+  const m = location.pathname.match(/^\/ladder\/([EC])\/?$/);
+  return m ? m[1] : null;
+}
+
+/** The address of a rule set's ladder. */
+export function ladderPath(rules) {
+  return `/ladder/${rules}`;
 }
 
 /** Whether the address is the Following page's ("/following"). */

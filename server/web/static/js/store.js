@@ -53,6 +53,7 @@ export const store = {
   gameAt: 0, // performance.now() when the STATE arrived (the clock runs on from there)
   race: null, // {invite, room, role, offset, progress: {player_id: race_progress}}
   pendingInvite: null, // the race in the address the page was opened with
+  quick: null, // the quick race waited for (quick.js): {rules, rating, gap, startedAt, asking}
   invite: null, // the race seen before joining: {invite, room, error, joinError (a reply), busy}
   queue: [], // actions waiting to be sent (games.js)
   acting: false, // an action is with the server (games.js)

@@ -6,6 +6,7 @@ import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
+import { boardTable, hiddenHead, nameLink } from "./board-table.js";
 import { levelBadge, parAndBaselines } from "./difficulty.js";
 import { PeriodBoard } from "./period-board.js";
 import { failedNotice } from "./notices.js";
@@ -225,31 +226,27 @@ export class Leaderboard {
 
   /** A row's follow / unfollow button (none on my own row, nor when signed out). */
   _followButton(entry, mine) {
-    if (mine || !this.ctx.token()) return h("td", { class: "follow-cell" });
+    if (mine || !this.ctx.token()) return null;
     const following = this.ctx.following();
     const followed = !!(following && following.has(entry.player_id));
     const label = followed ? t("friends.unfollowName", { name: entry.name }) : t("friends.followName", { name: entry.name });
     return h(
-      "td",
-      { class: "follow-cell" },
-      h(
-        "button",
-        {
-          type: "button",
-          class: followed ? "follow-btn following" : "follow-btn",
-          "aria-pressed": String(followed),
-          "aria-label": label,
-          title: label,
-          onclick: async () => {
-            const failed = await (followed ? this.ctx.unfollow(entry.player_id) : this.ctx.follow(entry.player_id));
-            this.followStatus = failed ? { code: failed } : null;
-            if (!failed && this.scope === "friends") this.open(this.date);
-            this.render();
-          },
+      "button",
+      {
+        type: "button",
+        class: followed ? "follow-btn following" : "follow-btn",
+        "aria-pressed": String(followed),
+        "aria-label": label,
+        title: label,
+        onclick: async () => {
+          const failed = await (followed ? this.ctx.unfollow(entry.player_id) : this.ctx.follow(entry.player_id));
+          this.followStatus = failed ? { code: failed } : null;
+          if (!failed && this.scope === "friends") this.open(this.date);
+          this.render();
         },
-        // A phone shows a mark instead (app.css: + or ✓); the label names the action.
-        h("span", { class: "btn-text" }, followed ? t("friends.unfollow") : t("friends.follow")),
-      ),
+      },
+      // A phone shows a mark instead (app.css: + or ✓); the label names the action.
+      h("span", { class: "btn-text" }, followed ? t("friends.unfollow") : t("friends.follow")),
     );
   }
 
@@ -273,62 +270,21 @@ export class Leaderboard {
     );
   }
 
-  /** The entry's name, a link to the player's profile ("/players/<id>"). */
-  _nameLink(entry, mine) {
-    return h(
-      "a",
-      {
-        href: `/players/${entry.player_id}`,
-        class: "player-link",
-        onclick: (ev) => {
-          ev.preventDefault();
-          this.ctx.openProfile(entry.player_id);
-        },
-      },
-      mine ? t("lb.you", { name: entry.name }) : entry.name,
-    );
-  }
-
   _table(entries, id) {
-    const me = this.ctx.me();
-    return h(
-      "table",
-      { class: "grid-table", id },
-      h(
-        "thead",
-        {},
-        h(
-          "tr",
-          {},
-          h("th", { scope: "col" }, t("lb.rank")),
-          h("th", { scope: "col", class: "name" }, t("lb.name")),
-          h("th", { scope: "col" }, t("lb.score")),
-          h("th", { scope: "col", class: "opt" }, t("lb.moves")),
-          h("th", { scope: "col" }, t("lb.time")),
-          h("th", { scope: "col", class: "opt" }, t("lb.status")),
-          h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("friends.follow"))),
-          h("th", { scope: "col" }, h("span", { class: "sr-only" }, t("replay.column"))),
-        ),
-      ),
-      h(
-        "tbody",
-        {},
-        entries.map((e) => {
-          const mine = me && e.player_id === me.id;
-          return h(
-            "tr",
-            { class: mine ? "me" : null, "aria-current": mine ? "true" : null, dataset: { player: String(e.player_id) } },
-            h("td", {}, String(e.rank)),
-            h("td", { class: "name" }, this._nameLink(e, mine)),
-            h("td", {}, String(e.score)),
-            h("td", { class: "opt" }, String(e.moves)),
-            h("td", {}, formatTime(e.elapsed_ms)),
-            h("td", { class: "opt" }, t(`lb.status.${e.status}`)),
-            this._followButton(e, mine),
-            h("td", { class: "replay-cell" }, e.replayable ? this._replayLink(e) : null),
-          );
-        }),
-      ),
-    );
+    return boardTable({
+      id,
+      entries,
+      me: this.ctx.me(),
+      columns: [
+        { head: t("lb.rank"), cell: (e) => String(e.rank) },
+        { head: t("lb.name"), headClass: "name", cellClass: "name", cell: (e, mine) => nameLink(e, mine, this.ctx.openProfile) },
+        { head: t("lb.score"), cell: (e) => String(e.score) },
+        { head: t("lb.moves"), headClass: "opt", cellClass: "opt", cell: (e) => String(e.moves) },
+        { head: t("lb.time"), cell: (e) => formatTime(e.elapsed_ms) },
+        { head: t("lb.status"), headClass: "opt", cellClass: "opt", cell: (e) => t(`lb.status.${e.status}`) },
+        { head: hiddenHead(t("friends.follow")), cellClass: "follow-cell", cell: (e, mine) => this._followButton(e, mine) },
+        { head: hiddenHead(t("replay.column")), cellClass: "replay-cell", cell: (e) => (e.replayable ? this._replayLink(e) : null) },
+      ],
+    });
   }
 }

@@ -1,9 +1,9 @@
 // The menu (the home view): games to continue, today's daily as it stands for the player (not
 // played, being played, the result and rank), the streak and a strip of the last four weeks,
 // the players followed (online first) and their results today, free play by code or at random,
-// a race to see by its invite or to create, the leaderboard, and the player's own profile. It
-// draws what the store and the server's daily say and hands the player's choice to the
-// handlers of initMenu.
+// a quick race to ask for, a race to see by its invite or to create, the leaderboard, and the
+// player's own profile. It draws what the store and the server's daily say and hands the
+// player's choice to the handlers of initMenu.
 import { api } from "../api.js";
 import { codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
@@ -22,7 +22,7 @@ let on = null;
 /**
  * @param {object} handlers  {startGame(message, options), joinRace(invite), openInvite(invite),
  *   createRace({code, rules, timeLimit}), openLeaderboard(), openProfile(playerId),
- *   openFollowing()}
+ *   openFollowing(), askQuickRace(rules), openLadder(rules)}
  */
 export function initMenu(handlers) {
   on = handlers;
@@ -49,6 +49,16 @@ export function initMenu(handlers) {
     });
   }
   $("#btn-random").addEventListener("click", () => on.startGame({ type: "new_game", rules: $("#free-rules").value }));
+  // The ladder's link is the rule set's chosen for a quick race.
+  $("#quick-rules").addEventListener("change", () => ($("#home-ladder").href = `/ladder/${$("#quick-rules").value}`));
+  $("#home-ladder").addEventListener("click", (ev) => {
+    ev.preventDefault();
+    on.openLadder($("#quick-rules").value);
+  });
+  $("#quick-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    on.askQuickRace($("#quick-rules").value);
+  });
   $("#race-join-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const invite = $("#race-invite").value.trim();

@@ -5,6 +5,7 @@
 import { api } from "../api.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t } from "../i18n.js";
+import { boardTable, nameLink } from "./board-table.js";
 
 /** The ISO week ("2026-W49") holding a UTC date ("YYYY-MM-DD"). */
 export function isoWeek(iso) {
@@ -165,54 +166,17 @@ export class PeriodBoard {
   }
 
   _table(entries, id) {
-    const me = this.ctx.me();
-    return h(
-      "table",
-      { class: "grid-table", id },
-      h(
-        "thead",
-        {},
-        h(
-          "tr",
-          {},
-          h("th", { scope: "col" }, t("lb.rank")),
-          h("th", { scope: "col", class: "name" }, t("lb.name")),
-          h("th", { scope: "col" }, t("boards.total")),
-          h("th", { scope: "col" }, t("boards.days")),
-          h("th", { scope: "col", class: "opt" }, t("boards.time")),
-        ),
-      ),
-      h(
-        "tbody",
-        {},
-        entries.map((e) => {
-          const mine = me && e.player_id === me.id;
-          return h(
-            "tr",
-            { class: mine ? "me" : null, "aria-current": mine ? "true" : null, dataset: { player: String(e.player_id) } },
-            h("td", {}, String(e.rank)),
-            h(
-              "td",
-              { class: "name" },
-              h(
-                "a",
-                {
-                  href: `/players/${e.player_id}`,
-                  class: "player-link",
-                  onclick: (ev) => {
-                    ev.preventDefault();
-                    this.ctx.openProfile(e.player_id);
-                  },
-                },
-                mine ? t("lb.you", { name: e.name }) : e.name,
-              ),
-            ),
-            h("td", {}, String(e.total)),
-            h("td", {}, String(e.days)),
-            h("td", { class: "opt" }, formatTime(e.elapsed_ms)),
-          );
-        }),
-      ),
-    );
+    return boardTable({
+      id,
+      entries,
+      me: this.ctx.me(),
+      columns: [
+        { head: t("lb.rank"), cell: (e) => String(e.rank) },
+        { head: t("lb.name"), headClass: "name", cellClass: "name", cell: (e, mine) => nameLink(e, mine, this.ctx.openProfile) },
+        { head: t("boards.total"), cell: (e) => String(e.total) },
+        { head: t("boards.days"), cell: (e) => String(e.days) },
+        { head: t("boards.time"), headClass: "opt", cellClass: "opt", cell: (e) => formatTime(e.elapsed_ms) },
+      ],
+    });
   }
 }

@@ -1,11 +1,19 @@
 // A player's public profile (GET /api/v1/players/{id}, docs/protocol.md §12.14): name, member
 // since, the current and best daily streak, a calendar of the recent months coloured by the
 // daily's result on each UTC date (rank, score and share of par on hover, on focus and in each
-// date's accessible name), the other figures, and every result in a table. It draws what the
-// server sends; opening another player's profile or a date's board is handed back.
+// date's accessible name), the other figures, every result in a table, and the ratings per
+// rule set (GET /api/v1/players/{id}/ratings: the rating, rated races played and won, a chart of
+// the rating over them, the last ones with their change). It draws what the server sends;
+// opening another player's profile, a date's board, a ladder or a race is handed back.
 import { api } from "../api.js";
 import { clear, h } from "../dom.js";
 import { locale, t, tn } from "../i18n.js";
+import { failedNotice } from "./notices.js";
+import { changeMark, ratingText } from "./rating.js";
+import { ratingChart } from "./ratings-chart.js";
+
+/** How many of the last rated races each rule set lists. */
+export const RATED_SHOWN = 10;
 
 /** How many months the calendar shows: the current one and those before it. */
 export const MONTHS_SHOWN = 3;
@@ -38,7 +46,7 @@ export class ProfileView {
    * @param {HTMLElement} root  #view-profile
    * @param {object} ctx  {me() → {id, name}|null, token() → string|null, following() →
    *   Map|null, follow(id), unfollow(id) (each → Promise of null or an error code),
-   *   errorText(code)}
+   *   errorText(code), openLadder(rules), openRace(invite)}
    */
   constructor(root, ctx) {
     this.root = root;
@@ -49,6 +57,8 @@ export class ProfileView {
     this.loading = 0;
     this.detailDate = null;
     this.followError = null; // an error code from Follow / Unfollow
+    this.ratings = null; // the player's ratings per rule set (REST), once read
+    this.ratingsError = null; // a code: why they could not be read
   }
 
   /** Show a player's profile (asked of the server). */
@@ -59,14 +69,30 @@ export class ProfileView {
     this.error = null;
     this.followError = null;
     this.detailDate = null;
+    this.ratings = null;
+    this.ratingsError = null;
+    this.render();
+    const [profile, ratings] = await Promise.allSettled([api.player(this.playerId), api.ratings(this.playerId)]);
+    if (ticket !== this.loading) return;
+    if (profile.status === "fulfilled") this.profile = profile.value;
+    else this.error = (profile.reason && profile.reason.code) || "network";
+    if (ratings.status === "fulfilled") this.ratings = ratings.value.ratings || [];
+    else this.ratingsError = (ratings.reason && ratings.reason.code) || "network";
+    this.render();
+  }
+
+  /** Read the ratings again (after a failed read). */
+  async _readRatings() {
+    const ticket = this.loading;
+    this.ratingsError = null;
     this.render();
     try {
-      const profile = await api.player(this.playerId);
+      const ratings = await api.ratings(this.playerId);
       if (ticket !== this.loading) return;
-      this.profile = profile;
+      this.ratings = ratings.ratings || [];
     } catch (err) {
       if (ticket !== this.loading) return;
-      this.error = err.code || "network";
+      this.ratingsError = err.code || "network";
     }
     this.render();
   }
@@ -110,8 +136,111 @@ export class ProfileView {
         this._standing("profile-week", "profile.week", p.week),
         this._standing("profile-month", "profile.month", p.month),
       ),
+      this._ratings(),
       this._calendar(p),
       this._table(p),
+    );
+  }
+
+  /** The ratings per rule set (docs/rules.md §4 "Ratings"), or why they could not be read. */
+  _ratings() {
+    const section = h(
+      "section",
+      { class: "profile-ratings", id: "profile-ratings", "aria-labelledby": "profile-ratings-title" },
+      h("h2", { id: "profile-ratings-title" }, t("profile.ratings")),
+    );
+    if (this.ratingsError) {
+      const text = t("profile.ratingsFailed", { why: this.ctx.errorText(this.ratingsError) });
+      section.append(failedNotice("profile-ratings-failed", text, () => this._readRatings()));
+    } else if (!this.ratings) section.append(h("p", { class: "muted" }, t("profile.loading")));
+    else if (!this.ratings.length) section.append(h("p", { class: "muted", id: "profile-unrated" }, t("profile.unrated")));
+    else for (const rating of this.ratings) section.append(this._rating(rating));
+    return section;
+  }
+
+  /** One rule set's rating: the figures, the chart and the last rated races. */
+  _rating(r) {
+    const id = `profile-rating-${r.rules}`;
+    const recent = r.history.slice(0, RATED_SHOWN);
+    return h(
+      "article",
+      { class: "profile-rating", id, dataset: { rules: r.rules } },
+      h("h3", {}, t(`rules.short.${r.rules}`)),
+      h(
+        "dl",
+        { class: "profile-figures" },
+        this._figure(`${id}-value`, t("ladder.rating"), ratingText(r.rating, r.provisional), "big"),
+        this._figure(`${id}-races`, t("profile.ratedRaces"), String(r.races)),
+        this._figure(`${id}-wins`, t("profile.ratedWins"), String(r.wins)),
+      ),
+      r.provisional ? h("p", { class: "muted small" }, t("profile.provisional")) : null,
+      ratingChart(`${id}-chart`, r.history),
+      recent.length ? this._rated(`${id}-races-table`, recent) : null,
+      h(
+        "p",
+        {},
+        h(
+          "a",
+          {
+            href: `/ladder/${r.rules}`,
+            class: "profile-link",
+            id: `${id}-ladder`,
+            onclick: (ev) => {
+              ev.preventDefault();
+              this.ctx.openLadder(r.rules);
+            },
+          },
+          t("profile.ladder", { rules: t(`rules.short.${r.rules}`) }),
+        ),
+      ),
+    );
+  }
+
+  /** The last rated races: when (UTC date), the place among the racers, the change. */
+  _rated(id, races) {
+    return h(
+      "table",
+      { class: "grid-table profile-rated", id },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, t("lb.date")),
+          h("th", { scope: "col" }, t("profile.place")),
+          h("th", { scope: "col" }, t("profile.change")),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        races.map((race) => {
+          const date = race.rated_at.slice(0, 10);
+          // A race is opened by its invite: linked when the server names it.
+          const when = race.invite
+            ? h(
+                "a",
+                {
+                  href: `/race/${encodeURIComponent(race.invite)}`,
+                  class: "race-link",
+                  onclick: (ev) => {
+                    ev.preventDefault();
+                    this.ctx.openRace(race.invite);
+                  },
+                },
+                date,
+              )
+            : date;
+          return h(
+            "tr",
+            { dataset: { race: String(race.race_id) } },
+            h("td", {}, when),
+            h("td", {}, t("profile.placeOf", { rank: race.rank, racers: race.racers })),
+            h("td", {}, changeMark({ ...race, provisional: false })),
+          );
+        }),
+      ),
     );
   }
 

@@ -9,6 +9,7 @@ import { serverNow } from "../race-clock.js";
 import { POSITIONS } from "../rules.js";
 import { store } from "../store.js";
 import { errorText } from "./notices.js";
+import { changeMark } from "./rating.js";
 import { dealMark, nameLine, presenceMark, presenceState, rowData, rulesLimit, watcherList } from "./racers.js";
 
 let panel = null;
@@ -217,6 +218,7 @@ class RacePanel {
 
   _finished(room) {
     this.el.append(h("h2", { id: "race-results-title" }, t("race.results")));
+    if (room.rated) this.el.append(h("p", { class: "muted", id: "race-rated" }, t("race.rated")));
     const rows = (room.results || []).map((r) => {
       // Winners rank by finish time, the others by cards removed, then score, then who got
       // there first (docs/rules.md §4 "Results order"). The server ranks: equal results share a
@@ -234,7 +236,8 @@ class RacePanel {
           h("span", { class: "result-status" }, t(r.status === "playing" ? "race.status.timeUp" : `race.status.${r.status}`)),
           h("small", {}, detail),
         ),
-        h("td", {}, String(r.score)),
+        // A rated race: each racer's rating change under the score (docs/rules.md §4 "Ratings").
+        h("td", { class: "score-cell" }, String(r.score), r.rating ? changeMark(r.rating) : null),
         // Every racer's game is public once the results exist (docs/rules.md §4 "Replays").
         h("td", { class: "replay-cell" }, r.game_id ? this._replayLink(r) : null),
       );
