@@ -21,6 +21,9 @@ import { act, goHome, hint, refreshGame, resign, startGame } from "./games.js";
 import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
 import {
+  boardInAddress,
+  boardPath,
+  correctAddress,
   dailyInAddress,
   dailyPath,
   followingInAddress,
@@ -93,7 +96,14 @@ function showFollowing() {
 
 function openLeaderboard(date) {
   show("leaderboard");
-  leaderboard.open(date || null);
+  leaderboard.openDay(date || null);
+  loadFollowing();
+}
+
+/** Show a week's or a month's board ("week" or "month", "2026-W49" or "2026-12"), from its address. */
+function openBoard(kind, period) {
+  show("leaderboard");
+  leaderboard.openPeriod(kind, period);
   loadFollowing();
 }
 
@@ -254,6 +264,7 @@ function boot() {
     errorText,
     openProfile,
     dated: (date) => goTo(dailyPath(date)),
+    periodShown: (kind, period, { replace = false } = {}) => (replace ? correctAddress : goTo)(boardPath(kind, period)),
   });
   replayView = new ReplayView($("#view-replay"), { errorText });
   profile = new ProfileView($("#view-profile"), {
@@ -300,8 +311,8 @@ function boot() {
 
 /**
  * Show the view the address names (router.js): at the start (`first`), and when the player
- * goes back or forward to another view. A profile, a replay and a day's board are public:
- * shown signed in or not.
+ * goes back or forward to another view. A profile, a replay and a day's, a week's or a month's
+ * board are public: shown signed in or not.
  */
 function route({ first = false } = {}) {
   if (store.view === "replay" && !replayInAddress()) replayView.pause();
@@ -313,6 +324,7 @@ function route({ first = false } = {}) {
   const player = profileInAddress();
   const replayed = replayInAddress();
   const date = dailyInAddress();
+  const board = boardInAddress();
   if (player) {
     show("profile");
     profile.open(player);
@@ -325,6 +337,10 @@ function route({ first = false } = {}) {
   }
   if (date) {
     openLeaderboard(date);
+    return;
+  }
+  if (board) {
+    openBoard(board.kind, board.period);
     return;
   }
   const invite = inviteInAddress();
