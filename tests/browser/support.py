@@ -291,3 +291,35 @@ async def side_by_side(browser: Browser, shots: dict[str, bytes], path: Path) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(path))
     await context.close()
+
+
+_COVERED = """selectors => {
+    // Every card on the table (each card of the peaks still there, the stock, the waste) that a
+    // shown panel's rectangle overlaps, and the panels' and cards' extent (px).
+    const cards = [...document.querySelectorAll('#peaks .card, #stock, #waste-card')]
+        .filter(el => el.checkVisibility());
+    const panels = selectors.map(s => document.querySelector(s))
+        .filter(el => el && el.checkVisibility());
+    const overlaps = (a, b) =>
+        a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    const covered = [];
+    for (const panel of panels) {
+        const p = panel.getBoundingClientRect();
+        for (const card of cards) {
+            const c = card.getBoundingClientRect();
+            if (overlaps(p, c)) covered.push([panel.id, card.id || card.dataset.pos]);
+        }
+    }
+    const box = el => el.getBoundingClientRect().toJSON();
+    return {cards: cards.length, covered, panels: panels.map(el => [el.id, box(el)]),
+            peaks: box(document.querySelector('#peaks')), height: window.innerHeight};
+}"""
+
+
+async def covered_cards(page: Page, *panels: str) -> dict[str, Any]:
+    """Which cards on the table (the peaks' cards still there, the stock, the waste) the shown
+    ``panels`` (selectors) overlap: ``covered`` ([panel id, card id or position]…), with
+    ``cards`` (how many are on the table), ``panels`` ([id, rectangle]… of those shown),
+    ``peaks`` (the peaks' rectangle) and ``height`` (the viewport's), in px."""
+    report: dict[str, Any] = await page.evaluate(_COVERED, list(panels))
+    return report

@@ -13,35 +13,13 @@ from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from server.engine import GameCode
 from server.services.clock import FakeClock
-from tests.browser.support import PHONE, no_overflow, open_page, register
+from tests.browser.support import PHONE, covered_cards, no_overflow, open_page, register
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer
 from tests.helpers import register as register_rest
 
 CODE = GameCode.parse("TP1-E-AAAAAAB")
 DESKTOP_800: ViewportSize = {"width": 1280, "height": 800}
-
-_COVERED = """selectors => {
-    // Every card on the table (each card of the peaks still there, the stock, the waste) that a
-    // shown panel's rectangle overlaps, and the panels' and cards' extent (px).
-    const cards = [...document.querySelectorAll('#peaks .card, #stock, #waste-card')]
-        .filter(el => el.checkVisibility());
-    const panels = selectors.map(s => document.querySelector(s))
-        .filter(el => el && el.checkVisibility());
-    const overlaps = (a, b) =>
-        a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
-    const covered = [];
-    for (const panel of panels) {
-        const p = panel.getBoundingClientRect();
-        for (const card of cards) {
-            const c = card.getBoundingClientRect();
-            if (overlaps(p, c)) covered.push([panel.id, card.id || card.dataset.pos]);
-        }
-    }
-    const box = el => el.getBoundingClientRect().toJSON();
-    return {cards: cards.length, covered, panels: panels.map(el => [el.id, box(el)]),
-            peaks: box(document.querySelector('#peaks')), height: window.innerHeight};
-}"""
 
 
 async def _uncovered(page: Page, *panels: str) -> dict[str, Any]:
@@ -51,7 +29,7 @@ async def _uncovered(page: Page, *panels: str) -> dict[str, Any]:
         "() => document.getAnimations().every(a => a.playState !== 'running')"
     )
     await no_overflow(page)
-    report: dict[str, Any] = await page.evaluate(_COVERED, list(panels))
+    report = await covered_cards(page, *panels)
     assert report["cards"] == 30, report
     assert len(report["panels"]) == len(panels), report
     assert report["covered"] == [], report
