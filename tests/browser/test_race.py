@@ -515,7 +515,10 @@ async def test_on_a_phone_the_race_panel_folds_to_one_line_while_the_player_play
     # In Chinese, still one line.
     await page.select_option("#lang-select", "zh-Hant")
     await expect(fold).to_have_text("你領先 · 第 1 名（共 2 人）▾")
-    assert (await fold.bounding_box() or {"height": 99})["height"] <= 52
+    await page.wait_for_function(
+        """() => { const b = document.querySelector('#race-fold');
+                   return b && b.checkVisibility() && b.getBoundingClientRect().height <= 52; }"""
+    )
     await page.select_option("#lang-select", "en")
     # A desktop shows the panel whole, with no folded line.
     await page.set_viewport_size(DESKTOP)
