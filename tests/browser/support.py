@@ -275,18 +275,22 @@ async def wrapped_words(page: Page) -> list[dict[str, Any]]:
     return found
 
 
-async def side_by_side(browser: Browser, shots: dict[str, bytes], path: Path) -> None:
-    """One picture for the README: the desktop view and the phone view next to each other."""
+async def side_by_side(
+    browser: Browser, shots: dict[str, bytes], path: Path, *, phone_from: str = "top"
+) -> None:
+    """One picture for the README: the desktop view and the phone view next to each other, each
+    cut to 700 px from its top (the phone's from its ``phone_from``: "top" or "bottom")."""
     images = {k: base64.b64encode(v).decode() for k, v in shots.items()}
     context = await browser.new_context(viewport={"width": 1754, "height": 740})
     page = await context.new_page()
     top = "object-fit:cover;object-position:top;height:700px"
+    phone = f"object-fit:cover;object-position:{phone_from};height:700px"
     await page.set_content(
         f"""<body style="margin:0;background:#0a2416;display:flex;gap:24px;padding:20px">
         <img src="data:image/png;base64,{images["desktop"]}" width="1280"
              style="{top};border-radius:8px">
         <img src="data:image/png;base64,{images["phone"]}" width="390"
-             style="{top};border-radius:18px;outline:3px solid #333"></body>"""
+             style="{phone};border-radius:18px;outline:3px solid #333"></body>"""
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(path))
