@@ -53,7 +53,7 @@ export function dailyPath(date) {
 /**
  * The week's or month's board the address names ("/boards/week/2026-W49",
  * "/boards/month/2026-12") as {kind, period}, or null. The period is as written: whether such a
- * week or month exists is the board's to check (period-board.js validPeriod()).
+ * week or month exists is the board's to check (period-board.js periodStart()).
  */
 export function boardInAddress() {
   const m = location.pathname.match(/^\/boards\/(week|month)\/([^/]+)\/?$/);

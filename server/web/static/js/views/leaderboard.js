@@ -157,10 +157,7 @@ export class Leaderboard {
    */
   async openPeriod(kind, period) {
     const ticket = (this.shownTicket = (this.shownTicket || 0) + 1);
-    this.periods.kind = kind;
-    this.periods.anchor = null;
-    this.periods._clear();
-    this.periods.render();
+    this.periods.awaitPeriod(kind);
     if (!this.today) {
       try {
         this.today = (await api.daily()).date;

@@ -101,6 +101,14 @@ export class PeriodBoard {
     }
   }
 
+  /** A kind of period's board ("week", "month") is to be shown, its period not known yet. */
+  awaitPeriod(kind) {
+    this.kind = kind;
+    this.anchor = null;
+    this._clear();
+    this.render();
+  }
+
   /**
    * Show the board of the week or month the address names (`kind` "week" or "month", `period`
    * "2026-W49" or "2026-12"). A period that does not exist, or is after today's, shows today's,
