@@ -55,6 +55,8 @@ PAGE_PATHS = (
     "/replay/{game_id}",
     "/players/{player_id}",
     "/daily/{date}",
+    "/boards/week/{period}",
+    "/boards/month/{period}",
     "/games/{game_id}",
     "/settings",
     "/following",

@@ -275,19 +275,55 @@ async def wrapped_words(page: Page) -> list[dict[str, Any]]:
     return found
 
 
-async def side_by_side(browser: Browser, shots: dict[str, bytes], path: Path) -> None:
-    """One picture for the README: the desktop view and the phone view next to each other."""
+async def side_by_side(
+    browser: Browser, shots: dict[str, bytes], path: Path, *, phone_from: str = "top"
+) -> None:
+    """One picture for the README: the desktop view and the phone view next to each other, each
+    cut to 700 px from its top (the phone's from its ``phone_from``: "top" or "bottom")."""
     images = {k: base64.b64encode(v).decode() for k, v in shots.items()}
     context = await browser.new_context(viewport={"width": 1754, "height": 740})
     page = await context.new_page()
     top = "object-fit:cover;object-position:top;height:700px"
+    phone = f"object-fit:cover;object-position:{phone_from};height:700px"
     await page.set_content(
         f"""<body style="margin:0;background:#0a2416;display:flex;gap:24px;padding:20px">
         <img src="data:image/png;base64,{images["desktop"]}" width="1280"
              style="{top};border-radius:8px">
         <img src="data:image/png;base64,{images["phone"]}" width="390"
-             style="{top};border-radius:18px;outline:3px solid #333"></body>"""
+             style="{phone};border-radius:18px;outline:3px solid #333"></body>"""
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(path))
     await context.close()
+
+
+_COVERED = """selectors => {
+    // Every card on the table (each card of the peaks still there, the stock, the waste) that a
+    // shown panel's rectangle overlaps, and the panels' and cards' extent (px).
+    const cards = [...document.querySelectorAll('#peaks .card, #stock, #waste-card')]
+        .filter(el => el.checkVisibility());
+    const panels = selectors.map(s => document.querySelector(s))
+        .filter(el => el && el.checkVisibility());
+    const overlaps = (a, b) =>
+        a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    const covered = [];
+    for (const panel of panels) {
+        const p = panel.getBoundingClientRect();
+        for (const card of cards) {
+            const c = card.getBoundingClientRect();
+            if (overlaps(p, c)) covered.push([panel.id, card.id || card.dataset.pos]);
+        }
+    }
+    const box = el => el.getBoundingClientRect().toJSON();
+    return {cards: cards.length, covered, panels: panels.map(el => [el.id, box(el)]),
+            peaks: box(document.querySelector('#peaks')), height: window.innerHeight};
+}"""
+
+
+async def covered_cards(page: Page, *panels: str) -> dict[str, Any]:
+    """Which cards on the table (the peaks' cards still there, the stock, the waste) the shown
+    ``panels`` (selectors) overlap: ``covered`` ([panel id, card id or position]…), with
+    ``cards`` (how many are on the table), ``panels`` ([id, rectangle]… of those shown),
+    ``peaks`` (the peaks' rectangle) and ``height`` (the viewport's), in px."""
+    report: dict[str, Any] = await page.evaluate(_COVERED, list(panels))
+    return report

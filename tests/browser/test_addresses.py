@@ -1,5 +1,6 @@
 """Every view has its own address: Back and Forward move between views, a reload shows the
-same view, and a shared link to a past day's board opens that board."""
+same view, and a shared link to a past day's board opens that board; so do the week's and the
+month's boards, each period at its own address."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from playwright.async_api import Browser, Page, expect
 from server.config import Settings
 from server.engine import RuleSet
 from server.services.clock import FakeClock
+from server.web.keys import SERVICES
+from tests.backends import PostgresBackend, Seed
 from tests.browser.support import PHONE, finish_daily_over_ws, open_page, register
 from tests.conftest import ServerFactory
 from tests.helpers import daily_code
@@ -54,6 +57,11 @@ async def test_back_forward_and_reload_move_between_the_views_by_their_addresses
     await _at(page, base, *visited[-1][:2])
     await page.click("#nav-home")
     visited.append(("/", "home", False))
+    await page.click("#home-following")
+    visited.append(("/following", "following", False))
+    await _at(page, base, *visited[-1][:2])
+    await page.click("#nav-home")
+    visited.append(("/", "home", False))
     await page.click("#menu-profile")
     visited.append((f"/players/{me['id']}", "profile", False))
     await _at(page, base, *visited[-1][:2])
@@ -85,6 +93,9 @@ async def test_back_forward_and_reload_move_between_the_views_by_their_addresses
     await page.reload()
     await _at(page, base, "/daily/2026-03-13", "leaderboard")
     await expect(page.locator("#lb-date")).to_have_value("2026-03-13")
+    await page.goto(f"{base}/following")
+    await page.reload()
+    await _at(page, base, "/following", "following")
     await page.goto(f"{base}/settings")
     await _at(page, base, "/settings", "home", settings=True)
     await page.click("#settings-close")
@@ -156,4 +167,102 @@ async def test_a_link_to_a_past_days_board_opens_it_on_a_phone_signed_out(
     await expect(page.locator("#lb-date")).to_have_value(str(DATE))
     await context.close()
     await client.close()
+    assert page_errors == []
+
+
+async def _board_at(page: Page, base: str, kind: str, period: str, title: str) -> None:
+    """The page is at the board of a week or month (``kind``), its tab pressed, its title shown."""
+    await _at(page, base, f"/boards/{kind}/{period}", "leaderboard")
+    await expect(page.locator(f"#lb-tab-{kind}")).to_have_attribute("aria-pressed", "true")
+    await expect(page.locator("#lb-period")).to_be_visible()
+    await expect(page.locator("#lb-list")).to_be_hidden()
+    await expect(page.locator("#lbp-title")).to_have_text(title)
+
+
+async def test_the_week_and_month_tabs_and_their_periods_have_addresses(
+    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+) -> None:
+    server: TestServer = await make_server()
+    backend = PostgresBackend(server.app[SERVICES].db)
+    (bob,) = await backend.add_players(["Bob"])
+    done = dt.datetime(2026, 3, 14, 1, tzinfo=dt.UTC)
+    await backend.add_games(
+        [
+            Seed(bob, 700, 40, 90_000, done, daily_date=DATE),  # W11, March
+            Seed(bob, 300, 40, 90_000, done, daily_date=dt.date(2026, 2, 20)),  # W08, February
+        ]
+    )
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors)
+    await register(page, "Ada")
+    rows = page.locator("#lbp-table tbody tr")
+    week11 = ("week", "2026-W11", "Week 2026-W11 · 2026-03-09 – 2026-03-15")
+    week10 = ("week", "2026-W10", "Week 2026-W10 · 2026-03-02 – 2026-03-08")
+    march = ("month", "2026-03", "Month 2026-03 · 2026-03-01 – 2026-03-31")
+    february = ("month", "2026-02", "Month 2026-02 · 2026-02-01 – 2026-02-28")
+    await page.click("#nav-leaderboard")
+    await _at(page, base, f"/daily/{DATE}", "leaderboard")
+    await page.click("#lb-tab-week")
+    await _board_at(page, base, *week11)
+    await expect(rows.locator("td.name")).to_have_text(["Bob"])
+    await page.click("#lbp-prev")
+    await _board_at(page, base, *week10)
+    await expect(page.locator("#lbp-empty")).to_be_visible()
+    await page.click("#lb-tab-month")
+    await _board_at(page, base, *march)
+    await page.click("#lbp-prev")
+    await _board_at(page, base, *february)
+    await expect(rows.locator("td:nth-child(3)")).to_have_text(["300"])
+
+    # Back through the periods and tabs to the day's board, then forward again.
+    for board in (march, week10, week11):
+        await page.go_back()
+        await _board_at(page, base, *board)
+    await page.go_back()
+    await _at(page, base, f"/daily/{DATE}", "leaderboard")
+    await expect(page.locator("#lb-tab-day")).to_have_attribute("aria-pressed", "true")
+    await expect(page.locator("#lb-table tbody tr")).to_have_count(1)
+    await expect(page.locator("#lb-period")).to_be_hidden()
+    for board in (week11, week10, march, february):
+        await page.go_forward()
+        await _board_at(page, base, *board)
+    await expect(rows.locator("td:nth-child(3)")).to_have_text(["300"])
+
+    # A reload shows the same tab and period.
+    await page.reload()
+    await _board_at(page, base, *february)
+    await expect(rows.locator("td:nth-child(3)")).to_have_text(["300"])
+    # The Day tab: the day's board at its address; Back comes back to the month.
+    await page.click("#lb-tab-day")
+    await _at(page, base, f"/daily/{DATE}", "leaderboard")
+    await expect(page.locator("#lb-table tbody tr")).to_have_count(1)
+    await page.go_back()
+    await _board_at(page, base, *february)
+    await context.close()
+
+    # A shared link to a past week, on a phone in Chinese, signed out.
+    context, page = await open_page(
+        browser,
+        base,
+        page_errors,
+        "/boards/week/2026-W08",
+        viewport=PHONE,
+        has_touch=True,
+        is_mobile=True,
+        locale="zh-TW",
+    )
+    await _board_at(page, base, "week", "2026-W08", "2026-W08 週 · 2026-02-16 – 2026-02-22")
+    rows = page.locator("#lbp-table tbody tr")
+    await expect(rows.locator("td:nth-child(3)")).to_have_text(["300"])
+    await page.click("#lbp-next")
+    await _board_at(page, base, "week", "2026-W09", "2026-W09 週 · 2026-02-23 – 2026-03-01")
+    await page.go_back()
+    await _board_at(page, base, "week", "2026-W08", "2026-W08 週 · 2026-02-16 – 2026-02-22")
+    # A week that does not exist, or a month after today's, shows today's in its place.
+    await page.goto(f"{base}/boards/week/2026-W60")
+    await _board_at(page, base, "week", "2026-W11", "2026-W11 週 · 2026-03-09 – 2026-03-15")
+    await page.goto(f"{base}/boards/month/2026-12")
+    await _board_at(page, base, "month", "2026-03", "2026-03 月 · 2026-03-01 – 2026-03-31")
+    await expect(rows.locator("td:nth-child(3)")).to_have_text(["700"])
+    await context.close()
     assert page_errors == []

@@ -20,6 +20,7 @@ from server.web.keys import SERVICES
 from tests.backends import PostgresBackend, Seed
 from tests.browser.support import (
     PHONE,
+    covered_cards,
     finish_daily_over_ws,
     game_state,
     no_overflow,
@@ -208,4 +209,73 @@ async def test_on_a_phone_a_given_up_daily_begins_no_streak_and_shares_through_t
     assert text.split("\n")[1] == "⬜⬜⬜"  # no peak touched
     _assert_spoiler_free(text, code)
     await context.close()
+    assert page_errors == []
+
+
+async def test_on_a_phone_a_finished_daily_ranks_keeps_the_streak_and_shares_no_card(
+    browser: Browser,
+    make_server: ServerFactory,
+    settings: Settings,
+    clock: FakeClock,
+    page_errors: list[str],
+) -> None:
+    server: TestServer = await make_server()
+    client = TestClient(server)  # closed at the end: it would close the server
+    await client.start_server()
+    base = str(server.make_url("")).rstrip("/")
+    code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
+    await finish_daily_over_ws(client, "Bob", code)
+    context, page = await open_page(
+        browser,
+        base,
+        page_errors,
+        viewport=PHONE,
+        has_touch=True,
+        is_mobile=True,
+        timezone_id="Europe/London",
+    )
+    # The phone's share sheet, as the page sees it: what it was given is kept.
+    await context.add_init_script("navigator.share = async (data) => { window.__shared = data; };")
+    await page.reload()
+    await register(page, "Ada")
+    me: Any = await page.evaluate("() => window.tripeaks.store.player")
+    await PostgresBackend(server.app[SERVICES].db).add_games(
+        [
+            Seed(
+                me["id"],
+                600,
+                40,
+                90_000,
+                clock.now() - dt.timedelta(days=1),
+                daily_date=DATE - dt.timedelta(days=1),
+            )
+        ]
+    )
+    final = await _play_the_daily(page, code)
+
+    rank = await _my_rank(client, me["id"])
+    await expect(page.locator("#end-rank")).to_have_text(
+        f"You are #{rank} of 2 who have finished so far"
+    )
+    await expect(page.locator("#end-streak")).to_have_text("Streak kept: 2 days in a row")
+    # 12:00 UTC is 12:00 in London in March; the next daily opens at midnight, on Sunday.
+    await expect(page.locator("#end-countdown")).to_have_text(
+        re.compile(r"^Next daily in 1[12]:\d\d:\d\d \(Sun 12:00\s?AM, your time\)$")
+    )
+    await no_overflow(page)
+    ended = await covered_cards(page, "#end-panel")
+    assert ended["covered"] == [], ended  # under the cards
+    assert ended["panels"][0][1]["top"] >= ended["peaks"]["bottom"], ended
+
+    await page.click("#end-share")
+    await expect(page.locator("#end-share-status")).to_have_text("Shared")
+    shared: dict[str, str] = await page.evaluate("() => window.__shared")
+    lines = shared["text"].split("\n")
+    assert lines[0] == "TriPeaks daily 2026-03-14 · Easy rules"
+    assert lines[3] == f"#{rank} of 2"
+    assert lines[4] == "Streak 2 days"
+    _assert_spoiler_free(shared["text"], code)
+    assert final["status"] in ("won", "blocked")
+    await context.close()
+    await client.close()
     assert page_errors == []

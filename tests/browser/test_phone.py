@@ -1,5 +1,6 @@
 """The page's boards and rooms on a 390 × 844 touch phone: the daily leaderboard (with the
-follow buttons and replay links of a finished date, and a long name), the friends' view, a
+follow buttons and replay links of a finished date, and a long name), the week's and the
+month's boards, the friends' view, a
 profile, a replay and a race room (lobby and results) each fit the screen's width, and
 everything tapped there (buttons, links, the calendar's days) is at least 44 × 44 px."""
 
@@ -103,6 +104,13 @@ async def test_every_board_and_room_fits_a_phone_with_big_tap_targets(
     long_row = page.locator("#lb-table tbody tr", has_text=LONG_NAME)
     await expect(long_row.get_by_role("link", name=f"Replay {LONG_NAME}'s game")).to_be_visible()
     await _fits(page, "leaderboard")
+    # The week's and the month's boards, under their tabs.
+    for kind in ("week", "month"):
+        await page.click(f"#lb-tab-{kind}")
+        await expect(page.locator("#lbp-table tbody tr")).to_have_count(3)
+        await _fits(page, f"{kind}'s board")
+    await page.click("#lb-tab-day")
+    await expect(rows).to_have_count(3)
 
     # The friends' view, after following both from their rows.
     for name in (LONG_NAME, "Bob"):

@@ -15,6 +15,7 @@ from server.services.clock import FakeClock
 from tests.browser.support import (
     DESKTOP,
     PHONE,
+    covered_cards,
     game_state,
     no_overflow,
     open_page,
@@ -435,6 +436,111 @@ async def test_the_results_show_shared_ranks_as_they_are_and_the_cards_removed(
     await expect(results.nth(2)).to_have_class("me")
     for ws in racers:
         await ws.close()
+    await context.close()
+    await client.close()
+    assert page_errors == []
+
+
+async def test_on_a_phone_the_race_panel_folds_to_one_line_while_the_player_plays(
+    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+) -> None:
+    """On a 390 × 844 touch phone the running race's panel is one line under the table (my
+    place, the leader) while I play: the table takes most of the screen and the panel covers
+    no card; a tap opens it and another folds it; a desktop shows it whole; it unfolds when my
+    game ends, and the results show whole."""
+    win = find_winning_line(CODE.deal(), CODE.rules)
+    assert win is not None
+    server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
+    client = TestClient(server)  # closed at the end: it would close the server
+    await client.start_server()
+    info = await register_rest(client, "Hana")
+    host, _ = await WsPlayer.connect(client, info["token"])
+    invite = (await host.request({"type": "race_create", "code": str(CODE)}))["race"]["invite"]
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(
+        browser,
+        base,
+        page_errors,
+        f"/race/{invite}",
+        viewport=PHONE,
+        has_touch=True,
+        is_mobile=True,
+    )
+    await register(page, "Cleo")
+    await page.click("#invite-join")
+    await expect(page.locator("#race-players li")).to_have_count(2)
+    await host.request({"type": "race_start", "invite": invite})
+    game = (await host.until("race_go", invite=invite))["game"]
+    await expect(page.locator("#race-countdown")).to_contain_text("Go!")
+    clock.advance(seconds=1)
+
+    fold = page.locator("#race-fold")
+    players = page.locator("#race-players")
+    # Hana removes two cards: she leads, I am second.
+    await host.play(game, win[:2])
+    await expect(fold).to_have_text("You're #2 of 2 · Hana leads▾")
+    await expect(fold).to_have_attribute("aria-expanded", "false")
+    await expect(players).to_be_hidden()
+    await expect(page.locator("#race-leave")).to_be_hidden()
+    await expect(page.locator("#race-countdown")).to_be_hidden()  # "Go!" shows 1.5 s
+    await page.wait_for_function(
+        "() => document.getAnimations().every(a => a.playState !== 'running')"
+    )
+    await no_overflow(page)
+    measured = await covered_cards(page, "#race-panel")
+    assert measured["cards"] == 30 and measured["covered"] == [], measured
+    share: dict[str, float] = await page.evaluate(
+        """() => {
+            const box = s => document.querySelector(s).getBoundingClientRect();
+            const panel = box('#race-panel'), body = box('.play-body'), board = box('#board');
+            return {panel: panel.height / innerHeight, fold: box('#race-fold').height,
+                    table: (panel.top - body.top) / innerHeight,
+                    boardBottom: board.bottom, panelBottom: panel.bottom, height: innerHeight};
+        }"""
+    )
+    assert share["panel"] < 0.08, share  # one line
+    assert share["fold"] <= 52, share  # not wrapped
+    assert share["table"] > 0.7, share  # the table takes the screen above it
+    assert share["boardBottom"] <= share["height"], share
+    assert share["panelBottom"] <= share["height"], share
+
+    # I take the lead (three cards); the line follows at once.
+    for action in win[:3]:
+        await play_action(page, action)
+    await expect(fold).to_have_text("You lead · #1 of 2▾")
+    # A tap opens the panel, another folds it again.
+    await fold.click()
+    await expect(fold).to_have_attribute("aria-expanded", "true")
+    await expect(players).to_be_visible()
+    await expect(page.locator("#race-leave")).to_be_visible()
+    await fold.click()
+    await expect(players).to_be_hidden()
+    # In Chinese, still one line.
+    await page.select_option("#lang-select", "zh-Hant")
+    await expect(fold).to_have_text("你領先 · 第 1 名（共 2 人）▾")
+    await page.wait_for_function(
+        """() => { const b = document.querySelector('#race-fold');
+                   return b && b.checkVisibility() && b.getBoundingClientRect().height <= 52; }"""
+    )
+    await page.select_option("#lang-select", "en")
+    # A desktop shows the panel whole, with no folded line.
+    await page.set_viewport_size(DESKTOP)
+    await expect(fold).to_be_hidden()
+    await expect(players).to_be_visible()
+    await page.set_viewport_size(PHONE)
+    await expect(players).to_be_hidden()
+
+    # My game ends: the panel unfolds; the race's end shows the results whole.
+    await page.click("#btn-resign")
+    await page.click("#resign-yes")
+    await expect(fold).to_have_count(0)
+    await expect(players).to_be_visible()
+    await host.request({"type": "resign", "game_id": game["game_id"]})
+    await expect(page.locator("#race-results tbody tr")).to_have_count(2)
+    await expect(fold).to_have_count(0)
+    measured = await covered_cards(page, "#race-panel", "#end-panel")
+    assert measured["covered"] == [], measured
+    await host.close()
     await context.close()
     await client.close()
     assert page_errors == []

@@ -1,7 +1,7 @@
-"""The menu, the end of a daily and a day's board, on a desktop and a touch phone, as a player
-with a streak and a friend sees them: nothing sticks out sideways. Set TRIPEAKS_SCREENSHOT_DIR
-to write the README's pictures there (each the desktop and the phone side by side): home.png,
-end.png and board.png."""
+"""The menu, the end of a daily, a day's board and a race under way, on a desktop and a touch
+phone, as a player with a streak and a friend sees them: nothing sticks out sideways. Set
+TRIPEAKS_SCREENSHOT_DIR to write the README's pictures there (each the desktop and the phone side
+by side): home.png, end.png, board.png and race.png."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from playwright.async_api import Browser, Page, expect
 
 from server.config import Settings
-from server.engine import RuleSet
+from server.engine import GameCode, RuleSet
 from server.services.clock import FakeClock
 from server.web.keys import SERVICES
 from tests.backends import PostgresBackend, Seed
@@ -29,7 +29,8 @@ from tests.browser.support import (
     side_by_side,
 )
 from tests.conftest import ServerFactory
-from tests.helpers import daily_code, find_winning_line
+from tests.helpers import WsPlayer, daily_code, find_winning_line
+from tests.helpers import register as register_over_rest
 
 DATE = dt.date(2026, 3, 14)  # the test clock's day
 
@@ -52,7 +53,7 @@ async def test_the_menu_the_end_of_a_daily_and_a_board_on_a_desktop_and_a_phone(
     clock: FakeClock,
     page_errors: list[str],
 ) -> None:
-    server: TestServer = await make_server()
+    server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
     client = TestClient(server)  # closed at the end: it would close the server
     await client.start_server()
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
@@ -60,7 +61,10 @@ async def test_the_menu_the_end_of_a_daily_and_a_board_on_a_desktop_and_a_phone(
     assert line is not None
     for name in ("Bob", "Chen", "Dana"):
         await finish_daily_over_ws(client, name, code)
-    shots: dict[str, dict[str, bytes]] = {"home": {}, "end": {}, "board": {}}
+    race_code = GameCode.parse("TP1-E-AAAAAAB")
+    race_line = find_winning_line(race_code.deal(), race_code.rules)
+    assert race_line is not None
+    shots: dict[str, dict[str, bytes]] = {"home": {}, "end": {}, "board": {}, "race": {}}
     base = str(server.make_url("")).rstrip("/")
     for name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
         phone = name == "phone"
@@ -105,11 +109,37 @@ async def test_the_menu_the_end_of_a_daily_and_a_board_on_a_desktop_and_a_phone(
         await page.click("#end-actions button.primary")
         await expect(page.locator("#lb-table tr.me")).to_have_count(1)
         shots["board"][name] = await _shot(page)
+
+        # A race under way: Hana ahead by a card; on the phone the panel is one line.
+        host_info = await register_over_rest(client, f"Hana {name}")
+        host, _ = await WsPlayer.connect(client, host_info["token"])
+        created = await host.request({"type": "race_create", "code": str(race_code)})
+        invite = created["race"]["invite"]
+        await page.goto(f"{base}/race/{invite}")
+        await page.click("#invite-join")
+        await expect(page.locator("#race-players li")).to_have_count(2)
+        await host.request({"type": "race_start", "invite": invite})
+        game = (await host.until("race_go", invite=invite))["game"]
+        await expect(page.locator("#race-countdown")).to_contain_text("Go!")
+        clock.advance(seconds=1)
+        await host.play(game, race_line[:4])
+        await play_line(page, race_line[:3])
+        await expect(page.locator("#race-countdown")).to_be_hidden()
+        if phone:
+            await expect(page.locator("#race-fold")).to_have_text(
+                f"You're #2 of 2 · Hana {name} leads▾"
+            )
+        else:
+            await expect(page.locator("#race-players li.me")).to_contain_text("25 cards left")
+        shots["race"][name] = await _shot(page)
+        await host.close()
         await context.close()
 
     target = os.environ.get("TRIPEAKS_SCREENSHOT_DIR")
     if target:
         for view, pair in shots.items():
-            await side_by_side(browser, pair, Path(target) / f"{view}.png")
+            # The race's folded panel is at the foot of the phone's screen.
+            at = "bottom" if view == "race" else "top"
+            await side_by_side(browser, pair, Path(target) / f"{view}.png", phone_from=at)
     await client.close()
     assert page_errors == []

@@ -1,7 +1,9 @@
 """Tables and buttons in 繁體中文 never break a word across lines (名/次, 取/消/追/蹤): on a
 1280-px desktop and a 390-px touch phone, every cell, button and link-button shown takes no
-more lines than its text has words, measured in the page; and no view scrolls sideways on the
-phone."""
+more lines than its text has words, measured in the page (the welcome, the menu, the day's,
+week's and month's boards, the friends' view, the players followed, a profile, the settings,
+the table, the end of a free game and of a daily, a replay); and no view scrolls sideways on
+the phone."""
 
 from __future__ import annotations
 
@@ -62,6 +64,8 @@ async def test_no_word_breaks_across_lines_in_chinese_and_nothing_scrolls_sidewa
     context, page = await open_page(
         browser, base, page_errors, viewport=viewport, locale="zh-TW", **touch
     )
+    await _words_kept(page, "register")
+    await no_overflow(page)
     await register(page, "小明")
     me: Any = await page.evaluate("() => window.tripeaks.store.player")
     await PostgresBackend(server.app[SERVICES].db).add_games(
@@ -89,6 +93,19 @@ async def test_no_word_breaks_across_lines_in_chinese_and_nothing_scrolls_sidewa
     await expect(page.locator("#lb-friends-table tbody tr")).to_have_count(2)
     await _words_kept(page, "friends")
     await no_overflow(page)
+    # The week's and the month's boards (this week holds 14 and 15 March).
+    await page.click("#lb-everyone")
+    for kind in ("week", "month"):
+        await page.click(f"#lb-tab-{kind}")
+        await expect(page.locator("#lbp-table tbody tr")).to_have_count(3)
+        await _words_kept(page, f"{kind}'s board")
+        await no_overflow(page)
+
+    # The players I follow.
+    await page.goto(f"{base}/following")
+    await expect(page.locator("#following-table tbody tr")).to_have_count(1)
+    await _words_kept(page, "following")
+    await no_overflow(page)
 
     # A profile, with every result in its table.
     await page.goto(f"{base}/players/{me['id']}")
@@ -106,6 +123,25 @@ async def test_no_word_breaks_across_lines_in_chinese_and_nothing_scrolls_sidewa
     await page.click("#btn-random")
     await expect(page.locator("#board")).to_be_visible()
     await _words_kept(page, "table")
+    await no_overflow(page)
+    # Its end (given up), its replay, and the end of today's daily (given up).
+    game: Any = await page.evaluate("() => window.tripeaks.store.game")
+    await page.click("#btn-resign")
+    await page.click("#resign-yes")
+    await expect(page.locator("#end-panel")).to_be_visible()
+    await _words_kept(page, "end of a free game")
+    await no_overflow(page)
+    await page.goto(f"{base}/replay/{game['game_id']}")
+    await expect(page.locator("#replay-step")).not_to_be_empty()
+    await _words_kept(page, "replay")
+    await no_overflow(page)
+    await page.click("#nav-home")
+    await page.click("#btn-daily")
+    await expect(page.locator("#board")).to_be_visible()
+    await page.click("#btn-resign")
+    await page.click("#resign-yes")
+    await expect(page.locator("#end-countdown")).not_to_be_empty()
+    await _words_kept(page, "end of a daily")
     await no_overflow(page)
     await context.close()
     await client.close()

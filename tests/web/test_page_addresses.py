@@ -17,6 +17,8 @@ from server.web.app import STATIC_DIR
     [
         "/",
         "/daily/2026-12-04",
+        "/boards/week/2026-W49",
+        "/boards/month/2026-12",
         "/games/17",
         "/players/3",
         "/race/WW9Q3T",
@@ -43,7 +45,23 @@ async def test_the_api_and_unknown_paths_are_not_the_page(client: TestClient[Any
     missing = await client.get("/api/v1/daily/2026-03-14/nothing")
     assert missing.status == 404
     assert missing.content_type == "application/json"
-    for path in ("/daily", "/games/17/x", "/settings/x", "/nowhere", "/ladder/X", "/ladder"):
+    # The page's week and month boards beside the API's.
+    board = await client.get("/api/v1/boards/week/2026-W11")
+    assert board.status == 200
+    assert board.content_type == "application/json"
+    assert board.headers["Cache-Control"] == "no-store"
+    for path in (
+        "/daily",
+        "/games/17/x",
+        "/settings/x",
+        "/nowhere",
+        "/boards",
+        "/boards/week",
+        "/boards/day/2026-12-04",
+        "/boards/week/2026-W49/x",
+        "/ladder/X",
+        "/ladder",
+    ):
         resp = await client.get(path)
         assert resp.status == 404, path
         assert resp.content_type != "text/html", path

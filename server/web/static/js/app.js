@@ -22,6 +22,9 @@ import { initInvitePage, openInvite, renderInvitePage } from "./invite.js";
 import { askQuickRace, cancelQuickRace, quickPush, reaskQuickRace } from "./quick.js";
 import { createRace, joinRace, leaveRace, racePush, rejoinRace, startRace } from "./races.js";
 import {
+  boardInAddress,
+  boardPath,
+  correctAddress,
   dailyInAddress,
   dailyPath,
   followingInAddress,
@@ -111,7 +114,14 @@ function showFollowing() {
 
 function openLeaderboard(date) {
   show("leaderboard");
-  leaderboard.open(date || null);
+  leaderboard.openDay(date || null);
+  loadFollowing();
+}
+
+/** Show a week's or a month's board ("week" or "month", "2026-W49" or "2026-12"), from its address. */
+function openBoard(kind, period) {
+  show("leaderboard");
+  leaderboard.openPeriod(kind, period);
   loadFollowing();
 }
 
@@ -282,6 +292,7 @@ function boot() {
     errorText,
     openProfile,
     dated: (date) => goTo(dailyPath(date)),
+    periodShown: (kind, period, { replace = false } = {}) => (replace ? correctAddress : goTo)(boardPath(kind, period)),
   });
   replayView = new ReplayView($("#view-replay"), { errorText });
   profile = new ProfileView($("#view-profile"), {
@@ -340,8 +351,8 @@ function boot() {
 
 /**
  * Show the view the address names (router.js): at the start (`first`), and when the player
- * goes back or forward to another view. A profile, a replay, a day's board and a ladder are public:
- * shown signed in or not.
+ * goes back or forward to another view. A profile, a replay, a day's, a week's or a month's
+ * board and a ladder are public: shown signed in or not.
  */
 function route({ first = false } = {}) {
   if (store.view === "replay" && !replayInAddress()) replayView.pause();
@@ -358,6 +369,7 @@ function route({ first = false } = {}) {
     showLadder(rated);
     return;
   }
+  const board = boardInAddress();
   if (player) {
     show("profile");
     profile.open(player);
@@ -370,6 +382,10 @@ function route({ first = false } = {}) {
   }
   if (date) {
     openLeaderboard(date);
+    return;
+  }
+  if (board) {
+    openBoard(board.kind, board.period);
     return;
   }
   const invite = inviteInAddress();

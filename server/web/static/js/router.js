@@ -5,7 +5,8 @@
 // other view has
 // an address of its own, so that Back and Forward move between views, a reload shows the same
 // view and a link can be shared (the server serves the page at each, server/web/app.py):
-// "/" the menu, "/daily/<date>" a date's leaderboard, "/games/<id>" a game at the table (one's
+// "/" the menu, "/daily/<date>" a date's leaderboard, "/boards/week/<YYYY-Www>" and
+// "/boards/month/<YYYY-MM>" a week's and a month's board, "/games/<id>" a game at the table (one's
 // own), "/race/<invite>" a race's room, its invite page or the sign-up before it,
 // "/players/<id>" a profile, "/replay/<game id>" a replay, "/following" the players I follow,
 // "/ladder/<E|C>" a rule set's ladder of ratings, and "/settings" the settings panel
@@ -57,6 +58,21 @@ export function dailyInAddress() {
 /** The address of a date's leaderboard. */
 export function dailyPath(date) {
   return `/daily/${date}`;
+}
+
+/**
+ * The week's or month's board the address names ("/boards/week/2026-W49",
+ * "/boards/month/2026-12") as {kind, period}, or null. The period is as written: whether such a
+ * week or month exists is the board's to check (period-board.js periodStart()).
+ */
+export function boardInAddress() {
+  const m = location.pathname.match(/^\/boards\/(week|month)\/([^/]+)\/?$/);
+  return m ? { kind: m[1], period: decodeURIComponent(m[2]) } : null;
+}
+
+/** The address of a week's or a month's board ("week" or "month", "2026-W49" or "2026-12"). */
+export function boardPath(kind, period) {
+  return `/boards/${kind}/${encodeURIComponent(period)}`;
 }
 
 /** The game the address puts on the table ("/games/<id>"), or null. */

@@ -112,7 +112,8 @@ export class Leaderboard {
       if (ticket !== this.loading) return;
     }
     this.date = date && date <= this.today ? date : this.today;
-    this.ctx.dated(this.date);
+    // Under a week's or month's board (its own address), the daily board is not the one shown.
+    if (!this.periods.kind) this.ctx.dated(this.date);
     this._clear();
     this.render();
     const me = this.ctx.me();
@@ -141,6 +142,33 @@ export class Leaderboard {
     if (around.status === "fulfilled") this.aroundEntries = around.value.entries;
     else this.aroundError = (me && failure(around.reason)) || "lb.notRanked";
     this.render();
+  }
+
+  /** Show a date's board (today's when none is given) under the Day tab: its address was opened. */
+  openDay(date) {
+    this.shownTicket = (this.shownTicket || 0) + 1;
+    this.periods.kind = null;
+    return this.open(date);
+  }
+
+  /**
+   * Show a week's or month's board (`kind` "week" or "month", `period` "2026-W49" or "2026-12"):
+   * its address was opened. Today is read first (a period after it shows today's); the daily
+   * board under the Day tab is today's when none was shown yet.
+   */
+  async openPeriod(kind, period) {
+    const ticket = (this.shownTicket = (this.shownTicket || 0) + 1);
+    this.periods.awaitPeriod(kind);
+    if (!this.today) {
+      try {
+        this.today = (await api.daily()).date;
+      } catch (err) {
+        this.today = new Date().toISOString().slice(0, 10);
+      }
+      if (ticket !== this.shownTicket) return;
+    }
+    this.periods.showPeriod(kind, period);
+    if (!this.date) this.open(this.today);
   }
 
   async _more() {

@@ -1,7 +1,9 @@
 // The weekly and monthly boards (REST, docs/protocol.md §12.17) beside the daily one: tabs Day /
 // Week / Month over the leaderboard view; a period's board page by page, my row highlighted, the
 // window "around me" and the friends' view, with the period before and after. The period shown
-// is the one holding the daily board's date. A failed read says so and offers to try again.
+// is the one holding the daily board's date, or the one the address names
+// ("/boards/week/2026-W49", "/boards/month/2026-12", router.js): each tab and period has its own
+// address, so Back and Forward move between them. A failed read says so and offers to try again.
 import { api } from "../api.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t } from "../i18n.js";
@@ -21,6 +23,23 @@ export function periodOf(kind, iso) {
   return kind === "week" ? isoWeek(iso) : iso.slice(0, 7);
 }
 
+/**
+ * The first day ("YYYY-MM-DD", UTC) of a week ("2026-W49": its Monday, ISO 8601) or a month
+ * ("2026-12"), or null when `period` names no such week or month (week 53 of a year of 52, month 13).
+ */
+export function periodStart(kind, period) {
+  if (kind === "week") {
+    const m = /^(\d{4})-W(\d{2})$/.exec(period);
+    if (!m) return null;
+    const jan4 = new Date(Date.UTC(Number(m[1]), 0, 4)); // always in week 1
+    jan4.setUTCDate(jan4.getUTCDate() - ((jan4.getUTCDay() + 6) % 7) + 7 * (Number(m[2]) - 1));
+    const monday = jan4.toISOString().slice(0, 10);
+    return isoWeek(monday) === period ? monday : null;
+  }
+  const m = /^(\d{4})-(\d{2})$/.exec(period);
+  return m && Number(m[2]) >= 1 && Number(m[2]) <= 12 ? `${period}-01` : null;
+}
+
 /** A UTC date ("YYYY-MM-DD") moved by whole periods (weeks, or months from its first day). */
 function shiftPeriod(kind, iso, n) {
   const d = new Date(`${iso}T00:00:00Z`);
@@ -32,7 +51,10 @@ function shiftPeriod(kind, iso, n) {
 export class PeriodBoard {
   /**
    * @param {HTMLElement} root  #view-leaderboard (its tabs and #lb-period)
-   * @param {object} ctx  {me(), token(), errorText(code), openProfile(playerId)}
+   * @param {object} ctx  {me(), token(), errorText(code), openProfile(playerId), dated(date): the
+   *   daily board of `date` is shown (its address), periodShown(kind, period, {replace}): a
+   *   week's or month's board is shown (its address; `replace`: in place of the one in the
+   *   address, no new history entry)}
    * @param {() => {date: string|null, today: string|null}} dates  the daily board's date and today
    */
   constructor(root, ctx, dates) {
@@ -62,18 +84,52 @@ export class PeriodBoard {
     this.failed = null; // {code}: why the board could not be read
   }
 
-  /** Show a kind of period's board ("week", "month"), or the daily board (null). */
+  /**
+   * Show a kind of period's board ("week", "month": the period holding the daily board's date),
+   * or the daily board (null), at its address: a tab was chosen.
+   */
   show(kind) {
+    if (kind === this.kind) return;
     this.kind = kind;
+    const { date, today } = this.dates();
     if (kind) {
-      const { date, today } = this.dates();
       this.anchor = date || today || new Date().toISOString().slice(0, 10);
+      this.ctx.periodShown(kind, periodOf(kind, this.anchor));
       this.open();
-    } else this.render();
+    } else {
+      this.ctx.dated(date || today);
+      this.render();
+    }
+  }
+
+  /** A kind of period's board ("week", "month") is to be shown, its period not known yet. */
+  awaitPeriod(kind) {
+    this.kind = kind;
+    this.anchor = null;
+    this._clear();
+    this.render();
+  }
+
+  /**
+   * Show the board of the week or month the address names (`kind` "week" or "month", `period`
+   * "2026-W49" or "2026-12"). A period that does not exist, or is after today's, shows today's,
+   * its address put right in place.
+   */
+  showPeriod(kind, period) {
+    this.kind = kind;
+    const { today } = this.dates();
+    const current = today ? periodOf(kind, today) : null;
+    const start = periodStart(kind, period);
+    if (!start || (current && period > current)) {
+      this.anchor = today || new Date().toISOString().slice(0, 10);
+      this.ctx.periodShown(kind, periodOf(kind, this.anchor), { replace: true });
+    } else this.anchor = start;
+    this.open();
   }
 
   _move(n) {
     this.anchor = shiftPeriod(this.kind, this.anchor, n);
+    this.ctx.periodShown(this.kind, periodOf(this.kind, this.anchor));
     this.open();
   }
 
@@ -134,11 +190,13 @@ export class PeriodBoard {
     section.hidden = !this.kind;
     if (!this.kind) return;
     const week = this.kind === "week";
-    const period = periodOf(this.kind, this.anchor);
+    // No anchor yet: the address's period waits for today to be known (Leaderboard.openPeriod).
+    const period = this.anchor ? periodOf(this.kind, this.anchor) : "…";
     $("#lbp-prev", root).setAttribute("aria-label", t(week ? "boards.prevWeek" : "boards.prevMonth"));
     $("#lbp-next", root).setAttribute("aria-label", t(week ? "boards.nextWeek" : "boards.nextMonth"));
     const { today } = this.dates();
-    $("#lbp-next", root).disabled = !today || period >= periodOf(this.kind, today);
+    $("#lbp-prev", root).disabled = !this.anchor;
+    $("#lbp-next", root).disabled = !today || !this.anchor || period >= periodOf(this.kind, today);
     const board = this.board;
     $("#lbp-title", root).textContent =
       board && board.starts_on

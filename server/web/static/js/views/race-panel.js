@@ -2,6 +2,9 @@
 // are online with an Invite button, start), the countdown on server time, every racer's live
 // progress, and the results. It only shows the ROOM object, race_progress pushes
 // (store.race) and the players I follow (store.following), and reports the player's choices.
+// While the player plays a race, a phone folds the panel to one line (my place, the leader)
+// that opens on a tap, so that the table fills the screen (app.css); it unfolds when the
+// player's game or the race ends.
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
@@ -50,6 +53,7 @@ class RacePanel {
     this.race = null;
     this.me = null;
     this.game = null;
+    this.unfolded = null; // the invite of the race whose folded panel the player opened
     this.ticker = setInterval(() => this._tick(), 200);
   }
 
@@ -61,6 +65,7 @@ class RacePanel {
     const active = document.activeElement;
     const focusId = active && this.el.contains(active) ? active.id : null;
     clear(this.el);
+    this.el.classList.remove("foldable", "folded");
     if (!race) return;
     const room = race.room;
     if (room.status === "lobby") this._lobby(room);
@@ -175,7 +180,51 @@ class RacePanel {
     return [title, list];
   }
 
+  /**
+   * While I play the race: a button of one line, my place and the leader, that folds the panel
+   * on a phone (app.css shows it there only) and opens it again on a tap.
+   */
+  _fold(room) {
+    const unfolded = this.unfolded === this.race.invite;
+    this.el.classList.add("foldable");
+    this.el.classList.toggle("folded", !unfolded);
+    const racers = room.players.map((p) => {
+      const prog = this._progress(p, this.me && p.player_id === this.me.id);
+      const cards = prog ? prog.cards_left : POSITIONS;
+      return { p, cards, score: prog ? prog.score : 500, won: !!prog && prog.status === "won", ms: prog && prog.elapsed_ms };
+    });
+    // The results order as it stands (docs/rules.md §4 "Results order"): who cleared the peaks,
+    // quickest first, then the most cards removed, then the highest score; equals share a place.
+    const ahead = (a, b) =>
+      a.won !== b.won ? a.won : a.won ? a.ms < b.ms : a.cards !== b.cards ? a.cards < b.cards : a.score > b.score;
+    const mine = racers.find((r) => this.me && r.p.player_id === this.me.id);
+    const place = 1 + racers.filter((r) => ahead(r, mine)).length;
+    const leader = racers.find((r) => !racers.some((o) => ahead(o, r)));
+    const text =
+      place === 1
+        ? t("race.foldLeading", { n: racers.length })
+        : t("race.foldBehind", { place, n: racers.length, leader: leader.p.name });
+    return h(
+      "button",
+      {
+        type: "button",
+        id: "race-fold",
+        class: "race-fold",
+        "aria-expanded": String(unfolded),
+        title: t(unfolded ? "race.fold" : "race.unfold"),
+        onclick: () => {
+          this.unfolded = unfolded ? null : this.race.invite;
+          this.render(this.race, this.me, this.game);
+        },
+      },
+      h("span", { class: "race-fold-text" }, text),
+      h("span", { class: "race-fold-mark", "aria-hidden": "true" }, unfolded ? "▴" : "▾"),
+    );
+  }
+
   _running(room) {
+    const playing = this.race.role === "racer" && this.game && this.game.mode === "race" && this.game.status === "playing";
+    if (playing && this.me && room.players.some((p) => p.player_id === this.me.id)) this.el.append(this._fold(room));
     this.el.append(h("h2", {}, t("race.progress")), dealMark(room, "race-deal"));
     if (this.race.role !== "racer") this.el.append(h("p", { class: "muted" }, t("race.spectating")));
     this.el.append(
