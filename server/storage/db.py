@@ -477,11 +477,39 @@ def hosts_in_turn(hosts: tuple[DatabaseHost, ...], attrs: str | None = None) -> 
     return sorted(hosts, key=lambda host: host in recent)
 
 
+async def guarded_connect(dsn: str, timeout_s: float, **driver_args: Any) -> Any:
+    """``asyncpg.connect(dsn, timeout=timeout_s, **driver_args)``, of which a connection
+    cancelled while it is being made (a caller's deadline, a task cancelled) is closed once
+    made: a cancelled ``asyncpg.connect`` may otherwise leave its socket, and a session on the
+    server, open. The connecting goes on in the background until the driver's own
+    ``timeout_s`` ends it.
+
+    Returns:
+        An ``asyncpg.Connection``.
+
+    Raises:
+        The driver's errors (``asyncpg.PostgresError``, ``OSError``, ``TimeoutError``…), as
+        ``asyncpg.connect`` raises them.
+    """
+    connecting = asyncio.ensure_future(asyncpg.connect(dsn, timeout=timeout_s, **driver_args))
+    try:
+        return await asyncio.shield(connecting)
+    except asyncio.CancelledError:
+        connecting.add_done_callback(_close_made)
+        raise
+
+
+def _close_made(connecting: asyncio.Future[Any]) -> None:
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result().terminate()
+
+
 async def connect_first(target: DatabaseTarget, timeout_s: float, **driver_args: Any) -> Any:
     """Connect to the first server of ``target.hosts`` that answers within ``timeout_s`` and
     matches ``target.target_session_attrs``, trying them in order, each with its own deadline
     (asyncpg's ``timeout`` covers the whole list at once, so a hung first host would use it
     all up); a host that failed this process within :data:`HOST_SET_ASIDE_S` is tried last.
+    A connection made after its host's deadline passed is closed (:func:`guarded_connect`).
 
     Args:
         target: the servers and credentials.
@@ -501,9 +529,9 @@ async def connect_first(target: DatabaseTarget, timeout_s: float, **driver_args:
     for host in hosts_in_turn(target.hosts, target.target_session_attrs):
         try:
             async with asyncio.timeout(timeout_s):
-                connection = await asyncpg.connect(
+                connection = await guarded_connect(
                     target.host_dsn(host),
-                    timeout=timeout_s,
+                    timeout_s,
                     target_session_attrs=target.target_session_attrs,
                     **driver_args,
                 )
