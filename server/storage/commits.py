@@ -51,7 +51,11 @@ committed locally once that wait is cancelled) — may have committed: its write
 "nothing was stored" before that is known. The writer asks the database on a fresh connection,
 after ending the batch's backend and waiting for it to be gone (reached directly), which of the
 writes' log rows exist, and answers each by that; when the database cannot be asked its writes
-fail with :class:`~server.errors.StorageOutcomeUnknown` (``GroupCommitter._settle``).
+fail with :class:`~server.errors.StorageOutcomeUnknown` (``GroupCommitter._settle``). A write
+found stored that way, or a batch that came back committed with a warning (its wait for the
+synchronous standby cancelled: committed on the primary alone), is acknowledged only once a
+later commit on the same server has waited for the standby
+(:mod:`server.storage.replication`); if that fails, its outcome is unknown.
 
 The daily boundary is the database's: a daily game's action is stored only while the
 database's clock, read by the committing statement, is still on the game's date (UTC;
@@ -82,6 +86,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.errors import StorageOutcomeUnknown
+from server.storage import replication
 from server.storage.db import process_statement_name
 from server.storage.driver_errors import DriverError, database_error, unsent
 from server.storage.events import Event, Outgoing, Publisher, outgoing
@@ -439,10 +444,12 @@ class GroupCommitter:
                         await self._let_go(link, invalidate=True)
                         link = None
                     started = time.perf_counter()
+                    stored: dict[int, str] = {}
                     for attempt in range(2):
                         if link is None:
                             link = await self._connect()
                         try:
+                            replication.expect_commit(link.driver)
                             stored = await self._commit(link, batch)
                             break
                         except DBAPIError as exc:
@@ -452,12 +459,25 @@ class GroupCommitter:
                             # server dropped, not yet seen closed): a fresh one takes it.
                             await self._let_go(link, invalidate=True)
                             link = None
+                    assert link is not None  # (the loop ends with a batch stored on it)
+                    if replication.warned(link.driver):
+                        # Committed on the primary alone (its wait for the synchronous standby
+                        # cancelled): acknowledged only once replicated.
+                        await replication.confirm_replicated(
+                            link.driver, self._timeout_s + STATEMENT_TIMEOUT_MARGIN_S
+                        )
                     seconds = time.perf_counter() - started
                 except asyncio.CancelledError:
                     if link is not None:  # cancelled mid-statement: its state is unknown
                         await link.conn.invalidate()
                     _cancel([*batch, *([carried] if carried else [])])
                     raise
+                except StorageOutcomeUnknown as exc:  # committed, its replication unconfirmed
+                    assert link is not None
+                    await self._let_go(link, invalidate=True)
+                    link = None
+                    self._answer(batch, stored, time.perf_counter() - started, unconfirmed=exc)
+                    continue
                 except Exception as exc:
                     unknown = link is not None and _fate_unknown(exc, link)
                     if link is not None:  # take a fresh (pre-pinged) connection next time
@@ -531,6 +551,17 @@ class GroupCommitter:
                             [w.at for w in maybe],
                             timeout=bound,
                         )
+                    if rows:
+                        # Found on this server: perhaps on it alone (committed locally once
+                        # its wait for the synchronous standby was cancelled or its backend
+                        # ended): acknowledged only once replicated.
+                        await replication.confirm_replicated(driver, bound)
+                except StorageOutcomeUnknown as unconfirmed:
+                    await conn.invalidate()
+                    log.warning("group commit: stored writes' replication unconfirmed")
+                    for pending in waiting:
+                        pending.future.set_exception(unconfirmed)
+                    return
                 except BaseException:
                     await conn.invalidate()  # (a statement past its deadline: see create_engine)
                     raise
@@ -563,9 +594,17 @@ class GroupCommitter:
                 unknown.__cause__ = exc
                 pending.future.set_exception(unknown)
 
-    def _answer(self, batch: Sequence[_Pending], stored: dict[int, str], seconds: float) -> None:
+    def _answer(
+        self,
+        batch: Sequence[_Pending],
+        stored: dict[int, str],
+        seconds: float,
+        unconfirmed: StorageOutcomeUnknown | None = None,
+    ) -> None:
         """Count a committed batch and answer each of its writes by its game's outcome (see
-        :meth:`_commit`); a busy one is tried again later."""
+        :meth:`_commit`); a busy one is tried again later. ``unconfirmed``: the batch
+        committed on the primary and its replication could not be confirmed: its stored
+        writes fail with it (their outcome is unknown)."""
         self.batches += 1
         if self._observe is not None:
             self._observe(len(batch), seconds)
@@ -573,11 +612,18 @@ class GroupCommitter:
             outcome = stored.get(pending.write.game_id)
             if outcome != "busy":  # a busy write is counted when it is answered
                 self.writes += 1
-            if outcome == "stored" and pending.event is not None and self._publisher is not None:
+            if (
+                outcome == "stored"
+                and unconfirmed is None
+                and pending.event is not None
+                and self._publisher is not None
+            ):
                 self._publisher.send(pending.event)  # (its caller may have gone: it is stored)
             if pending.future.done():
                 continue
-            if outcome == "stored":
+            if outcome == "stored" and unconfirmed is not None:
+                pending.future.set_exception(unconfirmed)
+            elif outcome == "stored":
                 pending.future.set_result(None)
             elif outcome == "busy":
                 self._retry_later(pending)

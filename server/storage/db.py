@@ -25,6 +25,10 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util.concurrency import await_
 
+from server.errors import StorageOutcomeUnknown
+from server.storage import replication
+from server.storage.driver_errors import commit_unconfirmed
+
 log = logging.getLogger(__name__)
 
 #: Key of the PostgreSQL advisory lock held while migrating, so that several server processes
@@ -409,7 +413,9 @@ def create_engine(
         driver_args["statement_cache_size"] = adapter_args.pop("statement_cache_size")
 
     async def connect() -> Any:
-        return await connect_first(target, limits.connect_s, **driver_args)
+        connection = await connect_first(target, limits.connect_s, **driver_args)
+        replication.watch(connection)  # (a commit on the primary alone comes with a warning)
+        return connection
 
     dbapi: list[Any] = []
 
@@ -429,6 +435,7 @@ def create_engine(
     )
     dbapi.append(engine.sync_engine.dialect.dbapi)
     _bound_waits(engine, limits.connect_s)
+    _truthful_commits(engine, limits.statement_s)
     if pooler == "transaction":
         _POOLED.add(engine)
     return engine
@@ -470,11 +477,39 @@ def hosts_in_turn(hosts: tuple[DatabaseHost, ...], attrs: str | None = None) -> 
     return sorted(hosts, key=lambda host: host in recent)
 
 
+async def guarded_connect(dsn: str, timeout_s: float, **driver_args: Any) -> Any:
+    """``asyncpg.connect(dsn, timeout=timeout_s, **driver_args)``, of which a connection
+    cancelled while it is being made (a caller's deadline, a task cancelled) is closed once
+    made: a cancelled ``asyncpg.connect`` may otherwise leave its socket, and a session on the
+    server, open. The connecting goes on in the background until the driver's own
+    ``timeout_s`` ends it.
+
+    Returns:
+        An ``asyncpg.Connection``.
+
+    Raises:
+        The driver's errors (``asyncpg.PostgresError``, ``OSError``, ``TimeoutError``…), as
+        ``asyncpg.connect`` raises them.
+    """
+    connecting = asyncio.ensure_future(asyncpg.connect(dsn, timeout=timeout_s, **driver_args))
+    try:
+        return await asyncio.shield(connecting)
+    except asyncio.CancelledError:
+        connecting.add_done_callback(_close_made)
+        raise
+
+
+def _close_made(connecting: asyncio.Future[Any]) -> None:
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result().terminate()
+
+
 async def connect_first(target: DatabaseTarget, timeout_s: float, **driver_args: Any) -> Any:
     """Connect to the first server of ``target.hosts`` that answers within ``timeout_s`` and
     matches ``target.target_session_attrs``, trying them in order, each with its own deadline
     (asyncpg's ``timeout`` covers the whole list at once, so a hung first host would use it
     all up); a host that failed this process within :data:`HOST_SET_ASIDE_S` is tried last.
+    A connection made after its host's deadline passed is closed (:func:`guarded_connect`).
 
     Args:
         target: the servers and credentials.
@@ -494,9 +529,9 @@ async def connect_first(target: DatabaseTarget, timeout_s: float, **driver_args:
     for host in hosts_in_turn(target.hosts, target.target_session_attrs):
         try:
             async with asyncio.timeout(timeout_s):
-                connection = await asyncpg.connect(
+                connection = await guarded_connect(
                     target.host_dsn(host),
-                    timeout=timeout_s,
+                    timeout_s,
                     target_session_attrs=target.target_session_attrs,
                     **driver_args,
                 )
@@ -560,8 +595,47 @@ def _bound_waits(engine: AsyncEngine, ping_s: float) -> None:
     def _lost_on_timeout(context: Any) -> None:
         # A statement past its deadline leaves its connection waiting for the server to
         # confirm a cancel: it is given up, not rolled back or reused.
-        if isinstance(context.original_exception, TimeoutError):
+        if isinstance(context.original_exception, TimeoutError | StorageOutcomeUnknown):
             context.is_disconnect = True
+
+
+def _truthful_commits(engine: AsyncEngine, barrier_s: float | None) -> None:
+    """Make a ``COMMIT`` of ``engine``'s transactions (sessions, ``engine.begin()``) that may
+    have committed without saying so raise :class:`StorageOutcomeUnknown` rather than a
+    database failure ("nothing was changed"), and one that came back committed on the primary
+    alone wait for its replication first (:mod:`server.storage.replication`):
+
+    * the COMMIT was sent and its outcome never came back (:func:`commit_unconfirmed`: the
+      driver's deadline, a lost connection, the backend ended): outcome unknown;
+    * it came back with a WARNING (its wait for the synchronous standby cancelled):
+      :func:`replication.confirm_replicated` within ``barrier_s``; outcome unknown if that
+      fails.
+
+    Either way the connection is given up (see :func:`_bound_waits`), not rolled back.
+    """
+    dialect = engine.sync_engine.dialect
+    commit = dialect.do_commit
+
+    def do_commit(dbapi_connection: Any) -> None:
+        driver = dbapi_connection.driver_connection
+        sent = getattr(dbapi_connection.dbapi_connection, "_transaction", None) is not None
+        if driver is None or not sent:  # (autocommit, or nothing begun: no COMMIT is sent)
+            commit(dbapi_connection)
+            return
+        replication.expect_commit(driver)
+        try:
+            commit(dbapi_connection)
+        except Exception as exc:
+            if not commit_unconfirmed(exc):
+                raise
+            raise StorageOutcomeUnknown(
+                f"a transaction's commit is unconfirmed: {type(exc).__name__}"
+            ) from exc
+        if replication.warned(driver):
+            log.warning("a commit came back with a warning: confirming its replication")
+            await_(replication.confirm_replicated(driver, barrier_s))
+
+    dialect.do_commit = do_commit  # type: ignore[method-assign]
 
 
 #: Query options of a URL that configure SQLAlchemy's asyncpg adapter, not the connection:

@@ -92,4 +92,30 @@ def unsent(exc: DBAPIError) -> bool:
     return isinstance(exc.__cause__, asyncpg.InternalClientError | asyncpg.InterfaceError)
 
 
-__all__ = ["DRIVER_ERRORS", "DriverError", "database_error", "unsent"]
+def commit_unconfirmed(exc: BaseException) -> bool:
+    """Whether a ``COMMIT`` that failed with ``exc`` may have committed all the same: it was
+    sent (the driver did not refuse it first: ``InterfaceError``, ``InternalClientError``)
+    and its outcome never came back — the driver's deadline passed (``TimeoutError``), the
+    socket failed (``OSError``), the connection was lost (SQLSTATE class 08) or the server
+    ended the session (57P: an administrator's or a shutdown's, which may end a backend
+    waiting for its synchronous standby after its local commit). Any other error of the
+    server rolled the transaction back.
+
+    ``exc`` may be the driver's exception, the SQLAlchemy adapter's for it, or SQLAlchemy's
+    (the driver's is then found among its causes)."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # SQLAlchemy's error, the adapter's, the driver's
+        if seen is None:
+            break
+        if isinstance(seen, asyncpg.InterfaceError | asyncpg.InternalClientError):
+            return False
+        if isinstance(seen, OSError):  # (TimeoutError is one)
+            return True
+        sqlstate = getattr(seen, "sqlstate", None) or getattr(seen, "pgcode", None) or ""
+        if sqlstate.startswith(("08", "57P")):
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
+
+
+__all__ = ["DRIVER_ERRORS", "DriverError", "commit_unconfirmed", "database_error", "unsent"]

@@ -46,7 +46,7 @@ from sqlalchemy import event as orm_events
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from server.storage.db import direct_dsn
+from server.storage.db import direct_dsn, guarded_connect
 from server.storage.sessions import DATABASE_FAILURES, PUBLISHER_KEY
 
 log = logging.getLogger(__name__)
@@ -271,23 +271,12 @@ def _after_rollback(session: Session) -> None:
 
 
 async def _connect(dsn: str, application_name: str, timeout_s: float) -> asyncpg.Connection:
-    """A direct connection; one cancelled while it is being made is closed once made (a
-    cancelled ``asyncpg.connect`` may leave its socket open)."""
-    connecting = asyncio.ensure_future(
-        asyncpg.connect(
-            dsn, timeout=timeout_s, server_settings={"application_name": application_name}
-        )
+    """A direct connection; one cancelled while it is being made is closed once made
+    (:func:`server.storage.db.guarded_connect`)."""
+    connection: asyncpg.Connection = await guarded_connect(
+        dsn, timeout_s, server_settings={"application_name": application_name}
     )
-    try:
-        return await asyncio.shield(connecting)
-    except asyncio.CancelledError:
-        connecting.add_done_callback(_close_made)
-        raise
-
-
-def _close_made(connecting: asyncio.Future[asyncpg.Connection]) -> None:
-    if not connecting.cancelled() and connecting.exception() is None:
-        connecting.result().terminate()
+    return connection
 
 
 #: One statement sends a whole batch: channels and payloads as two arrays, in order.

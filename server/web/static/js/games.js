@@ -119,7 +119,11 @@ export async function resign() {
   if (!game) return;
   const reply = await request({ type: "resign", game_id: game.game_id });
   if (reply.type === "game") setGame(reply.game);
-  else setMessage(errorText(reply.code));
+  else {
+    setMessage(errorText(reply.code));
+    // The resignation may or may not have been stored: the stored game tells.
+    if (reply.code === "outcome_unknown") refreshGame();
+  }
 }
 
 /** Ask the server for the best next move (free play) and point at it for a moment. */

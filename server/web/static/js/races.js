@@ -120,7 +120,11 @@ export async function startRace() {
   if (!race) return;
   const reply = await request({ type: "race_start", invite: race.invite });
   if (reply.type === "race") applyRace(reply);
-  else raceError(errorText(reply.code));
+  else {
+    raceError(errorText(reply.code));
+    // The start may or may not have been stored: the room tells.
+    if (reply.code === "outcome_unknown") rejoinRace();
+  }
 }
 
 /** Leave the race (giving up my game in it, if running) for the menu. */

@@ -1,0 +1,98 @@
+"""Commits that may be on the primary alone, and making sure they are replicated before they
+are acknowledged.
+
+With a synchronous standby (``synchronous_standby_names``, docs: High availability) a commit
+is acknowledged by PostgreSQL only once the standby has it. When that wait is cancelled — the
+driver gives up at its deadline and sends a cancel, an administrator cancels the backend —
+PostgreSQL ends it with a WARNING ("canceling wait for synchronous replication …: the
+transaction has already committed locally, but might not have been replicated to the
+standby") and reports the commit as done: it is on the primary alone and would be lost with
+it in a failover. A backend ended in that wait (``pg_terminate_backend``, a shutdown) leaves
+the transaction committed locally too, its connection closed.
+
+So a commit is acknowledged only once it is known to be replicated: a connection whose
+commit came back with a WARNING (:func:`watch` notes them; any warning of a COMMIT counts,
+whatever the server's language) is asked to commit one more transaction that has a
+transaction id and a WAL record (:data:`BARRIER_SQL`): its commit waits for the synchronous
+standby up to its own, later, WAL position, which covers the earlier commit
+(:func:`confirm_replicated`). The same is done before a write found stored after a lost
+connection is acknowledged (``GroupCommitter._settle``). If that wait fails too, the outcome
+stays unknown (:class:`~server.errors.StorageOutcomeUnknown`).
+
+What "replicated" means is the primary's: with no synchronous standby configured (one
+database, or pg_auto_failover's ``wait_primary`` state, in which the monitor has turned
+synchronous replication off because no standby is healthy), the barrier commits at once.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from server.errors import StorageOutcomeUnknown
+
+#: One statement that is a transaction of its own (run outside any transaction) with a
+#: transaction id and a record in the WAL — an empty transactional logical message, which any
+#: role may write: its commit record follows every earlier commit of the server in the WAL, and
+#: its commit waits for the synchronous standby to have it. (A transaction id alone is not
+#: enough: PostgreSQL waits for the standby only for a transaction that wrote to the WAL
+#: before its commit record.)
+BARRIER_SQL = "SELECT pg_logical_emit_message(true, 'tripeaks.replicated', '')"
+
+#: The driver connections that received a WARNING since :func:`expect_commit` was last called
+#: for them.
+_warned: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _note(connection: Any, message: Any) -> None:
+    """asyncpg's log listener: a WARNING (in the server's own words, or any language) marks
+    ``connection``."""
+    severity = getattr(message, "severity_en", None) or getattr(message, "severity", None)
+    if severity == "WARNING":
+        _warned.add(connection)
+
+
+def watch(driver: Any) -> None:
+    """Note the warnings of an asyncpg connection from now on (see :func:`warned`)."""
+    driver.add_log_listener(_note)
+
+
+def expect_commit(driver: Any) -> None:
+    """Forget the warnings ``driver`` received so far: a commit is about to be sent."""
+    _warned.discard(driver)
+
+
+def warned(driver: Any) -> bool:
+    """Whether ``driver`` received a WARNING since :func:`expect_commit`: its commit may be on
+    the primary alone (its wait for the synchronous standby cancelled)."""
+    return driver in _warned
+
+
+async def confirm_replicated(driver: Any, timeout_s: float | None) -> None:
+    """Make sure every commit the server of ``driver`` has made so far is on its synchronous
+    standby: commit :data:`BARRIER_SQL` (outside any transaction) and wait for it.
+
+    Args:
+        driver: an asyncpg connection, not inside a transaction.
+        timeout_s: how long the wait may take (s; None: the connection's own bound).
+
+    Raises:
+        StorageOutcomeUnknown: the barrier failed, did not end within ``timeout_s`` or came
+            back with a warning itself (its wait cancelled): what was committed before may be
+            on the primary alone. Its ``__cause__`` is the failure.
+    """
+    expect_commit(driver)
+    try:
+        await driver.fetchval(BARRIER_SQL, timeout=timeout_s)
+    except Exception as exc:
+        raise StorageOutcomeUnknown(
+            f"a commit may be on the primary alone: its replication could not be confirmed "
+            f"({type(exc).__name__})"
+        ) from exc
+    if warned(driver):
+        raise StorageOutcomeUnknown(
+            "a commit may be on the primary alone: the wait for its replication was cancelled"
+        )
+
+
+__all__ = ["BARRIER_SQL", "confirm_replicated", "expect_commit", "warned", "watch"]
