@@ -198,6 +198,10 @@ class Settings(BaseSettings):
     admission_wait_s: float = Field(default=10.0, gt=0, le=120)
     #: 0: never turn newcomers away for the event loop's lag.
     admission_shed_lag_ms: float = Field(default=200.0, ge=0, le=60_000)
+    #: Players turned away a second who are given distinct times to come back.
+    admission_retry_spread_per_s: float = Field(default=200.0, gt=0, le=1_000_000)
+    #: The longest a player turned away is told to wait (s).
+    admission_retry_max_s: float = Field(default=30.0, ge=2, le=3600)
     register_per_minute: int = Field(default=20, ge=1, le=1_000_000)
     sign_in_per_minute: int = Field(default=10, ge=1, le=1_000_000)
     trust_forwarded_for: bool = False

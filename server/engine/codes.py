@@ -23,7 +23,7 @@ their space cannot be searched. Both shuffle and deal the same way; only the ran
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -187,6 +187,8 @@ class GameCode:
     rules: RuleSet
     number: int
     version: DealVersion = DealVersion.TP1
+    #: The code as written (``str(code)``), spelled once: every STATE names it.
+    _text: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.rules, RuleSet):
@@ -196,6 +198,7 @@ class GameCode:
                 f"invalid deal algorithm {shown(self.version)}: expected a DealVersion"
             )
         check_number(self.number, self.version)
+        object.__setattr__(self, "_text", self._spelled())
 
     @classmethod
     def parse(cls, text: str) -> GameCode:
@@ -295,6 +298,9 @@ class GameCode:
         return deal_tp1(self.number)
 
     def __str__(self) -> str:
+        return self._text
+
+    def _spelled(self) -> str:
         letters = self.letters
         if self.version is DealVersion.TP2:
             letters = "-".join(

@@ -44,11 +44,16 @@ class DriverError(Exception):
 
     Attributes:
         sqlstate / pgcode: the error's SQLSTATE (None for the driver's own errors).
+        constraint_name: the constraint that refused the write, when one did (a name, no
+            value).
     """
 
-    def __init__(self, message: str, sqlstate: str | None) -> None:
+    def __init__(
+        self, message: str, sqlstate: str | None, constraint_name: str | None = None
+    ) -> None:
         super().__init__(message)
         self.sqlstate = self.pgcode = sqlstate
+        self.constraint_name = constraint_name
 
 
 def database_error(
@@ -73,7 +78,11 @@ def database_error(
     message = str(exc.args[0]) if exc.args else type(exc).__name__
     if isinstance(exc, asyncpg.DataError):
         message = message.split(":", 1)[0]
-    orig = DriverError(f"{type(exc).__name__}: {message}", getattr(exc, "sqlstate", None))
+    orig = DriverError(
+        f"{type(exc).__name__}: {message}",
+        getattr(exc, "sqlstate", None),
+        getattr(exc, "constraint_name", None),
+    )
     return kind(
         statement,
         None,

@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+import asyncpg
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
 from server.storage import moderation
+from server.storage.driver_errors import database_error
 from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
@@ -276,19 +278,24 @@ class GameStore(ReplayStore, Protocol):
         ...
 
 
-_INSERT_GAME = insert(GameRow).returning(GameRow.id)
-#: A daily game is inserted only while its date is open by the database's clock (as every
-#: action on it is stored, see :mod:`server.storage.commits`); no row comes back otherwise.
-_INSERT_DAILY_GAME = text(
-    f"""
-    INSERT INTO games (player_id, code, rules, deal_version, mode, daily_date, status, score,
+#: A new game, sent through the driver itself (as the group commit's batch): $1 player, $2 code,
+#: $3 rules, $4 deal version, $5 mode, $6 status, $7 score, $8 created_at (UTC).
+INSERT_GAME_SQL = """
+    INSERT INTO games (player_id, code, rules, deal_version, mode, status, score,
                        moves, undos, seq, created_at)
-    SELECT :player_id, :code, :rules, :deal_version, :mode, :daily_date, :status, :score,
-           :moves, :undos, :seq, :created_at
-     WHERE CAST(:daily_date AS date) >= COALESCE(CAST(:pinned_today AS date), {DATABASE_TODAY_SQL})
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, 0, $8)
     RETURNING id
-    """
-)
+"""
+#: A daily game, inserted only while its date ($9) is open by the database's clock, or by the
+#: pinned date ($10) when a simulated clock decides (as every action on it is stored, see
+#: :mod:`server.storage.commits`); no row comes back otherwise.
+INSERT_DAILY_GAME_SQL = f"""
+    INSERT INTO games (player_id, code, rules, deal_version, mode, status, score,
+                       moves, undos, seq, created_at, daily_date)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 0, 0, 0, $8, $9::date
+     WHERE $9::date >= COALESCE($10::date, {DATABASE_TODAY_SQL})
+    RETURNING id
+"""
 
 
 class PostgresGameStore:
@@ -325,29 +332,43 @@ class PostgresGameStore:
             StorageConflict: the player already has a game of that daily date.
             StorageError: the database failed; nothing was stored.
         """
-        values: dict[str, object] = {
-            "player_id": player_id,
-            "code": str(code),
-            "rules": code.rules.value,
-            "deal_version": code.version.value,
-            "mode": mode.value,
-            "daily_date": daily_date,
-            "status": status.value,
-            "score": score,
-            "moves": 0,
-            "undos": 0,
-            "seq": 0,
-            "created_at": created_at,
-        }
-        statement = _INSERT_GAME
+        arguments: list[object] = [
+            player_id,
+            str(code),
+            code.rules.value,
+            code.version.value,
+            mode.value,
+            status.value,
+            score,
+            created_at,
+        ]
+        statement = INSERT_GAME_SQL
         if daily_date is not None:
-            values["pinned_today"] = pinned_today
-            statement = _INSERT_DAILY_GAME  # type: ignore[assignment]
-        # A plain Core statement with bound values (compiled once) on a connection: the ORM
-        # unit of work would cost twice the CPU for one row.
+            arguments += [daily_date, pinned_today]
+            statement = INSERT_DAILY_GAME_SQL
+        # One statement through the driver, its own implicit transaction (one round trip), as
+        # the group commit's batch: SQLAlchemy's transaction and statement execution around it
+        # cost more of the process's CPU than the insert itself. The driver prepares it once
+        # per connection (unnamed behind a transaction pooler, see create_engine); its errors
+        # are raised as the engine's (:mod:`server.storage.driver_errors`).
         with storage_errors():
-            async with self._sessions.engine.begin() as conn:
-                game_id: int | None = (await conn.execute(statement, values)).scalar_one_or_none()
+            async with self._sessions.engine.connect() as conn:
+                raw = await conn.get_raw_connection()
+                driver = raw.driver_connection
+                assert driver is not None  # a connection just checked out is attached
+                try:
+                    game_id: int | None = await driver.fetchval(statement, *arguments)
+                except TimeoutError:  # the driver's command time-out: the connection is unsure
+                    await conn.invalidate()
+                    raise
+                except (
+                    asyncpg.PostgresError,
+                    asyncpg.InterfaceError,
+                    asyncpg.InternalClientError,
+                ) as exc:
+                    raise database_error(
+                        exc, statement, connection_invalidated=driver.is_closed()
+                    ) from exc
         return game_id
 
     async def daily_game_id(self, player_id: int, date: dt.date) -> int | None:

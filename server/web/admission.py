@@ -14,14 +14,22 @@ measure alone is as often the machine scheduling the process late as the process
 overloaded), newcomers are answered ``server_busy`` at once
 instead of queueing: the storm is spread over the retry times rather than landing on the
 players in play.
+
+The retry time grows with how much the server is turning away: newcomers turned away are given
+their times to come back as appointments, ``retry_spread_per_s`` a second from
+``retry_after_s`` on (the first after ``retry_after_s``, the next ``1 / retry_spread_per_s``
+later, and so on), never later than ``retry_max_s``. A lone newcomer turned away comes back
+after ``retry_after_s``; ten thousand pages cut off at once come back spread over the
+following seconds rather than together at every retry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from server.errors import ServerBusyError
@@ -29,6 +37,10 @@ from server.web import metrics
 
 #: Consecutive late measures of the event loop before newcomers are turned away for it.
 SHED_AFTER_MEASURES = 3
+#: Newcomers turned away a second who are given distinct times to come back (the default).
+RETRY_SPREAD_PER_S = 200.0
+#: The longest a newcomer turned away is told to wait (s; the default).
+RETRY_MAX_S = 30.0
 
 
 class Admission:
@@ -39,10 +51,19 @@ class Admission:
         limit: admissions in progress at once (each uses one database connection at a time).
         wait_s: the longest a newcomer waits for their turn.
         queue: newcomers waiting at most; one more is turned away at once.
-        retry_after_s: what a newcomer turned away is told to wait before trying again.
+        retry_after_s: what a newcomer turned away is told to wait before trying again
+            when nobody else was turned away lately (s).
         shed_lag_s: while the event loop runs this late (s) or more at each of its last
             :data:`SHED_AFTER_MEASURES` measures, newcomers are turned away at once; None:
             never for that.
+        retry_spread_per_s: newcomers turned away who are told to come back within the same
+            second at most (their retry times are spread by ``1 / retry_spread_per_s`` s).
+        retry_max_s: the longest retry time (s), at least ``retry_after_s``.
+        clock: the monotonic clock the retry times are counted on (s).
+
+    Raises:
+        ValueError: a limit under 1, a lag, spread or retry time that is not positive, a
+            longest retry time under ``retry_after_s``.
     """
 
     def __init__(
@@ -52,7 +73,19 @@ class Admission:
         queue: int = 2000,
         retry_after_s: float = 2.0,
         shed_lag_s: float | None = None,
+        retry_spread_per_s: float = RETRY_SPREAD_PER_S,
+        retry_max_s: float = RETRY_MAX_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if retry_after_s <= 0 or retry_spread_per_s <= 0:
+            raise ValueError(
+                "retry_after_s and retry_spread_per_s must be positive, not "
+                f"{retry_after_s} and {retry_spread_per_s}"
+            )
+        if retry_max_s < retry_after_s:
+            raise ValueError(
+                f"retry_max_s ({retry_max_s}) must be at least retry_after_s ({retry_after_s})"
+            )
         if limit < 1:
             raise ValueError(f"admission limit must be at least 1, not {limit}")
         if shed_lag_s is not None and shed_lag_s <= 0:
@@ -69,8 +102,26 @@ class Admission:
         self._queue = queue
         self._waiting = 0
         self.retry_after_s = retry_after_s
+        self._retry_gap_s = 1 / retry_spread_per_s
+        self._retry_max_s = retry_max_s
+        self._clock = clock
+        #: The last appointment given to a newcomer turned away (on ``clock``, s).
+        self._last_appointment = -math.inf
         #: Newcomers turned away so far (for the operator).
         self.turned_away = 0
+
+    def _turn_away(self) -> ServerBusyError:
+        """The refusal of one more newcomer, with their time to come back: the next free
+        appointment (``retry_after_s`` from now at the earliest, ``1 / retry_spread_per_s``
+        after the last one given), at most ``retry_max_s`` from now."""
+        self.turned_away += 1
+        now = self._clock()
+        wait_s = min(
+            max(self.retry_after_s, self._last_appointment + self._retry_gap_s - now),
+            self._retry_max_s,
+        )
+        self._last_appointment = now + wait_s
+        return ServerBusyError(wait_s)
 
     @property
     def waiting(self) -> int:
@@ -103,24 +154,22 @@ class Admission:
 
         Raises:
             ServerBusyError: the event loop runs too late (see :attr:`shedding`), the queue
-                is full, or the turn did not come within ``wait_s``.
+                is full, or the turn did not come within ``wait_s``; its retry time is the
+                newcomer's appointment (see the module's docstring).
         """
         if self.shedding:
-            self.turned_away += 1
             metrics.ADMISSION_LOOP_LAG.inc()
-            raise ServerBusyError(self.retry_after_s)
+            raise self._turn_away()
         if self._waiting >= self._queue:
-            self.turned_away += 1
             metrics.ADMISSION_QUEUE_FULL.inc()
-            raise ServerBusyError(self.retry_after_s)
+            raise self._turn_away()
         self._waiting += 1
         try:
             async with asyncio.timeout(self._wait_s):
                 await self._slots.acquire()
         except TimeoutError:
-            self.turned_away += 1
             metrics.ADMISSION_WAIT_TIMEOUT.inc()
-            raise ServerBusyError(self.retry_after_s) from None
+            raise self._turn_away() from None
         finally:
             self._waiting -= 1
         try:

@@ -146,6 +146,8 @@ def create_app(
         max(1, settings.db_pool_size // 2),
         settings.admission_wait_s,
         shed_lag_s=settings.admission_shed_lag_ms / 1000 or None,
+        retry_spread_per_s=settings.admission_retry_spread_per_s,
+        retry_max_s=settings.admission_retry_max_s,
     )
     app.cleanup_ctx.append(_database(run_migrations, analyzer, daily_secret))
     if freeze_startup:

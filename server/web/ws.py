@@ -1,5 +1,6 @@
 """The websocket endpoint ``/ws``: read frames, parse them, queue the requests for the
-connection's worker (:mod:`server.web.handlers` serves each), close. No rules here.
+connection's worker (one task per connection, from its first request to its close;
+:mod:`server.web.handlers` serves each request), close. No rules here.
 
 Close codes: 1001 server shutting down, 1003 binary frames, 1008 no hello in time or a flood,
 1009 a frame over the size limit (aiohttp closes those itself), 4001 the token the connection
@@ -279,13 +280,18 @@ async def _accept(session: WsSession, raw: str) -> None:
 
 
 async def _work(session: WsSession) -> None:
-    """Serve the connection's waiting requests one after the other, in the order they came,
-    and end when none is left (the next request starts a new worker)."""
+    """Serve the connection's requests one after the other, in the order they came, for as
+    long as the connection lives: one task per connection, started by its first request and
+    waiting for the next between them, rather than a task started for each request."""
+    requests = session.requests
     try:
-        while not session.requests.empty():
-            await _handle(session, *session.requests.get_nowait())
+        while True:
+            if requests.empty():
+                session.idle.set()
+            message, received = await requests.get()
+            await _handle(session, message, received)
     except ConnectionResetError:
-        return  # the peer is gone; the reader sees the connection close
+        session.idle.set()  # the peer is gone; the reader sees the connection close
 
 
 async def _handle(session: WsSession, message: ClientMessage, received: float) -> None:
@@ -304,13 +310,13 @@ async def _handle(session: WsSession, message: ClientMessage, received: float) -
 
 
 def _submit(session: WsSession, message: ClientMessage, received: float) -> None:
-    """Queue a request for the connection's worker, started when none runs: a worker runs
-    only while requests wait, so an idle connection holds no task. ``received`` is the
-    ``time.perf_counter()`` at which its frame was taken up.
+    """Queue a request for the connection's worker, started with its first request.
+    ``received`` is the ``time.perf_counter()`` at which its frame was taken up.
 
     Raises:
         asyncio.QueueFull: :data:`MAX_WAITING_REQUESTS` already wait.
     """
     session.requests.put_nowait((message, received))
-    if session.worker is None or session.worker.done():
+    session.idle.clear()
+    if session.worker is None or session.worker.done():  # first, or one that failed
         session.worker = asyncio.create_task(_work(session))

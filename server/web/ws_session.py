@@ -41,6 +41,15 @@ SIGNED_OUT_ANSWER_S = 5.0
 READ_TURNS = 4
 
 
+async def _either(idle: asyncio.Event, worker: asyncio.Task[None]) -> None:
+    """Wait until ``idle`` is set or ``worker`` has ended."""
+    waiting = asyncio.ensure_future(idle.wait())
+    try:
+        await asyncio.wait({waiting, worker}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiting.cancel()
+
+
 @dataclass(eq=False, slots=True)
 class WsSession:
     """One websocket connection's state. Everything it sends goes through its outbox."""
@@ -71,7 +80,10 @@ class WsSession:
     requests: asyncio.Queue[tuple[ClientMessage, float]] = field(
         default_factory=lambda: asyncio.Queue(MAX_WAITING_REQUESTS)
     )
+    #: The task serving :attr:`requests`, from the connection's first request to its close.
     worker: asyncio.Task[None] | None = None
+    #: Set while the worker waits for a request (none being served, none waiting).
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
     #: Whether this connection has followed a race room (then its close is recorded).
     followed: bool = False
     #: ``hello`` messages read but not yet answered (the hello deadline waits for them).
@@ -112,15 +124,15 @@ class WsSession:
         up no new one: what reached this process before the close has been answered."""
         while True:
             worker = self.worker
-            if worker is not None and not worker.done():
-                await asyncio.wait({worker})
+            if worker is not None and not worker.done() and not self.idle.is_set():
+                await _either(self.idle, worker)
                 continue
             # A few turns of the event loop: frames already in the socket's buffer are read
             # (one turn), handed to the reader, which queues them (the next), and so on.
             for _ in range(READ_TURNS):
                 await asyncio.sleep(0)
             worker = self.worker
-            if self.requests.empty() and (worker is None or worker.done()):
+            if self.requests.empty() and (worker is None or worker.done() or self.idle.is_set()):
                 return
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from typing import Any
 
@@ -194,7 +195,8 @@ async def test_newcomers_are_turned_away_at_once_while_the_event_loop_runs_late(
 async def test_a_hello_while_the_server_sheds_is_told_server_busy_and_nothing_is_done(
     make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server = await make_server(admission_shed_lag_ms=100)
+    # One newcomer turned away a 10 s: the second is told to wait about 10 s longer.
+    server = await make_server(admission_shed_lag_ms=100, admission_retry_spread_per_s=0.1)
     async with TestClient(server) as client:
         known = await register(client, "Known")
         seated = await client.ws_connect("/ws")
@@ -206,6 +208,12 @@ async def test_a_hello_while_the_server_sheds_is_told_server_busy_and_nothing_is
         reply = await ws.receive_json()
         assert (reply["type"], reply["code"], reply["id"]) == ("error", "server_busy", "h")
         assert reply["retry_after_ms"] == 2000
+        second = await client.ws_connect("/ws")
+        await second.send_json({"type": "hello", "token": known["token"], "id": "h"})
+        reply = await second.receive_json()
+        assert (reply["type"], reply["code"]) == ("error", "server_busy")
+        assert 2000 < reply["retry_after_ms"] <= 12_000
+        await second.close()
         # The player already in is served as before.
         await seated.send_json({"type": "ping", "id": "p"})
         assert (await seated.receive_json())["type"] == "pong"
@@ -214,3 +222,40 @@ async def test_a_hello_while_the_server_sheds_is_told_server_busy_and_nothing_is
         assert (await ws.receive_json())["type"] == "welcome"
         await ws.close()
         await seated.close()
+
+
+async def test_the_retry_time_grows_with_how_many_are_turned_away_and_is_bounded() -> None:
+    now = [100.0]
+    gate = Admission(
+        limit=1,
+        wait_s=30,
+        queue=0,
+        retry_after_s=2,
+        retry_spread_per_s=100,
+        retry_max_s=2.5,
+        clock=lambda: now[0],
+    )
+
+    async def refused_retry_s() -> float:
+        with pytest.raises(ServerBusyError) as refused:
+            async with gate.turn():
+                pass
+        return refused.value.retry_after_s
+
+    # Turned away together: each told to come back 10 ms after the one before, from 2 s on,
+    # until the longest retry time; nothing was admitted.
+    waits = [await refused_retry_s() for _ in range(80)]
+    assert waits[:3] == [2.0, pytest.approx(2.01), pytest.approx(2.02)]
+    assert waits[50] == pytest.approx(2.5) and waits[79] == 2.5
+    assert all(b >= a for a, b in itertools.pairwise(waits))
+    assert gate.turned_away == 80 and gate.waiting == 0
+    # 0.2 s later the appointments given are 0.2 s nearer: the next is 10 ms after the last;
+    # once they are all past, a newcomer turned away waits the shortest time again.
+    now[0] += 0.2
+    assert await refused_retry_s() == pytest.approx(2.5 - 0.2 + 0.01)
+    now[0] += 10.0
+    assert await refused_retry_s() == 2.0
+    with pytest.raises(ValueError, match="retry_max_s"):
+        Admission(limit=1, retry_after_s=2, retry_max_s=1)
+    with pytest.raises(ValueError, match="retry_spread_per_s"):
+        Admission(limit=1, retry_spread_per_s=0)
