@@ -28,8 +28,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
-from server.storage import moderation
-from server.storage.driver_errors import database_error
+from server.errors import StorageOutcomeUnknown
+from server.storage import moderation, replication
+from server.storage.driver_errors import commit_unconfirmed, database_error
 from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
@@ -330,6 +331,9 @@ class PostgresGameStore:
 
         Raises:
             StorageConflict: the player already has a game of that daily date.
+            StorageOutcomeUnknown: the insert was sent and its commit not confirmed, or it
+                came back committed on the primary alone and its replication could not be
+                confirmed: the game may be stored (:mod:`server.storage.replication`).
             StorageError: the database failed; nothing was stored.
         """
         arguments: list[object] = [
@@ -356,19 +360,33 @@ class PostgresGameStore:
                 raw = await conn.get_raw_connection()
                 driver = raw.driver_connection
                 assert driver is not None  # a connection just checked out is attached
+                replication.expect_commit(driver)
                 try:
                     game_id: int | None = await driver.fetchval(statement, *arguments)
-                except TimeoutError:  # the driver's command time-out: the connection is unsure
-                    await conn.invalidate()
-                    raise
                 except (
+                    OSError,
                     asyncpg.PostgresError,
                     asyncpg.InterfaceError,
                     asyncpg.InternalClientError,
                 ) as exc:
+                    if commit_unconfirmed(exc):
+                        # Sent, and its implicit commit never confirmed (the driver's deadline,
+                        # a lost connection, the backend ended): the game may be stored.
+                        await conn.invalidate()
+                        raise StorageOutcomeUnknown(
+                            f"a new game's commit is unconfirmed: {type(exc).__name__}"
+                        ) from exc
                     raise database_error(
                         exc, statement, connection_invalidated=driver.is_closed()
                     ) from exc
+                if replication.warned(driver):
+                    # Committed on the primary alone (its wait for the synchronous standby
+                    # cancelled): acknowledged only once replicated.
+                    try:
+                        await replication.confirm_replicated(driver, None)
+                    except StorageOutcomeUnknown:
+                        await conn.invalidate()
+                        raise
         return game_id
 
     async def daily_game_id(self, player_id: int, date: dt.date) -> int | None:
