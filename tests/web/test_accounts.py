@@ -340,3 +340,30 @@ async def test_requests_taken_up_before_a_sign_out_closes_the_socket_are_all_ans
         assert sorted(answers) == list(range(queued + 2))
         for n in range(1, queued + 2):
             assert (answers[n]["type"], answers[n]["code"]) == ("error", "unauthorized")
+
+
+async def test_one_worker_serves_a_connections_requests_from_the_first_to_the_close(
+    make_server: ServerFactory,
+) -> None:
+    """A connection's requests are served by one task in the order they came, not a task
+    each; the task ends with the connection."""
+    server = await make_server()
+    async with TestClient(server) as client:
+        ada = await register(client, "Ada")
+        player, _ = await WsPlayer.connect(client, ada["token"])
+        (connection,) = server.app[HUB]._signed_in[ada["id"]]
+        assert isinstance(connection, WsSession)
+        worker = connection.worker
+        assert worker is not None and not worker.done()
+        game = await player.request({"type": "new_game"})
+        assert game["type"] == "game"
+        # Several at once: answered in order, by the same worker.
+        for n in range(5):
+            await player.send({"type": "resume", "game_id": game["game"]["game_id"], "id": n})
+        replies = [await player.recv() for _ in range(5)]
+        assert [r["id"] for r in replies] == list(range(5))
+        assert all(r["type"] == "game" for r in replies)
+        await eventually(lambda: connection.idle.is_set(), "the worker to wait for more")
+        assert connection.worker is worker and not worker.done()
+        await player.ws.close()
+        await eventually(lambda: worker.done(), "the worker to end with the connection")
