@@ -21,8 +21,10 @@ and driven over websockets in two rounds, one after the other in the same run:
 Printed per round: actions stored per second (acks of actions and resignations), the
 database's transactions committed per second (``pg_stat_database.xact_commit``, every
 statement of the server's), ack latency, and for the race round the progress messages received;
-then the race/free ratio of actions stored per second. Every target is on loopback; every round
-stops by itself.
+the CPU the server's processes and the players' process (this one) used, in cores and in ms
+per action stored (on a machine whose cores they share, a saturated players' process bounds
+the rate whatever the server does); then the race/free ratio of actions stored per second.
+Every target is on loopback; every round stops by itself.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import aiohttp
 import asyncpg
 
 from server.bench import percentile, throwaway_database
-from server.bench.process import serve_tree
+from server.bench.process import cpu_s, cpu_since, serve_tree
 from server.engine.cards import Card, Rank
 from server.storage.events import Outgoing, PgPublisher, room_channel
 
@@ -60,6 +62,9 @@ class Round:
     progress: int = 0
     races: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    #: CPU seconds the server's processes (None: unknown) and the players' process used.
+    server_cpu_s: float | None = None
+    client_cpu_s: float = 0.0
 
 
 class Client:
@@ -230,9 +235,15 @@ async def xact_commit(admin: asyncpg.Connection, database: str) -> int:
 
 
 async def run_round(
-    kind: str, base: str, admin: asyncpg.Connection, database: str, args: argparse.Namespace
+    kind: str,
+    base: str,
+    admin: asyncpg.Connection,
+    database: str,
+    args: argparse.Namespace,
+    server_pid: int,
 ) -> tuple[Round, float, float]:
-    """One round: connect every player, then play for ``args.seconds``; returns its stats,
+    """One round: connect every player, then play for ``args.seconds``; returns its stats
+    (with the CPU seconds the server's processes and this one, the players', used meanwhile),
     the seconds played and the database's transactions committed per second."""
     stats = Round()
     timeout = aiohttp.ClientTimeout(total=None, sock_read=120)
@@ -264,11 +275,14 @@ async def run_round(
             for c, games in zip(clients, dealt, strict=True)
         ]
         commits_before = await xact_commit(admin, database)
+        server_before, client_before = cpu_s(server_pid), time.process_time()
         began = time.monotonic()
         until[0] = began + args.seconds
         go.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         spent = time.monotonic() - began
+        stats.client_cpu_s = time.process_time() - client_before
+        stats.server_cpu_s = cpu_since(server_pid, server_before)
         commits = (await xact_commit(admin, database) - commits_before) / spent
         for result in results:
             if isinstance(result, BaseException):
@@ -287,6 +301,14 @@ def show(title: str, stats: Round, spent: float, commits: float) -> float:
         + (f"  progress received {stats.progress:,}" if stats.races else "")
         + (f"  errors {dict(stats.errors)}" if stats.errors else "")
     )
+    server = stats.server_cpu_s
+    if server is not None and stats.stored:
+        print(
+            f"        CPU: server {server / spent:4.2f} cores, "
+            f"{server / stats.stored * 1000:5.2f} ms per action stored; "
+            f"players {stats.client_cpu_s / spent:4.2f} cores, "
+            f"{stats.client_cpu_s / stats.stored * 1000:5.2f} ms per action"
+        )
     return rate
 
 
@@ -302,7 +324,7 @@ async def measure(
             "TRIPEAKS_RACE_MAX_ROOMS": str(args.games + 1),
             **dict(kv.split("=", 1) for kv in args.env),
         }
-        async with serve_tree(tree, url, processes, env, args.server_log) as (base, _):
+        async with serve_tree(tree, url, processes, env, args.server_log) as (base, server):
             admin = await asyncpg.connect(url)
             try:
                 players = args.tables * args.racers
@@ -310,7 +332,9 @@ async def measure(
                 print(f" ({args.tables} x {args.racers})")
                 rates: dict[str, float] = {}
                 for kind in args.order.split(","):
-                    stats, spent, commits = await run_round(kind, base, admin, database, args)
+                    stats, spent, commits = await run_round(
+                        kind, base, admin, database, args, server.pid
+                    )
                     rates[kind] = show(kind, stats, spent, commits)
                 print(f"  race / free: {rates['race'] / rates['free']:.2f}x")
                 return rates["race"], rates["free"]

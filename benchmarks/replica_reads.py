@@ -1,5 +1,5 @@
-"""Action acks on the primary under a leaderboard read load: reads on the primary against reads
-on a streaming replica, side by side in one run.
+"""Action acks on the primary under a leaderboard read load: no reads, reads on the primary,
+reads on a streaming replica, side by side in one run.
 
     PYTHONPATH=. python benchmarks/replica_reads.py --entries 200000 --players 200 --readers 8 \\
         --seconds 20 --rounds 3
@@ -18,8 +18,17 @@ same ``--players`` acting at a human pace (once a second) on the first process i
   first page, around a random player, a random player's rank) from the second process;
 - ``reads on replica``: the same readers on the third process.
 
+The target is about the primary's database: whether reads on a replica leave the primary's
+acks as they are. So nothing but the database a read goes to differs between the two read
+phases, and the read load's own costs are kept off the players' side: the readers run in a
+process of their own, and with ``--pin`` (the default when the machine has two CPUs or more) the
+primary, the players' server process and the players run on one CPU, the standby, both reading
+server processes and the readers on another. Reads on the primary then compete with the writes
+for the primary's CPU, as they would on a primary's own machine; reads on the replica do not.
+
 Prints each phase's ack p50 / p99 (ms, from the planned send) and reads per second, then the
-medians over the rounds. Every target is on loopback; every step stops by itself.
+medians over the rounds and each read phase's ack p99 against no reads. Every target is on
+loopback; every step stops by itself.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import random
 import secrets
@@ -35,6 +45,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -44,6 +55,7 @@ from server.bench import percentile
 from server.bench.paced import run_paced
 from server.bench.process import server_process
 from server.storage.db import migrate_url
+from tests.freeze import children_of, postmaster_pid
 from tests.pg import PrivatePostgres, primary_and_standby
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +68,47 @@ class Reads:
 
     ms: list[float] = field(default_factory=list)
     failed: int = 0
+
+
+def _pin(pids: list[int], cpus: set[int] | None) -> None:
+    """Run ``pids`` on ``cpus`` only (None: leave them as they are)."""
+    if cpus is None:
+        return
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(pid, cpus)
+
+
+def _cluster(server: PrivatePostgres) -> list[int]:
+    """The processes of a PostgreSQL server (its backends started later are the postmaster's
+    children and inherit its CPUs)."""
+    postmaster = postmaster_pid(server)
+    return [postmaster, *children_of(postmaster)]
+
+
+def _read_load(
+    base: str, entries: int, readers: int, cpus: set[int] | None, stop: Any, out: Any
+) -> None:
+    """The readers, in a process of their own: read until ``stop`` is set, then put each read's
+    ms and the failures on ``out``."""
+    _pin([os.getpid()], cpus)
+    reads = Reads()
+
+    async def load() -> None:
+        done = asyncio.Event()
+
+        async def watch() -> None:
+            await asyncio.to_thread(stop.wait)
+            done.set()
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.gather(
+            *(_reader(base, entries, seed, done, reads) for seed in range(readers))
+        )
+        await watcher
+
+    asyncio.run(load())
+    out.put((reads.ms, reads.failed))
 
 
 async def _reader(base: str, entries: int, seed: int, stop: asyncio.Event, reads: Reads) -> None:
@@ -76,9 +129,11 @@ async def _reader(base: str, entries: int, seed: int, stop: asyncio.Event, reads
 
 
 @contextlib.asynccontextmanager
-async def _server(primary_url: str, read_url: str | None) -> AsyncIterator[str]:
-    """A server process over ``primary_url`` (reading boards on ``read_url`` if given); its
-    base URL."""
+async def _server(
+    primary_url: str, read_url: str | None, cpus: set[int] | None
+) -> AsyncIterator[str]:
+    """A server process over ``primary_url`` (reading boards on ``read_url`` if given) on
+    ``cpus``; its base URL."""
     env = {
         **os.environ,
         "DATABASE_URL": primary_url,
@@ -89,7 +144,8 @@ async def _server(primary_url: str, read_url: str | None) -> AsyncIterator[str]:
         "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "1000000",
         "TRIPEAKS_SOLVER_WORKERS": "0",
     }
-    async with server_process(ROOT, env) as (port, _):
+    async with server_process(ROOT, env) as (port, process):
+        _pin([process.pid], cpus)
         yield f"http://127.0.0.1:{port}"
 
 
@@ -115,26 +171,28 @@ async def _caught_up(primary: PrivatePostgres, standby: PrivatePostgres) -> None
 
 
 async def _phase(
-    args: argparse.Namespace, actions: str, reads_at: str | None
+    args: argparse.Namespace, actions: str, reads_at: str | None, cpus: set[int] | None
 ) -> tuple[float, float, int, float, float]:
     """One phase: ack p50 and p99 (ms), acks, reads per second and read p99 (ms)."""
-    stop = asyncio.Event()
-    reads = Reads()
-    readers = (
-        []
-        if reads_at is None
-        else [
-            asyncio.create_task(_reader(reads_at, args.entries, seed, stop, reads))
-            for seed in range(args.readers)
-        ]
-    )
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    out = context.Queue()
+    loader = None
+    if reads_at is not None:
+        loader = context.Process(
+            target=_read_load, args=(reads_at, args.entries, args.readers, cpus, stop, out)
+        )
+        loader.start()
     t0 = time.monotonic()
     try:
         stats, _ = await run_paced(actions, args.players, args.seconds, 1.0, 0.5)
     finally:
         stop.set()
-        await asyncio.gather(*readers)
     spent = time.monotonic() - t0
+    reads = Reads()
+    if loader is not None:
+        reads.ms, reads.failed = await asyncio.to_thread(out.get, True, 60)
+        await asyncio.to_thread(loader.join, 60)
     lat = stats.latencies_ms
     if stats.errors or reads.failed:
         print(f"    errors: {dict(stats.errors)}, failed reads: {reads.failed}")
@@ -143,7 +201,7 @@ async def _phase(
         percentile(lat, 0.99),
         len(lat),
         len(reads.ms) / spent,
-        percentile(reads.ms, 0.99),
+        percentile(reads.ms, 0.99) if reads.ms else 0.0,
     )
 
 
@@ -161,10 +219,17 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             await conn.close()
         await _caught_up(primary, standby)
+        cpus = sorted(os.sched_getaffinity(0))
+        writes_cpus = reads_cpus = None
+        if args.pin and len(cpus) >= 2:
+            writes_cpus, reads_cpus = {cpus[0]}, {cpus[1]}
+            _pin(_cluster(primary), writes_cpus)
+            _pin(_cluster(standby), reads_cpus)
+            _pin([os.getpid()], writes_cpus)  # (the players)
         async with (
-            _server(primary.url, None) as actions,
-            _server(primary.url, None) as on_primary,
-            _server(primary.url, standby.url) as on_replica,
+            _server(primary.url, None, writes_cpus) as actions,
+            _server(primary.url, None, reads_cpus) as on_primary,
+            _server(primary.url, standby.url, reads_cpus) as on_replica,
         ):
             targets = {"no reads": None, "reads on primary": on_primary}
             targets["reads on replica"] = on_replica
@@ -173,7 +238,13 @@ async def main(args: argparse.Namespace) -> None:
             }
             print(
                 f"{args.entries:,} entries, {args.players} players at 1 action/s, "
-                f"{args.readers} readers, {args.seconds:g} s per phase"
+                f"{args.readers} readers, {args.seconds:g} s per phase; "
+                + (
+                    f"primary, players and their server on CPU {cpus[0]}, standby, readers and "
+                    f"their servers on CPU {cpus[1]}"
+                    if writes_cpus is not None
+                    else "no CPU pinning"
+                )
             )
             print(
                 f"{'round':>5} {'phase':<18} {'acks':>6} {'p50 ms':>8} {'p99 ms':>8} "
@@ -181,7 +252,7 @@ async def main(args: argparse.Namespace) -> None:
             )
             for round_ in range(1, args.rounds + 1):
                 for phase in PHASES:
-                    row = await _phase(args, actions, targets[phase])
+                    row = await _phase(args, actions, targets[phase], reads_cpus)
                     results[phase].append(row)
                     p50, p99, acks, rate, read_p99 = row
                     print(
@@ -202,6 +273,16 @@ async def main(args: argparse.Namespace) -> None:
                     f"ack p99 {statistics.median(r[1] for r in rows):7.2f} ms  "
                     f"reads/s {statistics.median(r[3] for r in rows):6.0f}"
                 )
+            print("ack p99 against no reads, round by round (median):")
+            for phase in PHASES[1:]:
+                ratios = [
+                    row[1] / base[1]
+                    for row, base in zip(results[phase], results["no reads"], strict=True)
+                ]
+                print(
+                    f"      {phase:<18} x{statistics.median(ratios):.2f} "
+                    f"({', '.join(f'x{r:.2f}' for r in ratios)})"
+                )
 
 
 if __name__ == "__main__":
@@ -212,4 +293,10 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the primary's side on one CPU, the standby's and the readers' on another",
+    )
     asyncio.run(main(parser.parse_args()))
