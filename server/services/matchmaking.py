@@ -250,8 +250,23 @@ class Matchmaker:
         return made
 
     async def match_all(self) -> list[Matched]:
-        """One matcher pass over every rule set."""
-        return [m for rules in RuleSet for m in await self.match(rules)]
+        """One matcher pass over every rule set in which enough players wait for a race (at
+        least ``rules.min_players``, by one count of the queue): a rule set with fewer is not
+        locked nor read, only observed as it is — a process's passes over an empty queue
+        cost one query.
+
+        Raises:
+            StorageError: the database failed (nobody was matched; they wait on).
+        """
+        counts = await self.counts()
+        made: list[Matched] = []
+        for rules in RuleSet:
+            waiting = counts.get(rules, 0)
+            if waiting >= self.rules.min_players:
+                made += await self.match(rules)
+            elif self._observe is not None:
+                self._observe(rules, waiting, [])
+        return made
 
     async def counts(self) -> dict[RuleSet, int]:
         """How many players wait under each rule set."""

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import pytest
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, event, func, insert, select
 
 from server.engine.codes import RuleSet
 from server.errors import ConflictError, ErrorCode, ForbiddenError, StorageError
@@ -323,3 +323,28 @@ async def test_a_matcher_stopped_mid_pass_holds_up_the_others_only_until_its_idl
             )
             assert sorted(made[0].player_ids) == sorted(p.id for p in players)
             await session_of(tx).execute(select(1))  # the stopped pass's session was ended
+
+
+async def test_a_pass_over_a_queue_too_short_for_a_race_is_one_count_and_locks_nothing(
+    queue: Queue, clock: FakeClock
+) -> None:
+    (ann,) = await _players(queue, 1)
+    await queue.a.join(ann, RuleSet.EASY, Connection("a", "ann"))
+    clock.advance(seconds=60)
+    sent: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *args: object) -> None:
+        sent.append(statement)
+
+    engine = queue.backend.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        assert await queue.a.match_all() == []
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    assert len(sent) == 1 and "count" in sent[0].lower(), sent  # no lock, no row taken
+    assert queue.passes == [(RuleSet.EASY, 1, []), (RuleSet.CLASSIC, 0, [])]
+    (bob,) = [(await queue.players.register("Racer9")).player]
+    await queue.b.join(bob, RuleSet.EASY, Connection("b", "bob"))
+    made = await queue.a.match_all()  # two now: a pass of the rule set, and a race
+    assert len(made) == 1 and sorted(made[0].player_ids) == sorted([ann.id, bob.id])
