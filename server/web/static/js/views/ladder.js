@@ -98,7 +98,7 @@ export class LadderView {
     if (around) this._clearAround();
     this.render();
     const cursor = this.cursors[this.cursors.length - 1];
-    const [page, window] = await Promise.allSettled([
+    const [page, near] = await Promise.allSettled([
       friends ? api.ladderFriends(rules, this.ctx.token()) : api.ladder(rules, { limit: LADDER_PAGE, cursor }),
       around && me && !friends ? api.ladderAround(rules, me.id, RADIUS) : Promise.reject(new Error("not read")),
     ]);
@@ -108,9 +108,9 @@ export class LadderView {
       this.next = friends ? null : page.value.next_cursor || null;
     } else this.failed = { code: (page.reason && page.reason.code) || "network" };
     if (around && me && !friends) {
-      if (window.status === "fulfilled") this.around = window.value.entries || [];
+      if (near.status === "fulfilled") this.around = near.value.entries || [];
       else {
-        this.aroundFailed = failure(window.reason);
+        this.aroundFailed = failure(near.reason);
         this.unrated = !this.aroundFailed;
       }
     }
