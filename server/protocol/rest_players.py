@@ -75,10 +75,13 @@ class Streak(msgspec.Struct, frozen=True):
 
 
 class RatedRace(msgspec.Struct, frozen=True):
-    """One rated race in a player's rating history: the player's rank among ``racers`` and
-    their shown rating before and after it (docs/rules.md §4 "Ratings")."""
+    """One rated race in a player's rating history: its invite code (the finished room and
+    its results, ``GET /api/v1/races/{invite}``, the page's ``/race/{invite}``), the player's
+    rank among ``racers`` and their shown rating before and after it (docs/rules.md §4
+    "Ratings")."""
 
     race_id: RowId
+    invite: str
     rated_at: Timestamp
     rank: RowId
     racers: RowId

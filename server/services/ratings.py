@@ -77,7 +77,7 @@ class Rating:
 class RatingPoint:
     """One rated race in a player's history: the race, when it ended (UTC), the player's
     rank among ``racers``, and their shown rating before and after it (``change`` = after −
-    before)."""
+    before), and the race's invite code (its room and results)."""
 
     race_id: int
     rated_at: dt.datetime
@@ -85,6 +85,7 @@ class RatingPoint:
     racers: int
     before: int
     after: int
+    invite: str
 
     @property
     def change(self) -> int:
@@ -263,6 +264,7 @@ class RatingService(RatingModel):
                     c.racers,
                     self.shown(c.mu_before, c.sigma_before),
                     self.shown(c.mu_after, c.sigma_after),
+                    c.invite or "",
                 )
                 for c in await self.history(player_id, rating.rules)
             ]

@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 
 from server.engine.codes import RuleSet
-from server.storage.models import PlayerRating, RatingChange
+from server.storage.models import PlayerRating, Race, RatingChange
 from server.storage.sessions import Sessions
 from server.storage.transactions import Transaction, session_of
 
@@ -51,7 +51,8 @@ class RatingChangeRow:
     """A ``rating_changes`` row: a racer's ``rank`` (1 is first; equal results share one)
     among ``racers`` in rated race ``race_id``, their rating as the library took it
     (``mu_before``, ``sigma_before``) and as it gave it back (``mu_after``, ``sigma_after``),
-    at ``rated_at`` (UTC)."""
+    at ``rated_at`` (UTC); ``invite`` is the race's invite code where it was read with the
+    race (a player's history), else None."""
 
     race_id: int
     player_id: int
@@ -63,6 +64,7 @@ class RatingChangeRow:
     mu_after: float
     sigma_after: float
     rated_at: dt.datetime
+    invite: str | None = None
 
 
 class RatingStore(Protocol):
@@ -119,7 +121,7 @@ def _rating(row: PlayerRating) -> RatingRow:
     )
 
 
-def _change(row: RatingChange) -> RatingChangeRow:
+def _change(row: RatingChange, invite: str | None = None) -> RatingChangeRow:
     return RatingChangeRow(
         row.race_id,
         row.player_id,
@@ -131,6 +133,7 @@ def _change(row: RatingChange) -> RatingChangeRow:
         row.mu_after,
         row.sigma_after,
         row.rated_at,
+        invite,
     )
 
 
@@ -234,13 +237,14 @@ class PostgresRatingStore:
     async def history(self, player_id: int, rules: RuleSet, limit: int) -> list[RatingChangeRow]:
         """See :meth:`RatingStore.history` (index ``ix_rating_changes_player_rules_rated_at``)."""
         async with self._sessions() as session:
-            rows = await session.scalars(
-                select(RatingChange)
+            rows = await session.execute(
+                select(RatingChange, Race.invite)
+                .join(Race, Race.id == RatingChange.race_id)
                 .where(RatingChange.player_id == player_id, RatingChange.rules == rules.value)
                 .order_by(RatingChange.rated_at.desc(), RatingChange.race_id.desc())
                 .limit(limit)
             )
-            return [_change(row) for row in rows]
+            return [_change(row, invite) for row, invite in rows]
 
     async def race_changes(self, race_id: int) -> list[RatingChangeRow]:
         """See :meth:`RatingStore.race_changes`."""

@@ -130,7 +130,16 @@ async def player_ratings(request: web.Request) -> web.Response:
             rating.wins,
             utc(rating.rated_at),
             [
-                RatedRace(p.race_id, utc(p.rated_at), p.rank, p.racers, p.before, p.after, p.change)
+                RatedRace(
+                    p.race_id,
+                    p.invite,
+                    utc(p.rated_at),
+                    p.rank,
+                    p.racers,
+                    p.before,
+                    p.after,
+                    p.change,
+                )
                 for p in points
             ],
         )

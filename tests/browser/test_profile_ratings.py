@@ -127,6 +127,11 @@ async def test_a_profile_shows_the_ratings_per_rule_set_with_a_chart_and_the_las
             "title", f"Rating {race['before']} → {race['after']}"
         )
     await expect(rows.locator("td:first-child")).to_have_text([r["rated_at"][:10] for r in history])
+    # Each links to its race's room (its results), by the race's invite.
+    for n, race in enumerate(history):
+        await expect(rows.nth(n).locator("td:first-child a")).to_have_attribute(
+            "href", f"/race/{race['invite']}"
+        )
 
     # The ladder's link.
     await page.click("#profile-rating-C-ladder")

@@ -110,6 +110,7 @@ async def test_a_quick_race_is_matched_raced_and_rated_and_its_ratings_are_serve
             assert point["before"] == 0 and point["after"] == rating["rating"]
             assert point["change"] == point["after"] - point["before"]
             assert point["racers"] == 4 and point["rank"] == (1 if won else 2)
+            assert point["invite"] == invite  # the finished room and its results
         for ws in sockets:
             await ws.close()
 

@@ -217,7 +217,7 @@ export class ProfileView {
         {},
         races.map((race) => {
           const date = race.rated_at.slice(0, 10);
-          // A race is opened by its invite: linked when the server names it.
+          // A race is opened by its invite: its room and results.
           const when = race.invite
             ? h(
                 "a",
