@@ -183,7 +183,8 @@ def normalize_invite(raw: str) -> str:
     invite = raw.replace("-", "").replace(" ", "").upper()
     if len(invite) != INVITE_LENGTH or any(c not in INVITE_ALPHABET for c in invite):
         raise InvalidInputError(
-            f"{raw[:20]!r} is not an invite code ({INVITE_LENGTH} characters)",
+            f"{raw[:20]!r} is not an invite code ({INVITE_LENGTH} characters of "
+            f"{INVITE_ALPHABET}, dashes and spaces left out)",
             code=ErrorCode.BAD_INVITE,
         )
     return invite
