@@ -196,8 +196,8 @@ def result_key(row: Mapping[str, Any]) -> tuple[int, ...]:
 
     Those who cleared all 28 cards come first, by ``elapsed_ms`` (quickest first); then
     everyone else by cards removed (most first), then score (highest first), then the time of
-    their last removal still in effect, ``last_removal_ms`` (earliest first; None, nothing
-    removed, after any time).
+    their last removal still in effect, ``last_removal_ms`` (earliest first). Racers who removed
+    nothing are equal, whatever their score: last, together.
 
     Args:
         row: a racer's game: ``status``, ``elapsed_ms``, ``cards_left``, ``score`` and
@@ -205,6 +205,10 @@ def result_key(row: Mapping[str, Any]) -> tuple[int, ...]:
     """
     if row["status"] == Status.WON:
         return (0, row["elapsed_ms"])
+    if row["cards_left"] >= POSITION_COUNT:
+        # Nothing removed: no progress to tell apart (a score lowered by draws alone must not
+        # rank below a racer who never played, or resigned at once).
+        return (1, 0, 0, 1, 0)
     last = row["last_removal_ms"]
     return (
         1,

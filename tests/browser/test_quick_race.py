@@ -11,9 +11,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from playwright.async_api import Browser, Page, expect
 from sqlalchemy import select
 
-from server.engine import Action
+from server.engine import ActionKind, Game
+from server.engine.codes import GameCode
+from server.engine.layout import POSITION_COUNT
 from server.services.clock import FakeClock
-from server.storage.models import QueuedPlayer
+from server.storage.models import QueuedPlayer, Race
 from server.web.keys import SERVICES
 from tests.browser.support import (
     DESKTOP,
@@ -188,29 +190,38 @@ async def test_a_quick_race_s_results_show_each_racer_s_rating_change(
     assert game is not None, joined
     await expect(page.locator("#board")).to_be_visible()
 
-    # Wren draws once (a move: the race is rated) and gives up; Rory gives up with a better
-    # score and is first.
-    await wren.play(game, [Action.draw()])
+    # Wren removes a card (drawing until she can) and gives up; Rory gives up at once, having
+    # removed nothing: second.
+    async with server.app[SERVICES].db.connect() as conn:
+        code = GameCode.parse(
+            str(await conn.scalar(select(Race.code).where(Race.invite == invite)))
+        )
+    engine, state = Game.new(code, ranked=True), game
+    while engine.cards_left == POSITION_COUNT:
+        legal = [a for a in engine.legal_actions() if a.kind is not ActionKind.UNDO]
+        action = next((a for a in legal if a.kind is ActionKind.REMOVE), legal[0])
+        engine.apply(action)
+        state = await wren.play(state, [action])
     await wren.request({"type": "resign", "game_id": game["game_id"]})
     await page.tap("#btn-resign")
     await page.tap("#resign-yes")
     results = page.locator("#race-results tbody tr")
     await expect(results).to_have_count(2)
-    await expect(results.locator("td.name")).to_have_text(["Rory", "Wren"])
+    await expect(results.locator("td.name")).to_have_text(["Wren", "Rory"])
     resp = await client.get(f"/api/v1/players/{rory_id}/ratings")
     ratings = {r["rules"]: r for r in (await resp.json())["ratings"]}
     mine = ratings["E"]["history"][0]
-    assert mine["rank"] == 1 and mine["change"] > 0
+    assert mine["rank"] == 2
     await expect(page.locator("#race-rated")).to_be_visible()
     changes = page.locator("#race-results .rating-change")
     await expect(changes).to_have_count(2)
 
     shown = _signed(mine["change"], ratings["E"]["provisional"])
-    await expect(results.nth(0).locator(".rating-change [aria-hidden]")).to_have_text(shown)
-    await expect(results.nth(0).locator(".rating-change")).to_have_attribute(
+    await expect(results.nth(1).locator(".rating-change [aria-hidden]")).to_have_text(shown)
+    await expect(results.nth(1).locator(".rating-change")).to_have_attribute(
         "title", f"Rating {mine['before']} → {mine['after']} (provisional)"
     )
-    await expect(results.nth(1).locator(".rating-change [aria-hidden]")).to_have_text(
+    await expect(results.nth(0).locator(".rating-change [aria-hidden]")).to_have_text(
         re.compile(r"^[+\u2212\u00b1]\d+\?$")
     )
     await no_overflow(page)

@@ -152,6 +152,17 @@ def test_resigning_at_once_ranks_below_playing_on() -> None:
     assert [(r["player_id"], r["rank"]) for r in ranked] == [(2, 1), (3, 2), (1, 3)]
 
 
+def test_racers_who_removed_nothing_are_equal_whatever_their_score() -> None:
+    # A racer who drew a card and resigned (499) is not below one who never took their seat
+    # (500, resigned when the grace ran out): neither got anywhere.
+    absent = _row(1, "resigned", 500, 28, 60_000, None)
+    drew = _row(2, "resigned", 499, 28, 5_000, None)
+    drew_more = _row(3, "blocked", 476, 28, 9_000, None)
+    removed_one = _row(4, "resigned", 470, 27, 9_000, 8_000)
+    ranked = rank_results([absent, drew, drew_more, removed_one])
+    assert [(r["rank"], r["player_id"]) for r in ranked] == [(1, 4), (2, 1), (2, 2), (2, 3)]
+
+
 def test_equal_results_share_a_rank_and_the_next_counts_those_ahead() -> None:
     rows = [
         _row(5, "won", 760, 0, 40_000, 40_000),
@@ -248,6 +259,8 @@ def _ahead(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return b["status"] != "won" or bool(a["elapsed_ms"] < b["elapsed_ms"])
     if a["cards_left"] != b["cards_left"]:
         return bool(a["cards_left"] < b["cards_left"])  # more removed
+    if a["cards_left"] == 28:
+        return False  # nothing removed, either: equal whatever the scores
     if a["score"] != b["score"]:
         return bool(a["score"] > b["score"])
     if a["last_removal_ms"] is None or b["last_removal_ms"] is None:

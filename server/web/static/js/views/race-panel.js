@@ -194,9 +194,16 @@ class RacePanel {
       return { p, cards, score: prog ? prog.score : 500, won: !!prog && prog.status === "won", ms: prog && prog.elapsed_ms };
     });
     // The results order as it stands (docs/rules.md §4 "Results order"): who cleared the peaks,
-    // quickest first, then the most cards removed, then the highest score; equals share a place.
+    // quickest first, then the most cards removed, then the highest score (not among racers who
+    // removed nothing: they are equal); equals share a place.
     const ahead = (a, b) =>
-      a.won !== b.won ? a.won : a.won ? a.ms < b.ms : a.cards !== b.cards ? a.cards < b.cards : a.score > b.score;
+      a.won !== b.won
+        ? a.won
+        : a.won
+          ? a.ms < b.ms
+          : a.cards !== b.cards
+            ? a.cards < b.cards
+            : a.cards < POSITIONS && a.score > b.score;
     const mine = racers.find((r) => this.me && r.p.player_id === this.me.id);
     const place = 1 + racers.filter((r) => ahead(r, mine)).length;
     const leader = racers.find((r) => !racers.some((o) => ahead(o, r)));
