@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from server.engine.codes import RuleSet
@@ -211,10 +211,18 @@ class Matchmaker:
         """``connection`` closed: whoever waited from it stops waiting (their ids)."""
         return await self._queue.drop_connection(connection)
 
-    async def match(self, rules: RuleSet) -> list[Matched]:
+    async def match(
+        self, rules: RuleSet, open_keys: Callable[[], Collection[str]] | None = None
+    ) -> list[Matched]:
         """One matcher pass over the players waiting under ``rules`` (nobody while another
         pass holds the rule set's lock): every match :func:`form_matches` finds gets its race,
         opened and started, and its players leave the queue, in one transaction.
+
+        Args:
+            rules: the rule set.
+            open_keys: the keys of this process's open connections; a player who waited from
+                one of this process's connections that is not among them (closed, its close
+                not recorded yet) is not matched and leaves the queue. None: every row counts.
 
         Raises:
             StorageError: the database failed (nobody was matched; they wait on).
@@ -224,6 +232,16 @@ class Matchmaker:
         left = 0
         async with self._rooms.transaction() as tx:
             waiting = await self._queue.take(tx, rules, self._instance, self.fresh_s)
+            if open_keys is not None and waiting:
+                still = open_keys()
+                closed = [
+                    r.player_id
+                    for r in waiting
+                    if r.connection.instance == self._instance and r.connection.key not in still
+                ]
+                if closed:
+                    await self._queue.forget(tx, closed)
+                    waiting = [r for r in waiting if r.player_id not in closed]
             matches = form_matches(waiting, now, self.rules)
             left = len(waiting) - sum(len(m) for m in matches)
             for match in matches:
@@ -249,11 +267,13 @@ class Matchmaker:
             self._observe(rules, left, made)
         return made
 
-    async def match_all(self) -> list[Matched]:
+    async def match_all(
+        self, open_keys: Callable[[], Collection[str]] | None = None
+    ) -> list[Matched]:
         """One matcher pass over every rule set in which enough players wait for a race (at
         least ``rules.min_players``, by one count of the queue): a rule set with fewer is not
         locked nor read, only observed as it is — a process's passes over an empty queue
-        cost one query.
+        cost one query. ``open_keys``: as for :meth:`match`.
 
         Raises:
             StorageError: the database failed (nobody was matched; they wait on).
@@ -263,7 +283,7 @@ class Matchmaker:
         for rules in RuleSet:
             waiting = counts.get(rules, 0)
             if waiting >= self.rules.min_players:
-                made += await self.match(rules)
+                made += await self.match(rules, open_keys)
             elif self._observe is not None:
                 self._observe(rules, waiting, [])
         return made

@@ -95,6 +95,11 @@ class QueueStore(Protocol):
         commits)."""
         ...
 
+    async def forget(self, tx: Transaction, player_ids: Sequence[int]) -> None:
+        """Remove these players' rows in ``tx``: they waited from connections that closed
+        (their own process says so) before the close was recorded."""
+        ...
+
     async def counts(self) -> dict[RuleSet, int]:
         """How many players wait under each rule set (those with none left out)."""
         ...
@@ -233,6 +238,13 @@ class PostgresQueueStore:
         session = session_of(tx)
         await session.execute(delete(QueuedPlayer).where(QueuedPlayer.player_id.in_(player_ids)))
         publish(session, QueueMatched(race_id, invite, rules.value, list(player_ids)))
+
+    async def forget(self, tx: Transaction, player_ids: Sequence[int]) -> None:
+        """See :meth:`QueueStore.forget`."""
+        if player_ids:
+            await session_of(tx).execute(
+                delete(QueuedPlayer).where(QueuedPlayer.player_id.in_(player_ids))
+            )
 
     async def counts(self) -> dict[RuleSet, int]:
         """See :meth:`QueueStore.counts`."""

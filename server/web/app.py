@@ -384,7 +384,7 @@ def _start_loops(
     loop(
         BackgroundTask.QUEUE_MATCH,
         services.matchmaker.rules.interval_s,
-        services.matchmaker.match_all,
+        lambda: services.matchmaker.match_all(hub.open_keys),
     )
     loop(
         BackgroundTask.PRESENCE_SWEEP,

@@ -156,12 +156,13 @@ async def _unfollow(session: WsSession) -> None:
 async def _offline(session: WsSession) -> None:
     """The connection closed: its player is online no more through it, and waits for a quick
     race no more if they waited from it. A database that does not answer in time is logged;
-    the next sweep forgets the online record (a queue row stays until a matcher's race seats
-    its player, who is then gone, or the process's record goes)."""
+    the next sweep forgets the online record, and this process's next matcher pass the queue
+    row (it matches nobody from a connection of its own that is closed)."""
     try:
         async with asyncio.timeout(UNFOLLOW_TIMEOUT_S):
-            await session.services.friends.disconnected(session.key)
+            # The queue first: a matcher pass could seat a player who is gone.
             await session.services.matchmaker.disconnected(session.connection)
+            await session.services.friends.disconnected(session.key)
     except Exception:  # the database, the time-out: the sweep settles it
         log.warning("online: the close of %s was not recorded at once", session.key)
 

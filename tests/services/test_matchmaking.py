@@ -348,3 +348,18 @@ async def test_a_pass_over_a_queue_too_short_for_a_race_is_one_count_and_locks_n
     await queue.b.join(bob, RuleSet.EASY, Connection("b", "bob"))
     made = await queue.a.match_all()  # two now: a pass of the rule set, and a race
     assert len(made) == 1 and sorted(made[0].player_ids) == sorted([ann.id, bob.id])
+
+
+async def test_a_player_waiting_from_a_connection_of_this_process_that_closed_is_not_matched(
+    queue: Queue, clock: FakeClock
+) -> None:
+    ann, bob, cy, dee = await _players(queue, 4)
+    await queue.a.join(ann, RuleSet.EASY, Connection("a", "ann"))
+    await queue.a.join(bob, RuleSet.EASY, Connection("a", "bob"))  # closed, not recorded yet
+    await queue.a.join(cy, RuleSet.EASY, Connection("a", "cy"))
+    await queue.b.join(dee, RuleSet.EASY, Connection("b", "dee"))  # another process's: open
+    clock.advance(seconds=11)  # a race of two or more may start
+    made = await queue.a.match_all(lambda: {"ann", "cy"})
+    assert len(made) == 1 and sorted(made[0].player_ids) == sorted([ann.id, cy.id, dee.id])
+    assert await _queued(queue) == set()  # bob's row went with the pass
+    assert bob.id not in await _seats(queue)

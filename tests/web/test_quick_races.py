@@ -12,11 +12,8 @@ import asyncpg
 from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy import func, select
 
-from server.engine import RuleSet
 from server.services.clock import FakeClock
-from server.services.players import PlayerInfo
 from server.storage.models import QueuedPlayer, RacePlayer
-from server.storage.presence import Connection
 from server.web.keys import SERVICES
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, eventually, register
@@ -139,10 +136,10 @@ async def test_a_matched_player_who_never_comes_is_gone_after_the_grace_period(
     services = server.app[SERVICES]
     async with TestClient(server) as client:
         infos = [await register(client, name) for name in ("Ann", "Bob", "Cy", "Ghost")]
-        for n, info in enumerate(infos):
-            player = PlayerInfo(info["id"], info["name"])
-            connection = Connection(services.presence.instance, f"quick{n}")
-            await services.matchmaker.join(player, RuleSet.EASY, connection)
+        # Each asks from a socket of their own; the ghost's stays open and never takes the seat.
+        askers = [(await WsPlayer.connect(client, info["token"]))[0] for info in infos]
+        for ws in askers:
+            await ws.request({"type": "queue_join", "rules": "E"})
         rooms: list[Any] = []
 
         async def matched() -> bool:
@@ -154,7 +151,7 @@ async def test_a_matched_player_who_never_comes_is_gone_after_the_grace_period(
         # From the match on, every racer is reconnecting until they take their seat.
         assert {seat.presence.state for seat in rooms[0].seats} == {"reconnecting"}
         clock.advance(seconds=1)
-        sockets = [(await WsPlayer.connect(client, info["token"]))[0] for info in infos[:3]]
+        sockets = askers[:3]
         for ws in sockets:
             joined = await ws.request({"type": "race_join", "invite": invite})
             assert joined["role"] == "racer" and joined["game"] is not None, joined
@@ -172,7 +169,7 @@ async def test_a_matched_player_who_never_comes_is_gone_after_the_grace_period(
         assert ghost["presence"]["state"] == "gone"
         assert ghost["progress"]["status"] == "resigned"
         assert finished["finished_at"] < finished["ends_at"]
-        for ws in sockets:
+        for ws in askers:
             await ws.close()
 
 

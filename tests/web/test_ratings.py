@@ -16,9 +16,7 @@ from server.engine import GameCode, RuleSet
 from server.engine.actions import ActionKind
 from server.engine.game import Game
 from server.services.clock import FakeClock
-from server.services.players import PlayerInfo
 from server.storage.models import Race
-from server.storage.presence import Connection
 from server.web.keys import SERVICES
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, register
@@ -44,10 +42,9 @@ async def test_a_quick_race_is_matched_raced_and_rated_and_its_ratings_are_serve
             "player_id": infos[0]["id"],
             "ratings": [],
         }
-        for n, info in enumerate(infos):
-            player = PlayerInfo(info["id"], info["name"])
-            connection = Connection(services.presence.instance, f"test{n}")
-            await services.matchmaker.join(player, RuleSet.CLASSIC, connection)
+        sockets = [(await WsPlayer.connect(client, info["token"]))[0] for info in infos]
+        for ws in sockets:
+            await ws.request({"type": "queue_join", "rules": "C"})
         rooms: list[Any] = []
         while not rooms:  # the matcher loop runs every 0.5 s
             rooms = await services.races.active_for(infos[0]["id"])
@@ -60,7 +57,6 @@ async def test_a_quick_race_is_matched_raced_and_rated_and_its_ratings_are_serve
         assert code.rules is RuleSet.CLASSIC and code.sealed
 
         clock.advance(seconds=1)  # the countdown is over: a racer joining gets their game
-        sockets = [(await WsPlayer.connect(client, info["token"]))[0] for info in infos]
         games = []
         for ws in sockets:
             joined = await ws.request({"type": "race_join", "invite": invite})
