@@ -10,20 +10,15 @@ its limits.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from server.engine.codes import RuleSet
 from server.errors import ErrorCode, InvalidInputError, NotFoundError
+from server.services import cursors
 from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS
 from server.storage.follows import FollowStore
 from server.storage.ladder import LadderPosition, LadderRow, LadderSlice, LadderStore
-
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-_INT64_MAX = 2**63 - 1
 
 
 def ladder_rules(text: str) -> RuleSet:
@@ -45,8 +40,7 @@ class LadderKey(LadderPosition):
 
     def encode(self) -> str:
         """This key as an opaque URL-safe cursor."""
-        raw = json.dumps([self.rating, self.races, self.player_id]).replace(" ", "")
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        return cursors.encode([self.rating, self.races, self.player_id])
 
     @classmethod
     def decode(cls, cursor: str) -> LadderKey:
@@ -55,24 +49,10 @@ class LadderKey(LadderPosition):
         Raises:
             InvalidInputError: ``bad_cursor``.
         """
-        try:
-            if len(cursor) > 200:
-                raise ValueError("too long")
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            values = json.loads(raw)
-            if not isinstance(values, list) or len(values) != 3:
-                raise ValueError("not three values")
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-                raise ValueError("not integers")
-            rating, races, player = values
-            # The columns' ranges: a value outside them could not be bound to the query.
-            if not (_INT32_MIN <= rating <= _INT32_MAX and 0 <= races <= _INT32_MAX):
-                raise ValueError("out of range")
-            if not 0 <= player <= _INT64_MAX:
-                raise ValueError("out of range")
-            return cls(rating, races, player)
-        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-            raise InvalidInputError("the cursor is not valid", code=ErrorCode.BAD_CURSOR) from None
+        rating, races, player = cursors.decode_ints(
+            cursor, (cursors.INT32, cursors.NAT32, cursors.NAT64)
+        )
+        return cls(rating, races, player)
 
 
 @dataclass(frozen=True, slots=True)

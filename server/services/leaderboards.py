@@ -11,14 +11,12 @@ this service checks the requests, ranks the slices' entries and makes and reads 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
-import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from server.errors import ErrorCode, InvalidInputError, NotFoundError
+from server.services import cursors
 from server.storage.leaderboards import (
     BoardPosition,
     BoardRow,
@@ -29,8 +27,6 @@ from server.storage.leaderboards import (
 
 MAX_LIMIT = 100
 MAX_RADIUS = 50
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +36,9 @@ class BoardKey(BoardPosition):
 
     def encode(self) -> str:
         """This key as an opaque URL-safe cursor."""
-        raw = json.dumps(
-            [self.score, self.moves, self.elapsed_ms, self.finished_at.isoformat(), self.player_id],
-            separators=(",", ":"),
+        return cursors.encode(
+            [self.score, self.moves, self.elapsed_ms, self.finished_at.isoformat(), self.player_id]
         )
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     @classmethod
     def decode(cls, cursor: str) -> BoardKey:
@@ -53,26 +47,19 @@ class BoardKey(BoardPosition):
         Raises:
             InvalidInputError: ``bad_cursor``.
         """
+        # The columns' ranges: INTEGER score/moves, BIGINT elapsed/player id.
+        s, m, e, f, p = cursors.decode(
+            cursor,
+            (cursors.NAT32, cursors.NAT32, cursors.NAT64, cursors.TEXT, cursors.NAT64),
+        )
         try:
-            if len(cursor) > 200:
-                raise ValueError("too long")
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            s, m, e, f, p = json.loads(raw)
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (s, m, e, p)):
-                raise ValueError("not integers")
-            # The columns' ranges (INTEGER score/moves, BIGINT elapsed/player id): a value
-            # outside them cannot be bound to the query and would fail in the database.
-            if not (0 <= s <= _INT32_MAX and 0 <= m <= _INT32_MAX):
-                raise ValueError("out of range")
-            if not (0 <= e <= _INT64_MAX and 0 <= p <= _INT64_MAX):
-                raise ValueError("out of range")
-            finished = dt.datetime.fromisoformat(f)
+            finished = dt.datetime.fromisoformat(str(f))
             if finished.tzinfo is None:
                 raise ValueError("naive time")
             finished = finished.astimezone(dt.UTC)  # OverflowError near datetime's ends
-            return cls(s, m, e, finished, p)
-        except (ValueError, TypeError, OverflowError, binascii.Error, UnicodeDecodeError):
-            raise InvalidInputError("the cursor is not valid", code=ErrorCode.BAD_CURSOR) from None
+        except (ValueError, OverflowError):
+            raise cursors.bad_cursor() from None
+        return cls(int(s), int(m), int(e), finished, int(p))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,17 +13,15 @@ window "around me", one player's rank and the friends' view are as on the daily 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import calendar
 import datetime as dt
-import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
 from server.errors import ErrorCode, InvalidInputError, NotFoundError
+from server.services import cursors
 from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS
 from server.storage.follows import FollowStore
 from server.storage.period_boards import (
@@ -37,8 +35,6 @@ from server.storage.period_boards import (
 PeriodKind = Literal["week", "month"]
 _WEEK = re.compile(r"([0-9]{4})-W([0-9]{2})")
 _MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +114,7 @@ class PeriodKey(PeriodPosition):
 
     def encode(self) -> str:
         """This key as an opaque URL-safe cursor."""
-        raw = json.dumps([self.total, self.days, self.elapsed_ms, self.player_id])
-        return base64.urlsafe_b64encode(raw.replace(" ", "").encode()).decode().rstrip("=")
+        return cursors.encode([self.total, self.days, self.elapsed_ms, self.player_id])
 
     @classmethod
     def decode(cls, cursor: str) -> PeriodKey:
@@ -128,24 +123,10 @@ class PeriodKey(PeriodPosition):
         Raises:
             InvalidInputError: ``bad_cursor``.
         """
-        try:
-            if len(cursor) > 200:
-                raise ValueError("too long")
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            values = json.loads(raw)
-            if not isinstance(values, list) or len(values) != 4:
-                raise ValueError("not four values")
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-                raise ValueError("not integers")
-            total, days, elapsed, player = values
-            # The columns' ranges: a value outside them could not be bound to the query.
-            if not (0 <= days <= _INT32_MAX and 0 <= player <= _INT64_MAX):
-                raise ValueError("out of range")
-            if not (0 <= total <= _INT64_MAX and 0 <= elapsed <= _INT64_MAX):
-                raise ValueError("out of range")
-            return cls(total, days, elapsed, player)
-        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-            raise InvalidInputError("the cursor is not valid", code=ErrorCode.BAD_CURSOR) from None
+        total, days, elapsed, player = cursors.decode_ints(
+            cursor, (cursors.NAT64, cursors.NAT32, cursors.NAT64, cursors.NAT64)
+        )
+        return cls(total, days, elapsed, player)
 
 
 @dataclass(frozen=True, slots=True)
