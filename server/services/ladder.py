@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from server.engine.codes import RuleSet
 from server.errors import ErrorCode, InvalidInputError, NotFoundError
-from server.services import cursors
-from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS
+from server.services import cursors, keyset
 from server.storage.follows import FollowStore
 from server.storage.ladder import LadderPosition, LadderRow, LadderSlice, LadderStore
 
@@ -104,8 +103,7 @@ class LadderService:
             InvalidInputError: ``bad_limit`` or ``bad_cursor``.
             StorageError: the database failed.
         """
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInputError(f"limit must be 1..{MAX_LIMIT}", code=ErrorCode.BAD_LIMIT)
+        keyset.check_limit(limit)
         key = LadderKey.decode(cursor) if cursor else None
         ladder = await self._store.page(rules, limit + 1, key)
         entries = self._entries(ladder)[:limit]
@@ -122,8 +120,7 @@ class LadderService:
                 is banned).
             StorageError: the database failed.
         """
-        if not 0 <= radius <= MAX_RADIUS:
-            raise InvalidInputError(f"radius must be 0..{MAX_RADIUS}", code=ErrorCode.BAD_RADIUS)
+        keyset.check_radius(radius)
         window = await self._store.window(rules, player_id, radius)
         if window is None:
             raise NotFoundError(
@@ -155,26 +152,24 @@ class LadderService:
     def _entries(self, ladder: LadderSlice) -> list[LadderEntry]:
         """The slice's entries with their ranks: the first's is ``ladder.better + 1``; a row of
         the previous one's rating shares its rank, any other row is ranked by its position."""
-        entries: list[LadderEntry] = []
-        for i, row in enumerate(ladder.rows):
-            if i == 0:
-                rank = ladder.better + 1
-            elif row.rating == ladder.rows[i - 1].rating:
-                rank = entries[-1].rank
-            else:
-                rank = ladder.before + i + 1
-            entries.append(
-                LadderEntry(
-                    row.player_id,
-                    row.name,
-                    row.rating,
-                    row.races,
-                    row.wins,
-                    rank,
-                    row.races < self._provisional,
-                )
+        ranks = keyset.ranks(ladder.rows, ladder.better, ladder.before, _same_rating)
+        return [
+            LadderEntry(
+                row.player_id,
+                row.name,
+                row.rating,
+                row.races,
+                row.wins,
+                rank,
+                row.races < self._provisional,
             )
-        return entries
+            for row, rank in zip(ladder.rows, ranks, strict=True)
+        ]
+
+
+def _same_rating(row: LadderRow, previous: LadderRow) -> bool:
+    """Whether two ladder rows share a rank: the same shown rating."""
+    return row.rating == previous.rating
 
 
 __all__ = ["LadderEntry", "LadderKey", "LadderPage", "LadderService", "ladder_rules"]

@@ -15,8 +15,8 @@ import datetime as dt
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from server.errors import ErrorCode, InvalidInputError, NotFoundError
-from server.services import cursors
+from server.errors import ErrorCode, NotFoundError
+from server.services import cursors, keyset
 from server.storage.leaderboards import (
     BoardPosition,
     BoardRow,
@@ -25,8 +25,8 @@ from server.storage.leaderboards import (
     tied,
 )
 
-MAX_LIMIT = 100
-MAX_RADIUS = 50
+MAX_LIMIT = keyset.MAX_LIMIT
+MAX_RADIUS = keyset.MAX_RADIUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +109,7 @@ class LeaderboardService:
             InvalidInputError: ``bad_limit`` or ``bad_cursor``.
             StorageError: the database failed.
         """
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInputError(f"limit must be 1..{MAX_LIMIT}", code=ErrorCode.BAD_LIMIT)
+        keyset.check_limit(limit)
         key = BoardKey.decode(cursor) if cursor else None
         # One entry more than asked for tells whether a next page exists.
         board = await self._store.page(date, limit + 1, key)
@@ -135,8 +134,7 @@ class LeaderboardService:
             NotFoundError: ``not_ranked`` when the player has no ranked entry on that date.
             StorageError: the database failed.
         """
-        if not 0 <= radius <= MAX_RADIUS:
-            raise InvalidInputError(f"radius must be 0..{MAX_RADIUS}", code=ErrorCode.BAD_RADIUS)
+        keyset.check_radius(radius)
         window = await self._store.window(date, player_id, radius)
         if window is None:
             raise NotFoundError(
@@ -184,27 +182,20 @@ def _entries(board: BoardSlice) -> list[Entry]:
     """The slice's entries with their ranks: the first's is ``board.better + 1``; a row tied
     with the previous one shares its rank, any other row is ranked by its position
     (docs/rules.md §4: 1, 1, 3)."""
-    entries: list[Entry] = []
     rows: Sequence[BoardRow] = board.rows
-    for i, row in enumerate(rows):
-        if i == 0:
-            rank = board.better + 1
-        elif tied(row, rows[i - 1]):
-            rank = entries[-1].rank
-        else:
-            rank = board.before + i + 1
-        entries.append(
-            Entry(
-                player_id=row.player_id,
-                name=row.name,
-                score=row.score,
-                moves=row.moves,
-                undos=row.undos,
-                elapsed_ms=row.elapsed_ms,
-                status=row.status,
-                finished_at=row.finished_at,
-                game_id=row.game_id,
-                rank=rank,
-            )
+    ranks = keyset.ranks(rows, board.better, board.before, tied)
+    return [
+        Entry(
+            player_id=row.player_id,
+            name=row.name,
+            score=row.score,
+            moves=row.moves,
+            undos=row.undos,
+            elapsed_ms=row.elapsed_ms,
+            status=row.status,
+            finished_at=row.finished_at,
+            game_id=row.game_id,
+            rank=rank,
         )
-    return entries
+        for row, rank in zip(rows, ranks, strict=True)
+    ]

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from server.errors import ErrorCode, InvalidInputError, NotFoundError
-from server.services import cursors
-from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS
+from server.services import cursors, keyset
 from server.storage.follows import FollowStore
 from server.storage.period_boards import (
     PeriodBoardStore,
@@ -174,8 +173,7 @@ class PeriodBoardService:
             InvalidInputError: ``bad_limit`` or ``bad_cursor``.
             StorageError: the database failed.
         """
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInputError(f"limit must be 1..{MAX_LIMIT}", code=ErrorCode.BAD_LIMIT)
+        keyset.check_limit(limit)
         key = PeriodKey.decode(cursor) if cursor else None
         board = await self._store.page(period.kind, period.starts_on, limit + 1, key)
         entries = _entries(board)[:limit]
@@ -191,8 +189,7 @@ class PeriodBoardService:
             NotFoundError: ``not_ranked`` when the player has no result in the period.
             StorageError: the database failed.
         """
-        if not 0 <= radius <= MAX_RADIUS:
-            raise InvalidInputError(f"radius must be 0..{MAX_RADIUS}", code=ErrorCode.BAD_RADIUS)
+        keyset.check_radius(radius)
         window = await self._store.window(period.kind, period.starts_on, player_id, radius)
         if window is None:
             raise NotFoundError(
@@ -249,18 +246,11 @@ class PeriodBoardService:
 def _entries(board: PeriodSlice) -> list[PeriodEntry]:
     """The slice's entries with their ranks: the first's is ``board.better + 1``; a row tied
     with the previous one shares its rank, any other row is ranked by its position."""
-    entries: list[PeriodEntry] = []
-    for i, row in enumerate(board.rows):
-        if i == 0:
-            rank = board.better + 1
-        elif period_tied(row, board.rows[i - 1]):
-            rank = entries[-1].rank
-        else:
-            rank = board.before + i + 1
-        entries.append(
-            PeriodEntry(row.player_id, row.name, row.total, row.days, row.elapsed_ms, rank)
-        )
-    return entries
+    ranks = keyset.ranks(board.rows, board.better, board.before, period_tied)
+    return [
+        PeriodEntry(row.player_id, row.name, row.total, row.days, row.elapsed_ms, rank)
+        for row, rank in zip(board.rows, ranks, strict=True)
+    ]
 
 
 __all__ = [
