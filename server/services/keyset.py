@@ -6,7 +6,8 @@ slice's entries (docs/rules.md §4: entries equal on the board's order share a r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from server.errors import ErrorCode, InvalidInputError
 
@@ -16,6 +17,35 @@ MAX_RADIUS = 50
 """The most entries a window holds on either side of its player."""
 
 Row = TypeVar("Row")
+
+
+class _Cursor(Protocol):
+    def encode(self) -> str: ...
+
+
+class Keyed(Protocol):
+    """An entry with a position in its board's order, the cursor naming it."""
+
+    @property
+    def key(self) -> _Cursor: ...
+
+
+Entry = TypeVar("Entry", bound=Keyed)
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[Entry]):
+    """A page of a board's entries and the cursor of the next page (None at the end)."""
+
+    entries: list[Entry]
+    next_cursor: str | None
+
+
+def page_of(entries: list[Entry], limit: int) -> Page[Entry]:
+    """The page of the first ``limit`` of ``entries``, read with one entry more than asked for:
+    that one tells whether a next page exists (its cursor is the last shown entry's)."""
+    shown = entries[:limit]
+    return Page(shown, shown[-1].key.encode() if len(entries) > limit else None)
 
 
 def check_limit(limit: int) -> None:

@@ -68,12 +68,7 @@ class LadderEntry(LadderRow):
         return LadderKey(self.rating, self.races, self.player_id)
 
 
-@dataclass(frozen=True, slots=True)
-class LadderPage:
-    """A page of the ladder and the cursor of the next page (None at the end)."""
-
-    entries: list[LadderEntry]
-    next_cursor: str | None
+LadderPage = keyset.Page
 
 
 class LadderService:
@@ -91,7 +86,9 @@ class LadderService:
         self._follows = follows
         self._provisional = provisional_races
 
-    async def page(self, rules: RuleSet, limit: int = 50, cursor: str | None = None) -> LadderPage:
+    async def page(
+        self, rules: RuleSet, limit: int = 50, cursor: str | None = None
+    ) -> keyset.Page[LadderEntry]:
         """One page of a rule set's ladder.
 
         Args:
@@ -106,9 +103,7 @@ class LadderService:
         keyset.check_limit(limit)
         key = LadderKey.decode(cursor) if cursor else None
         ladder = await self._store.page(rules, limit + 1, key)
-        entries = self._entries(ladder)[:limit]
-        more = len(ladder.rows) > limit
-        return LadderPage(entries, entries[-1].key.encode() if more else None)
+        return keyset.page_of(self._entries(ladder), limit)
 
     async def around(self, rules: RuleSet, player_id: int, radius: int = 5) -> list[LadderEntry]:
         """The entries around one player's: ``radius`` above, theirs, ``radius`` below (fewer

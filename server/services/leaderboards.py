@@ -75,12 +75,7 @@ class Entry(BoardRow):
         return BoardKey(self.score, self.moves, self.elapsed_ms, self.finished_at, self.player_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A page of entries and the cursor of the next page (None at the end)."""
-
-    entries: list[Entry]
-    next_cursor: str | None
+Page = keyset.Page
 
 
 class LeaderboardService:
@@ -93,7 +88,9 @@ class LeaderboardService:
     def __init__(self, store: LeaderboardStore) -> None:
         self._store = store
 
-    async def page(self, date: dt.date, limit: int = 50, cursor: str | None = None) -> Page:
+    async def page(
+        self, date: dt.date, limit: int = 50, cursor: str | None = None
+    ) -> keyset.Page[Entry]:
         """One page of a date's leaderboard.
 
         Args:
@@ -113,9 +110,7 @@ class LeaderboardService:
         key = BoardKey.decode(cursor) if cursor else None
         # One entry more than asked for tells whether a next page exists.
         board = await self._store.page(date, limit + 1, key)
-        entries = _entries(board)[:limit]
-        more = len(board.rows) > limit
-        return Page(entries, entries[-1].key.encode() if more else None)
+        return keyset.page_of(_entries(board), limit)
 
     async def around(self, date: dt.date, player_id: int, radius: int = 5) -> list[Entry]:
         """The window of entries around one player's: ``radius`` above, the player, ``radius``

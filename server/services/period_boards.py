@@ -141,12 +141,7 @@ class PeriodEntry(PeriodRow):
         return PeriodKey(self.total, self.days, self.elapsed_ms, self.player_id)
 
 
-@dataclass(frozen=True, slots=True)
-class PeriodPage:
-    """A page of a period board and the cursor of the next page (None at the end)."""
-
-    entries: list[PeriodEntry]
-    next_cursor: str | None
+PeriodPage = keyset.Page
 
 
 class PeriodBoardService:
@@ -161,7 +156,9 @@ class PeriodBoardService:
         self._store = store
         self._follows = follows
 
-    async def page(self, period: Period, limit: int = 50, cursor: str | None = None) -> PeriodPage:
+    async def page(
+        self, period: Period, limit: int = 50, cursor: str | None = None
+    ) -> keyset.Page[PeriodEntry]:
         """One page of a period's board.
 
         Args:
@@ -176,9 +173,7 @@ class PeriodBoardService:
         keyset.check_limit(limit)
         key = PeriodKey.decode(cursor) if cursor else None
         board = await self._store.page(period.kind, period.starts_on, limit + 1, key)
-        entries = _entries(board)[:limit]
-        more = len(board.rows) > limit
-        return PeriodPage(entries, entries[-1].key.encode() if more else None)
+        return keyset.page_of(_entries(board), limit)
 
     async def around(self, period: Period, player_id: int, radius: int = 5) -> list[PeriodEntry]:
         """The entries around one player's: ``radius`` above, theirs, ``radius`` below (fewer
