@@ -73,6 +73,14 @@ export function rankColumns(openProfile) {
 }
 
 /**
+ * A board's table (see boardTable) opening with rankColumns, then `columns`; "me" and the
+ * profile links are `ctx`'s ({me() → {id}|null, openProfile(playerId)}).
+ */
+export function rankedTable(id, entries, ctx, columns) {
+  return boardTable({ id, entries, me: ctx.me(), columns: [...rankColumns(ctx.openProfile), ...columns] });
+}
+
+/**
  * A read of a board that failed for want of the server (unreachable, or a 5xx answer such as
  * 503 unavailable) as {code}: the page says so and offers to try again. Null for an answer about
  * the board itself (not_ranked, no_daily): that is what the board is.

@@ -7,7 +7,7 @@
 import { api } from "../api.js";
 import { $, clear, h } from "../dom.js";
 import { t } from "../i18n.js";
-import { boardTable, rankColumns, serverFailure } from "./board-table.js";
+import { rankedTable, serverFailure } from "./board-table.js";
 import { failedNotice } from "./notices.js";
 import { ratingText } from "./rating.js";
 
@@ -146,16 +146,10 @@ export class LadderView {
   }
 
   _table(entries, id) {
-    return boardTable({
-      id,
-      entries,
-      me: this.ctx.me(),
-      columns: [
-        ...rankColumns(this.ctx.openProfile),
-        { head: t("ladder.rating"), cellClass: "rating-cell", cell: (e) => ratingText(e.rating, e.provisional) },
-        { head: t("ladder.races"), cell: (e) => String(e.races) },
-        { head: t("ladder.wins"), cell: (e) => String(e.wins) },
-      ],
-    });
+    return rankedTable(id, entries, this.ctx, [
+      { head: t("ladder.rating"), cellClass: "rating-cell", cell: (e) => ratingText(e.rating, e.provisional) },
+      { head: t("ladder.races"), cell: (e) => String(e.races) },
+      { head: t("ladder.wins"), cell: (e) => String(e.wins) },
+    ]);
   }
 }

@@ -6,7 +6,7 @@ import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
-import { boardTable, hiddenHead, rankColumns, serverFailure } from "./board-table.js";
+import { hiddenHead, rankedTable, serverFailure } from "./board-table.js";
 import { levelBadge, parAndBaselines } from "./difficulty.js";
 import { PeriodBoard } from "./period-board.js";
 import { failedNotice } from "./notices.js";
@@ -289,19 +289,13 @@ export class Leaderboard {
   }
 
   _table(entries, id) {
-    return boardTable({
-      id,
-      entries,
-      me: this.ctx.me(),
-      columns: [
-        ...rankColumns(this.ctx.openProfile),
-        { head: t("lb.score"), cell: (e) => String(e.score) },
-        { head: t("lb.moves"), headClass: "opt", cellClass: "opt", cell: (e) => String(e.moves) },
-        { head: t("lb.time"), cell: (e) => formatTime(e.elapsed_ms) },
-        { head: t("lb.status"), headClass: "opt", cellClass: "opt", cell: (e) => t(`lb.status.${e.status}`) },
-        { head: hiddenHead(t("friends.follow")), cellClass: "follow-cell", cell: (e, mine) => this._followButton(e, mine) },
-        { head: hiddenHead(t("replay.column")), cellClass: "replay-cell", cell: (e) => (e.replayable ? this._replayLink(e) : null) },
-      ],
-    });
+    return rankedTable(id, entries, this.ctx, [
+      { head: t("lb.score"), cell: (e) => String(e.score) },
+      { head: t("lb.moves"), headClass: "opt", cellClass: "opt", cell: (e) => String(e.moves) },
+      { head: t("lb.time"), cell: (e) => formatTime(e.elapsed_ms) },
+      { head: t("lb.status"), headClass: "opt", cellClass: "opt", cell: (e) => t(`lb.status.${e.status}`) },
+      { head: hiddenHead(t("friends.follow")), cellClass: "follow-cell", cell: (e, mine) => this._followButton(e, mine) },
+      { head: hiddenHead(t("replay.column")), cellClass: "replay-cell", cell: (e) => (e.replayable ? this._replayLink(e) : null) },
+    ]);
   }
 }
