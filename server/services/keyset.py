@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from server.errors import ErrorCode, InvalidInputError
+from server.errors import ErrorCode, InvalidInputError, NotFoundError
 
 MAX_LIMIT = 100
 """The most entries a page holds."""
@@ -17,6 +17,7 @@ MAX_RADIUS = 50
 """The most entries a window holds on either side of its player."""
 
 Row = TypeVar("Row")
+Slice = TypeVar("Slice")
 
 
 class _Cursor(Protocol):
@@ -84,3 +85,15 @@ def ranks(
         else:
             found.append(before + i + 1)
     return found
+
+
+def window_found(window: Slice | None, unranked: str) -> Slice:
+    """A window around a player as a board's store read it, or, when the player has no entry
+    there (None), the error naming why.
+
+    Raises:
+        NotFoundError: ``not_ranked``, its message ``unranked``.
+    """
+    if window is None:
+        raise NotFoundError(unranked, code=ErrorCode.NOT_RANKED)
+    return window

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from server.engine.codes import RuleSet
-from server.errors import ErrorCode, InvalidInputError, NotFoundError
+from server.errors import ErrorCode, InvalidInputError
 from server.services import cursors, keyset
 from server.storage.follows import FollowStore
 from server.storage.ladder import LadderPosition, LadderRow, LadderSlice, LadderStore
@@ -116,12 +116,8 @@ class LadderService:
             StorageError: the database failed.
         """
         keyset.check_radius(radius)
-        window = await self._store.window(rules, player_id, radius)
-        if window is None:
-            raise NotFoundError(
-                f"player {player_id} is not on the {rules.value} ladder (no rated race under it)",
-                code=ErrorCode.NOT_RANKED,
-            )
+        unranked = f"player {player_id} is not on the {rules.value} ladder (no rated race under it)"
+        window = keyset.window_found(await self._store.window(rules, player_id, radius), unranked)
         return self._entries(window)
 
     async def ranks_of(self, rules: RuleSet, player_ids: Collection[int]) -> list[LadderEntry]:

@@ -15,7 +15,6 @@ import datetime as dt
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from server.errors import ErrorCode, NotFoundError
 from server.services import cursors, keyset
 from server.storage.leaderboards import (
     BoardPosition,
@@ -130,12 +129,8 @@ class LeaderboardService:
             StorageError: the database failed.
         """
         keyset.check_radius(radius)
-        window = await self._store.window(date, player_id, radius)
-        if window is None:
-            raise NotFoundError(
-                f"player {player_id} has no ranked game on {date.isoformat()}",
-                code=ErrorCode.NOT_RANKED,
-            )
+        unranked = f"player {player_id} has no ranked game on {date.isoformat()}"
+        window = keyset.window_found(await self._store.window(date, player_id, radius), unranked)
         return _entries(window)
 
     async def rank_of(self, date: dt.date, player_id: int) -> Entry | None:

@@ -20,7 +20,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-from server.errors import ErrorCode, InvalidInputError, NotFoundError
+from server.errors import ErrorCode, InvalidInputError
 from server.services import cursors, keyset
 from server.storage.follows import FollowStore
 from server.storage.period_boards import (
@@ -185,12 +185,10 @@ class PeriodBoardService:
             StorageError: the database failed.
         """
         keyset.check_radius(radius)
-        window = await self._store.window(period.kind, period.starts_on, player_id, radius)
-        if window is None:
-            raise NotFoundError(
-                f"player {player_id} has no ranked daily result in {period.kind} {period}",
-                code=ErrorCode.NOT_RANKED,
-            )
+        unranked = f"player {player_id} has no ranked daily result in {period.kind} {period}"
+        window = keyset.window_found(
+            await self._store.window(period.kind, period.starts_on, player_id, radius), unranked
+        )
         return _entries(window)
 
     async def rank_of(self, period: Period, player_id: int) -> PeriodEntry | None:
