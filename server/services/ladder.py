@@ -10,20 +10,14 @@ its limits.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from server.engine.codes import RuleSet
-from server.errors import ErrorCode, InvalidInputError, NotFoundError
-from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS
+from server.errors import ErrorCode, InvalidInputError
+from server.services import cursors, keyset
 from server.storage.follows import FollowStore
 from server.storage.ladder import LadderPosition, LadderRow, LadderSlice, LadderStore
-
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-_INT64_MAX = 2**63 - 1
 
 
 def ladder_rules(text: str) -> RuleSet:
@@ -45,8 +39,7 @@ class LadderKey(LadderPosition):
 
     def encode(self) -> str:
         """This key as an opaque URL-safe cursor."""
-        raw = json.dumps([self.rating, self.races, self.player_id]).replace(" ", "")
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        return cursors.encode([self.rating, self.races, self.player_id])
 
     @classmethod
     def decode(cls, cursor: str) -> LadderKey:
@@ -55,24 +48,10 @@ class LadderKey(LadderPosition):
         Raises:
             InvalidInputError: ``bad_cursor``.
         """
-        try:
-            if len(cursor) > 200:
-                raise ValueError("too long")
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            values = json.loads(raw)
-            if not isinstance(values, list) or len(values) != 3:
-                raise ValueError("not three values")
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-                raise ValueError("not integers")
-            rating, races, player = values
-            # The columns' ranges: a value outside them could not be bound to the query.
-            if not (_INT32_MIN <= rating <= _INT32_MAX and 0 <= races <= _INT32_MAX):
-                raise ValueError("out of range")
-            if not 0 <= player <= _INT64_MAX:
-                raise ValueError("out of range")
-            return cls(rating, races, player)
-        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-            raise InvalidInputError("the cursor is not valid", code=ErrorCode.BAD_CURSOR) from None
+        rating, races, player = cursors.decode_ints(
+            cursor, (cursors.INT32, cursors.NAT32, cursors.NAT64)
+        )
+        return cls(rating, races, player)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +68,7 @@ class LadderEntry(LadderRow):
         return LadderKey(self.rating, self.races, self.player_id)
 
 
-@dataclass(frozen=True, slots=True)
-class LadderPage:
-    """A page of the ladder and the cursor of the next page (None at the end)."""
-
-    entries: list[LadderEntry]
-    next_cursor: str | None
+LadderPage = keyset.Page
 
 
 class LadderService:
@@ -112,7 +86,9 @@ class LadderService:
         self._follows = follows
         self._provisional = provisional_races
 
-    async def page(self, rules: RuleSet, limit: int = 50, cursor: str | None = None) -> LadderPage:
+    async def page(
+        self, rules: RuleSet, limit: int = 50, cursor: str | None = None
+    ) -> keyset.Page[LadderEntry]:
         """One page of a rule set's ladder.
 
         Args:
@@ -124,13 +100,10 @@ class LadderService:
             InvalidInputError: ``bad_limit`` or ``bad_cursor``.
             StorageError: the database failed.
         """
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInputError(f"limit must be 1..{MAX_LIMIT}", code=ErrorCode.BAD_LIMIT)
+        keyset.check_limit(limit)
         key = LadderKey.decode(cursor) if cursor else None
         ladder = await self._store.page(rules, limit + 1, key)
-        entries = self._entries(ladder)[:limit]
-        more = len(ladder.rows) > limit
-        return LadderPage(entries, entries[-1].key.encode() if more else None)
+        return keyset.page_of(self._entries(ladder), limit)
 
     async def around(self, rules: RuleSet, player_id: int, radius: int = 5) -> list[LadderEntry]:
         """The entries around one player's: ``radius`` above, theirs, ``radius`` below (fewer
@@ -142,14 +115,9 @@ class LadderService:
                 is banned).
             StorageError: the database failed.
         """
-        if not 0 <= radius <= MAX_RADIUS:
-            raise InvalidInputError(f"radius must be 0..{MAX_RADIUS}", code=ErrorCode.BAD_RADIUS)
-        window = await self._store.window(rules, player_id, radius)
-        if window is None:
-            raise NotFoundError(
-                f"player {player_id} is not on the {rules.value} ladder (no rated race under it)",
-                code=ErrorCode.NOT_RANKED,
-            )
+        keyset.check_radius(radius)
+        unranked = f"player {player_id} is not on the {rules.value} ladder (no rated race under it)"
+        window = keyset.window_found(await self._store.window(rules, player_id, radius), unranked)
         return self._entries(window)
 
     async def ranks_of(self, rules: RuleSet, player_ids: Collection[int]) -> list[LadderEntry]:
@@ -175,26 +143,24 @@ class LadderService:
     def _entries(self, ladder: LadderSlice) -> list[LadderEntry]:
         """The slice's entries with their ranks: the first's is ``ladder.better + 1``; a row of
         the previous one's rating shares its rank, any other row is ranked by its position."""
-        entries: list[LadderEntry] = []
-        for i, row in enumerate(ladder.rows):
-            if i == 0:
-                rank = ladder.better + 1
-            elif row.rating == ladder.rows[i - 1].rating:
-                rank = entries[-1].rank
-            else:
-                rank = ladder.before + i + 1
-            entries.append(
-                LadderEntry(
-                    row.player_id,
-                    row.name,
-                    row.rating,
-                    row.races,
-                    row.wins,
-                    rank,
-                    row.races < self._provisional,
-                )
+        ranks = keyset.ranks(ladder.rows, ladder.better, ladder.before, _same_rating)
+        return [
+            LadderEntry(
+                row.player_id,
+                row.name,
+                row.rating,
+                row.races,
+                row.wins,
+                rank,
+                row.races < self._provisional,
             )
-        return entries
+            for row, rank in zip(ladder.rows, ranks, strict=True)
+        ]
+
+
+def _same_rating(row: LadderRow, previous: LadderRow) -> bool:
+    """Whether two ladder rows share a rank: the same shown rating."""
+    return row.rating == previous.rating
 
 
 __all__ = ["LadderEntry", "LadderKey", "LadderPage", "LadderService", "ladder_rules"]

@@ -11,14 +11,11 @@ this service checks the requests, ranks the slices' entries and makes and reads 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
-import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from server.errors import ErrorCode, InvalidInputError, NotFoundError
+from server.services import cursors, keyset
 from server.storage.leaderboards import (
     BoardPosition,
     BoardRow,
@@ -27,10 +24,8 @@ from server.storage.leaderboards import (
     tied,
 )
 
-MAX_LIMIT = 100
-MAX_RADIUS = 50
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
+MAX_LIMIT = keyset.MAX_LIMIT
+MAX_RADIUS = keyset.MAX_RADIUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +35,9 @@ class BoardKey(BoardPosition):
 
     def encode(self) -> str:
         """This key as an opaque URL-safe cursor."""
-        raw = json.dumps(
-            [self.score, self.moves, self.elapsed_ms, self.finished_at.isoformat(), self.player_id],
-            separators=(",", ":"),
+        return cursors.encode(
+            [self.score, self.moves, self.elapsed_ms, self.finished_at.isoformat(), self.player_id]
         )
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     @classmethod
     def decode(cls, cursor: str) -> BoardKey:
@@ -53,26 +46,19 @@ class BoardKey(BoardPosition):
         Raises:
             InvalidInputError: ``bad_cursor``.
         """
+        # The columns' ranges: INTEGER score/moves, BIGINT elapsed/player id.
+        s, m, e, f, p = cursors.decode(
+            cursor,
+            (cursors.NAT32, cursors.NAT32, cursors.NAT64, cursors.TEXT, cursors.NAT64),
+        )
         try:
-            if len(cursor) > 200:
-                raise ValueError("too long")
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            s, m, e, f, p = json.loads(raw)
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (s, m, e, p)):
-                raise ValueError("not integers")
-            # The columns' ranges (INTEGER score/moves, BIGINT elapsed/player id): a value
-            # outside them cannot be bound to the query and would fail in the database.
-            if not (0 <= s <= _INT32_MAX and 0 <= m <= _INT32_MAX):
-                raise ValueError("out of range")
-            if not (0 <= e <= _INT64_MAX and 0 <= p <= _INT64_MAX):
-                raise ValueError("out of range")
-            finished = dt.datetime.fromisoformat(f)
+            finished = dt.datetime.fromisoformat(str(f))
             if finished.tzinfo is None:
                 raise ValueError("naive time")
             finished = finished.astimezone(dt.UTC)  # OverflowError near datetime's ends
-            return cls(s, m, e, finished, p)
-        except (ValueError, TypeError, OverflowError, binascii.Error, UnicodeDecodeError):
-            raise InvalidInputError("the cursor is not valid", code=ErrorCode.BAD_CURSOR) from None
+        except (ValueError, OverflowError):
+            raise cursors.bad_cursor() from None
+        return cls(int(s), int(m), int(e), finished, int(p))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +74,7 @@ class Entry(BoardRow):
         return BoardKey(self.score, self.moves, self.elapsed_ms, self.finished_at, self.player_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A page of entries and the cursor of the next page (None at the end)."""
-
-    entries: list[Entry]
-    next_cursor: str | None
+Page = keyset.Page
 
 
 class LeaderboardService:
@@ -106,7 +87,9 @@ class LeaderboardService:
     def __init__(self, store: LeaderboardStore) -> None:
         self._store = store
 
-    async def page(self, date: dt.date, limit: int = 50, cursor: str | None = None) -> Page:
+    async def page(
+        self, date: dt.date, limit: int = 50, cursor: str | None = None
+    ) -> keyset.Page[Entry]:
         """One page of a date's leaderboard.
 
         Args:
@@ -122,14 +105,11 @@ class LeaderboardService:
             InvalidInputError: ``bad_limit`` or ``bad_cursor``.
             StorageError: the database failed.
         """
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInputError(f"limit must be 1..{MAX_LIMIT}", code=ErrorCode.BAD_LIMIT)
+        keyset.check_limit(limit)
         key = BoardKey.decode(cursor) if cursor else None
         # One entry more than asked for tells whether a next page exists.
         board = await self._store.page(date, limit + 1, key)
-        entries = _entries(board)[:limit]
-        more = len(board.rows) > limit
-        return Page(entries, entries[-1].key.encode() if more else None)
+        return keyset.page_of(_entries(board), limit)
 
     async def around(self, date: dt.date, player_id: int, radius: int = 5) -> list[Entry]:
         """The window of entries around one player's: ``radius`` above, the player, ``radius``
@@ -148,14 +128,9 @@ class LeaderboardService:
             NotFoundError: ``not_ranked`` when the player has no ranked entry on that date.
             StorageError: the database failed.
         """
-        if not 0 <= radius <= MAX_RADIUS:
-            raise InvalidInputError(f"radius must be 0..{MAX_RADIUS}", code=ErrorCode.BAD_RADIUS)
-        window = await self._store.window(date, player_id, radius)
-        if window is None:
-            raise NotFoundError(
-                f"player {player_id} has no ranked game on {date.isoformat()}",
-                code=ErrorCode.NOT_RANKED,
-            )
+        keyset.check_radius(radius)
+        unranked = f"player {player_id} has no ranked game on {date.isoformat()}"
+        window = keyset.window_found(await self._store.window(date, player_id, radius), unranked)
         return _entries(window)
 
     async def rank_of(self, date: dt.date, player_id: int) -> Entry | None:
@@ -197,27 +172,20 @@ def _entries(board: BoardSlice) -> list[Entry]:
     """The slice's entries with their ranks: the first's is ``board.better + 1``; a row tied
     with the previous one shares its rank, any other row is ranked by its position
     (docs/rules.md §4: 1, 1, 3)."""
-    entries: list[Entry] = []
     rows: Sequence[BoardRow] = board.rows
-    for i, row in enumerate(rows):
-        if i == 0:
-            rank = board.better + 1
-        elif tied(row, rows[i - 1]):
-            rank = entries[-1].rank
-        else:
-            rank = board.before + i + 1
-        entries.append(
-            Entry(
-                player_id=row.player_id,
-                name=row.name,
-                score=row.score,
-                moves=row.moves,
-                undos=row.undos,
-                elapsed_ms=row.elapsed_ms,
-                status=row.status,
-                finished_at=row.finished_at,
-                game_id=row.game_id,
-                rank=rank,
-            )
+    ranks = keyset.ranks(rows, board.better, board.before, tied)
+    return [
+        Entry(
+            player_id=row.player_id,
+            name=row.name,
+            score=row.score,
+            moves=row.moves,
+            undos=row.undos,
+            elapsed_ms=row.elapsed_ms,
+            status=row.status,
+            finished_at=row.finished_at,
+            game_id=row.game_id,
+            rank=rank,
         )
-    return entries
+        for row, rank in zip(rows, ranks, strict=True)
+    ]

@@ -13,18 +13,15 @@ window "around me", one player's rank and the friends' view are as on the daily 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import calendar
 import datetime as dt
-import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-from server.errors import ErrorCode, InvalidInputError, NotFoundError
-from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS
+from server.errors import ErrorCode, InvalidInputError
+from server.services import cursors, keyset
 from server.storage.follows import FollowStore
 from server.storage.period_boards import (
     PeriodBoardStore,
@@ -37,8 +34,6 @@ from server.storage.period_boards import (
 PeriodKind = Literal["week", "month"]
 _WEEK = re.compile(r"([0-9]{4})-W([0-9]{2})")
 _MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +113,7 @@ class PeriodKey(PeriodPosition):
 
     def encode(self) -> str:
         """This key as an opaque URL-safe cursor."""
-        raw = json.dumps([self.total, self.days, self.elapsed_ms, self.player_id])
-        return base64.urlsafe_b64encode(raw.replace(" ", "").encode()).decode().rstrip("=")
+        return cursors.encode([self.total, self.days, self.elapsed_ms, self.player_id])
 
     @classmethod
     def decode(cls, cursor: str) -> PeriodKey:
@@ -128,24 +122,10 @@ class PeriodKey(PeriodPosition):
         Raises:
             InvalidInputError: ``bad_cursor``.
         """
-        try:
-            if len(cursor) > 200:
-                raise ValueError("too long")
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            values = json.loads(raw)
-            if not isinstance(values, list) or len(values) != 4:
-                raise ValueError("not four values")
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-                raise ValueError("not integers")
-            total, days, elapsed, player = values
-            # The columns' ranges: a value outside them could not be bound to the query.
-            if not (0 <= days <= _INT32_MAX and 0 <= player <= _INT64_MAX):
-                raise ValueError("out of range")
-            if not (0 <= total <= _INT64_MAX and 0 <= elapsed <= _INT64_MAX):
-                raise ValueError("out of range")
-            return cls(total, days, elapsed, player)
-        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-            raise InvalidInputError("the cursor is not valid", code=ErrorCode.BAD_CURSOR) from None
+        total, days, elapsed, player = cursors.decode_ints(
+            cursor, (cursors.NAT64, cursors.NAT32, cursors.NAT64, cursors.NAT64)
+        )
+        return cls(total, days, elapsed, player)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +141,7 @@ class PeriodEntry(PeriodRow):
         return PeriodKey(self.total, self.days, self.elapsed_ms, self.player_id)
 
 
-@dataclass(frozen=True, slots=True)
-class PeriodPage:
-    """A page of a period board and the cursor of the next page (None at the end)."""
-
-    entries: list[PeriodEntry]
-    next_cursor: str | None
+PeriodPage = keyset.Page
 
 
 class PeriodBoardService:
@@ -181,7 +156,9 @@ class PeriodBoardService:
         self._store = store
         self._follows = follows
 
-    async def page(self, period: Period, limit: int = 50, cursor: str | None = None) -> PeriodPage:
+    async def page(
+        self, period: Period, limit: int = 50, cursor: str | None = None
+    ) -> keyset.Page[PeriodEntry]:
         """One page of a period's board.
 
         Args:
@@ -193,13 +170,10 @@ class PeriodBoardService:
             InvalidInputError: ``bad_limit`` or ``bad_cursor``.
             StorageError: the database failed.
         """
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInputError(f"limit must be 1..{MAX_LIMIT}", code=ErrorCode.BAD_LIMIT)
+        keyset.check_limit(limit)
         key = PeriodKey.decode(cursor) if cursor else None
         board = await self._store.page(period.kind, period.starts_on, limit + 1, key)
-        entries = _entries(board)[:limit]
-        more = len(board.rows) > limit
-        return PeriodPage(entries, entries[-1].key.encode() if more else None)
+        return keyset.page_of(_entries(board), limit)
 
     async def around(self, period: Period, player_id: int, radius: int = 5) -> list[PeriodEntry]:
         """The entries around one player's: ``radius`` above, theirs, ``radius`` below (fewer
@@ -210,14 +184,11 @@ class PeriodBoardService:
             NotFoundError: ``not_ranked`` when the player has no result in the period.
             StorageError: the database failed.
         """
-        if not 0 <= radius <= MAX_RADIUS:
-            raise InvalidInputError(f"radius must be 0..{MAX_RADIUS}", code=ErrorCode.BAD_RADIUS)
-        window = await self._store.window(period.kind, period.starts_on, player_id, radius)
-        if window is None:
-            raise NotFoundError(
-                f"player {player_id} has no ranked daily result in {period.kind} {period}",
-                code=ErrorCode.NOT_RANKED,
-            )
+        keyset.check_radius(radius)
+        unranked = f"player {player_id} has no ranked daily result in {period.kind} {period}"
+        window = keyset.window_found(
+            await self._store.window(period.kind, period.starts_on, player_id, radius), unranked
+        )
         return _entries(window)
 
     async def rank_of(self, period: Period, player_id: int) -> PeriodEntry | None:
@@ -268,18 +239,11 @@ class PeriodBoardService:
 def _entries(board: PeriodSlice) -> list[PeriodEntry]:
     """The slice's entries with their ranks: the first's is ``board.better + 1``; a row tied
     with the previous one shares its rank, any other row is ranked by its position."""
-    entries: list[PeriodEntry] = []
-    for i, row in enumerate(board.rows):
-        if i == 0:
-            rank = board.better + 1
-        elif period_tied(row, board.rows[i - 1]):
-            rank = entries[-1].rank
-        else:
-            rank = board.before + i + 1
-        entries.append(
-            PeriodEntry(row.player_id, row.name, row.total, row.days, row.elapsed_ms, rank)
-        )
-    return entries
+    ranks = keyset.ranks(board.rows, board.better, board.before, period_tied)
+    return [
+        PeriodEntry(row.player_id, row.name, row.total, row.days, row.elapsed_ms, rank)
+        for row, rank in zip(board.rows, ranks, strict=True)
+    ]
 
 
 __all__ = [

@@ -31,12 +31,12 @@ from server.services.leaderboards import Entry
 from server.storage.daily import DailyDifficulty
 from server.storage.db import database_answers
 from server.web import metrics
+from server.web.board_params import caller_id, page_query, window_query
 from server.web.http import (
     bearer,
     client_address,
     client_group,
     error_response,
-    int_param,
     new_player_body,
     path_id,
     per_address,
@@ -238,9 +238,9 @@ async def leaderboard(request: web.Request) -> web.Response:
     """A keyset page of a date's leaderboard (its won and blocked daily games, best first);
     ``next_cursor`` leads to the next page."""
     date = parse_date(request.match_info["date"])
-    limit = int_param(request.query.get("limit"), "limit", 50)
+    limit, cursor = page_query(request)
     services = request.app[SERVICES]
-    page = await services.leaderboards.page(date, limit, request.query.get("cursor") or None)
+    page = await services.leaderboards.page(date, limit, cursor)
     replayable = await services.replays.daily_replayable(date)
     return respond(
         rest.LeaderboardPage(date, [_entry(e, replayable) for e in page.entries], page.next_cursor)
@@ -250,8 +250,7 @@ async def leaderboard(request: web.Request) -> web.Response:
 async def around(request: web.Request) -> web.Response:
     """The leaderboard around one player's entry: up to ``radius`` entries either side."""
     date = parse_date(request.match_info["date"])
-    player_id = path_id(request, "player_id")
-    radius = int_param(request.query.get("radius"), "radius", 5)
+    player_id, radius = window_query(request)
     services = request.app[SERVICES]
     entries = await services.leaderboards.around(date, player_id, radius)
     replayable = await services.replays.daily_replayable(date)
@@ -264,11 +263,10 @@ async def friends_board(request: web.Request) -> web.Response:
     """The friends' view of a date's leaderboard: the caller's entry and those of the players
     they follow who have one, each with its rank on the whole board (as on its pages), in
     board order."""
-    player = await bearer(request, required=True)
-    assert player is not None
+    me = await caller_id(request)
     date = parse_date(request.match_info["date"])
     services = request.app[SERVICES]
-    entries = await services.friends.board(date, player.id)
+    entries = await services.friends.board(date, me)
     replayable = await services.replays.daily_replayable(date)
     return respond(rest.FriendsBoard(date, [_entry(e, replayable) for e in entries]))
 

@@ -15,7 +15,8 @@ from aiohttp import web
 
 from server.protocol import rest_boards as rest
 from server.services.period_boards import Period, PeriodEntry, PeriodKind
-from server.web.http import bearer, int_param, path_id, respond
+from server.web.board_params import caller_id, page_query, window_query
+from server.web.http import respond
 from server.web.keys import SERVICES
 
 
@@ -51,9 +52,8 @@ def _entry(entry: PeriodEntry) -> rest.PeriodEntry:
 
 async def _page(request: web.Request, kind: PeriodKind) -> web.Response:
     period = _period(request, kind)
-    limit = int_param(request.query.get("limit"), "limit", 50)
-    boards = request.app[SERVICES].boards
-    page = await boards.page(period, limit, request.query.get("cursor") or None)
+    limit, cursor = page_query(request)
+    page = await request.app[SERVICES].boards.page(period, limit, cursor)
     return respond(
         rest.PeriodBoardPage(
             **_named(period),
@@ -65,8 +65,7 @@ async def _page(request: web.Request, kind: PeriodKind) -> web.Response:
 
 async def _around(request: web.Request, kind: PeriodKind) -> web.Response:
     period = _period(request, kind)
-    player_id = path_id(request, "player_id")
-    radius = int_param(request.query.get("radius"), "radius", 5)
+    player_id, radius = window_query(request)
     entries = await request.app[SERVICES].boards.around(period, player_id, radius)
     return respond(
         rest.PeriodBoardWindow(
@@ -78,10 +77,9 @@ async def _around(request: web.Request, kind: PeriodKind) -> web.Response:
 
 
 async def _friends(request: web.Request, kind: PeriodKind) -> web.Response:
-    player = await bearer(request, required=True)
-    assert player is not None
+    me = await caller_id(request)
     period = _period(request, kind)
-    entries = await request.app[SERVICES].boards.friends(period, player.id)
+    entries = await request.app[SERVICES].boards.friends(period, me)
     return respond(
         rest.PeriodFriendsBoard(
             **_named(period),

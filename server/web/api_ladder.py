@@ -14,7 +14,8 @@ from aiohttp import web
 from server.engine.codes import RuleSet
 from server.protocol import rest_ladder as rest
 from server.services.ladder import LadderEntry, ladder_rules
-from server.web.http import bearer, int_param, path_id, respond
+from server.web.board_params import caller_id, page_query, window_query
+from server.web.http import respond
 from server.web.keys import SERVICES
 
 
@@ -43,9 +44,8 @@ async def ladder_page(request: web.Request) -> web.Response:
     """A keyset page of a rule set's ladder (rated players by shown rating, best first);
     ``next_cursor`` leads to the next page."""
     rules = _rules(request)
-    limit = int_param(request.query.get("limit"), "limit", 50)
-    ladder = request.app[SERVICES].ladder
-    page = await ladder.page(rules, limit, request.query.get("cursor") or None)
+    limit, cursor = page_query(request)
+    page = await request.app[SERVICES].ladder.page(rules, limit, cursor)
     return respond(
         rest.LadderPage(
             rules=rules.value,
@@ -58,8 +58,7 @@ async def ladder_page(request: web.Request) -> web.Response:
 async def ladder_around(request: web.Request) -> web.Response:
     """A rule set's ladder around one player's entry: up to ``radius`` entries either side."""
     rules = _rules(request)
-    player_id = path_id(request, "player_id")
-    radius = int_param(request.query.get("radius"), "radius", 5)
+    player_id, radius = window_query(request)
     entries = await request.app[SERVICES].ladder.around(rules, player_id, radius)
     return respond(
         rest.LadderWindow(
@@ -71,8 +70,7 @@ async def ladder_around(request: web.Request) -> web.Response:
 async def ladder_friends(request: web.Request) -> web.Response:
     """The friends' view of a rule set's ladder: the caller's entry and those of the players
     they follow who have one, each with its rank on the whole ladder, in ladder order."""
-    player = await bearer(request, required=True)
-    assert player is not None
+    me = await caller_id(request)
     rules = _rules(request)
-    entries = await request.app[SERVICES].ladder.friends(rules, player.id)
+    entries = await request.app[SERVICES].ladder.friends(rules, me)
     return respond(rest.LadderFriends(rules=rules.value, entries=[_entry(e) for e in entries]))

@@ -17,7 +17,7 @@ from msgspec import Meta
 from server.errors import ErrorCode
 from server.protocol.client import MAX_ID
 from server.protocol.openapi import Answer, Auth, Header, Operation, Parameter, errors
-from server.services.leaderboards import MAX_LIMIT, MAX_RADIUS
+from server.services.keyset import MAX_LIMIT, MAX_RADIUS
 from server.services.rooms import INVITE_ALPHABET, INVITE_LENGTH
 from server.web.http import PREFIX, Handler
 

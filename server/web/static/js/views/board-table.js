@@ -1,6 +1,7 @@
 // The one table every board is drawn with (the daily leaderboard, the weekly and monthly boards,
 // the ladder): one row per entry in the order given, my row highlighted ("me", aria-current),
-// each row naming its player (data-player); the columns are the caller's.
+// each row naming its player (data-player); the columns are the caller's, after the rank and
+// name every board opens with (rankColumns). Also what a failed read of a board means.
 import { h } from "../dom.js";
 import { t } from "../i18n.js";
 
@@ -58,4 +59,33 @@ export function nameLink(entry, mine, openProfile) {
     },
     mine ? t("lb.you", { name: entry.name }) : entry.name,
   );
+}
+
+/**
+ * The columns every board opens with: the rank, and the player's name linking to their profile
+ * (`openProfile(playerId)`).
+ */
+export function rankColumns(openProfile) {
+  return [
+    { head: t("lb.rank"), cell: (e) => String(e.rank) },
+    { head: t("lb.name"), headClass: "name", cellClass: "name", cell: (e, mine) => nameLink(e, mine, openProfile) },
+  ];
+}
+
+/**
+ * A board's table (see boardTable) opening with rankColumns, then `columns`; "me" and the
+ * profile links are `ctx`'s ({me() → {id}|null, openProfile(playerId)}).
+ */
+export function rankedTable(id, entries, ctx, columns) {
+  return boardTable({ id, entries, me: ctx.me(), columns: [...rankColumns(ctx.openProfile), ...columns] });
+}
+
+/**
+ * A read of a board that failed for want of the server (unreachable, or a 5xx answer such as
+ * 503 unavailable) as {code}: the page says so and offers to try again. Null for an answer about
+ * the board itself (not_ranked, no_daily): that is what the board is.
+ */
+export function serverFailure(err) {
+  if (!err || !(err.status === 0 || err.status >= 500)) return null;
+  return { code: err.code || "network" };
 }

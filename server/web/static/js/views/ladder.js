@@ -7,7 +7,7 @@
 import { api } from "../api.js";
 import { $, clear, h } from "../dom.js";
 import { t } from "../i18n.js";
-import { boardTable, nameLink } from "./board-table.js";
+import { rankedTable, serverFailure } from "./board-table.js";
 import { failedNotice } from "./notices.js";
 import { ratingText } from "./rating.js";
 
@@ -15,12 +15,6 @@ import { ratingText } from "./rating.js";
 export const LADDER_PAGE = 50;
 /** Entries either side of mine in the window around me. */
 const RADIUS = 3;
-
-/** A read that failed for want of the server (unreachable, or a 5xx answer) as {code}, else null. */
-function failure(err) {
-  if (!err || !(err.status === 0 || err.status >= 500)) return null;
-  return { code: err.code || "network" };
-}
 
 export class LadderView {
   /**
@@ -110,7 +104,7 @@ export class LadderView {
     if (around && me && !friends) {
       if (near.status === "fulfilled") this.around = near.value.entries || [];
       else {
-        this.aroundFailed = failure(near.reason);
+        this.aroundFailed = serverFailure(near.reason);
         this.unrated = !this.aroundFailed;
       }
     }
@@ -152,17 +146,10 @@ export class LadderView {
   }
 
   _table(entries, id) {
-    return boardTable({
-      id,
-      entries,
-      me: this.ctx.me(),
-      columns: [
-        { head: t("lb.rank"), cell: (e) => String(e.rank) },
-        { head: t("lb.name"), headClass: "name", cellClass: "name", cell: (e, mine) => nameLink(e, mine, this.ctx.openProfile) },
-        { head: t("ladder.rating"), cellClass: "rating-cell", cell: (e) => ratingText(e.rating, e.provisional) },
-        { head: t("ladder.races"), cell: (e) => String(e.races) },
-        { head: t("ladder.wins"), cell: (e) => String(e.wins) },
-      ],
-    });
+    return rankedTable(id, entries, this.ctx, [
+      { head: t("ladder.rating"), cellClass: "rating-cell", cell: (e) => ratingText(e.rating, e.provisional) },
+      { head: t("ladder.races"), cell: (e) => String(e.races) },
+      { head: t("ladder.wins"), cell: (e) => String(e.wins) },
+    ]);
   }
 }

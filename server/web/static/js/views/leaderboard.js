@@ -6,7 +6,7 @@ import { api } from "../api.js";
 import { codeLine, codeText } from "../code.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t, tn, tNodes } from "../i18n.js";
-import { boardTable, hiddenHead, nameLink } from "./board-table.js";
+import { hiddenHead, rankedTable, serverFailure } from "./board-table.js";
 import { levelBadge, parAndBaselines } from "./difficulty.js";
 import { PeriodBoard } from "./period-board.js";
 import { failedNotice } from "./notices.js";
@@ -15,16 +15,6 @@ export function shiftDate(iso, days) {
   const d = new Date(`${iso}T00:00:00Z`);
   d.setUTCDate(d.getUTCDate() + days);
   return d.toISOString().slice(0, 10);
-}
-
-/**
- * A read that failed for want of the server (unreachable, or a 5xx answer such as 503
- * unavailable) as {code}: the page says so and offers to try again. Null for an answer about
- * the board itself (not_ranked, no_daily): that is what the board is.
- */
-function failure(err) {
-  if (!err || !(err.status === 0 || err.status >= 500)) return null;
-  return { code: err.code || "network" };
 }
 
 export class Leaderboard {
@@ -138,9 +128,9 @@ export class Leaderboard {
     if (page.status === "fulfilled") {
       this.entries = page.value.entries;
       this.cursor = page.value.next_cursor;
-    } else this.pageError = failure(page.reason);
+    } else this.pageError = serverFailure(page.reason);
     if (around.status === "fulfilled") this.aroundEntries = around.value.entries;
-    else this.aroundError = (me && failure(around.reason)) || "lb.notRanked";
+    else this.aroundError = (me && serverFailure(around.reason)) || "lb.notRanked";
     this.render();
   }
 
@@ -299,20 +289,13 @@ export class Leaderboard {
   }
 
   _table(entries, id) {
-    return boardTable({
-      id,
-      entries,
-      me: this.ctx.me(),
-      columns: [
-        { head: t("lb.rank"), cell: (e) => String(e.rank) },
-        { head: t("lb.name"), headClass: "name", cellClass: "name", cell: (e, mine) => nameLink(e, mine, this.ctx.openProfile) },
-        { head: t("lb.score"), cell: (e) => String(e.score) },
-        { head: t("lb.moves"), headClass: "opt", cellClass: "opt", cell: (e) => String(e.moves) },
-        { head: t("lb.time"), cell: (e) => formatTime(e.elapsed_ms) },
-        { head: t("lb.status"), headClass: "opt", cellClass: "opt", cell: (e) => t(`lb.status.${e.status}`) },
-        { head: hiddenHead(t("friends.follow")), cellClass: "follow-cell", cell: (e, mine) => this._followButton(e, mine) },
-        { head: hiddenHead(t("replay.column")), cellClass: "replay-cell", cell: (e) => (e.replayable ? this._replayLink(e) : null) },
-      ],
-    });
+    return rankedTable(id, entries, this.ctx, [
+      { head: t("lb.score"), cell: (e) => String(e.score) },
+      { head: t("lb.moves"), headClass: "opt", cellClass: "opt", cell: (e) => String(e.moves) },
+      { head: t("lb.time"), cell: (e) => formatTime(e.elapsed_ms) },
+      { head: t("lb.status"), headClass: "opt", cellClass: "opt", cell: (e) => t(`lb.status.${e.status}`) },
+      { head: hiddenHead(t("friends.follow")), cellClass: "follow-cell", cell: (e, mine) => this._followButton(e, mine) },
+      { head: hiddenHead(t("replay.column")), cellClass: "replay-cell", cell: (e) => (e.replayable ? this._replayLink(e) : null) },
+    ]);
   }
 }

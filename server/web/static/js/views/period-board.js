@@ -7,7 +7,7 @@
 import { api } from "../api.js";
 import { $, clear, h } from "../dom.js";
 import { formatTime, t } from "../i18n.js";
-import { boardTable, nameLink } from "./board-table.js";
+import { rankedTable } from "./board-table.js";
 
 /** The ISO week ("2026-W49") holding a UTC date ("YYYY-MM-DD"). */
 export function isoWeek(iso) {
@@ -224,17 +224,10 @@ export class PeriodBoard {
   }
 
   _table(entries, id) {
-    return boardTable({
-      id,
-      entries,
-      me: this.ctx.me(),
-      columns: [
-        { head: t("lb.rank"), cell: (e) => String(e.rank) },
-        { head: t("lb.name"), headClass: "name", cellClass: "name", cell: (e, mine) => nameLink(e, mine, this.ctx.openProfile) },
-        { head: t("boards.total"), cell: (e) => String(e.total) },
-        { head: t("boards.days"), cell: (e) => String(e.days) },
-        { head: t("boards.time"), headClass: "opt", cellClass: "opt", cell: (e) => formatTime(e.elapsed_ms) },
-      ],
-    });
+    return rankedTable(id, entries, this.ctx, [
+      { head: t("boards.total"), cell: (e) => String(e.total) },
+      { head: t("boards.days"), cell: (e) => String(e.days) },
+      { head: t("boards.time"), headClass: "opt", cellClass: "opt", cell: (e) => formatTime(e.elapsed_ms) },
+    ]);
   }
 }
