@@ -10,7 +10,12 @@ does not tell a stalled reader: what it has not taken piles up below the queue, 
 transport's buffer and in the kernel's send buffer (some 1 MB a socket, the kernel growing it),
 and a peer that pings now and then is never taken for dead. So the bytes waiting for the peer
 are bounded too — queued, in the transport, in the kernel (Linux tells how many) — and past the
-bound the connection is closed with 1008 all the same.
+bound the connection is closed with 1008 all the same. Asking the kernel is a system call,
+so it is asked only when the answer could matter: the writer keeps an upper bound of the
+kernel's share (its last answer plus every frame written since; the websocket's own pings and pongs,
+a few bytes each, aside), and the kernel is asked when
+that bound would put the connection past the limit, or when the transport holds bytes (the
+kernel took no more: the peer is behind).
 
 A peer that does not read even the close frame is cut off after :data:`CLOSE_GRACE_S`: a
 stalled socket must not hold its connection and buffers for ever.
@@ -60,6 +65,15 @@ def unsent_in_kernel(transport: asyncio.BaseTransport | None) -> int:
     return held
 
 
+#: Bytes a server frame's header takes at most (no mask; 8 bytes of length).
+_FRAME_HEADER_BYTES = 10
+
+
+def _frame_bytes(text: str) -> int:
+    """The most bytes ``text`` takes on the wire as one text frame (uncompressed)."""
+    return _FRAME_HEADER_BYTES + (len(text) if text.isascii() else len(text.encode()))
+
+
 class Outbox:
     """The send queue of one websocket.
 
@@ -93,6 +107,9 @@ class Outbox:
         self._queue: OrderedDict[Hashable, str] = OrderedDict()
         #: The characters of the queued messages (their bytes, but for non-ASCII text).
         self._queued_chars = 0
+        #: At least the bytes the kernel holds for the peer: its last answer plus the frames
+        #: written since (see :meth:`_kernel_bound`).
+        self._unsent_bound = 0
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
         self._serial = count()
@@ -119,6 +136,19 @@ class Outbox:
         buffered = 0 if transport is None else transport.get_write_buffer_size()
         return self._queued_chars + buffered + unsent_in_kernel(transport)
 
+    def _over_byte_limit(self, limit: int) -> int | None:
+        """The bytes waiting for the peer (as :attr:`waiting_bytes`) if they are past
+        ``limit``, else None. The kernel is asked only when the transport holds bytes or the
+        upper bound of its share would be past the limit; its answer then replaces the bound."""
+        transport = self._transport
+        buffered = 0 if transport is None else transport.get_write_buffer_size()
+        cheap = self._queued_chars + buffered
+        if buffered == 0 and cheap + self._unsent_bound <= limit:
+            return None
+        self._unsent_bound = unsent_in_kernel(transport)
+        waiting = cheap + self._unsent_bound
+        return waiting if waiting > limit else None
+
     @property
     def closed(self) -> bool:
         """Whether the outbox stopped (socket closed, overflow, or :meth:`close`)."""
@@ -142,7 +172,9 @@ class Outbox:
             if len(self._queue) > self._limit:
                 self._overflow(f"fell {len(self._queue)} messages behind")
                 return
-        if self._byte_limit is not None and (waiting := self.waiting_bytes) > self._byte_limit:
+        if self._byte_limit is not None and (
+            (waiting := self._over_byte_limit(self._byte_limit)) is not None
+        ):
             self._overflow(f"has {waiting} bytes waiting for it")
             return
         self._ready.set()
@@ -215,6 +247,7 @@ class Outbox:
                     if self._ws.closed:
                         self._closed = True
                         break
+                    self._unsent_bound += _frame_bytes(text)
                     await self._ws.send_str(text)
                 self._idle.set()
         except (ConnectionError, RuntimeError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from typing import Any
 
 import asyncpg
@@ -522,3 +523,31 @@ async def test_a_game_whose_log_holds_an_undone_removal_reloads_after_a_restart(
         resumed = (await ws.request({"type": "resume", "game_id": game["game_id"]}))["game"]
         assert resumed | {"elapsed_ms": 0} == game | {"elapsed_ms": 0}
         assert (await ws.act(resumed, "undo"))["type"] == "accepted"
+
+
+async def test_a_reader_that_keeps_up_is_never_closed_however_many_bytes_it_is_sent(
+    make_server: ServerFactory,
+) -> None:
+    """The bytes waiting for a reader are bounded (TRIPEAKS_WS_SEND_BUFFER_BYTES), not the bytes
+    sent to it: a player who reads every reply gets many times the bound over one connection."""
+    bound = 4096
+    code = GameCode.parse("TP1-E-AAAAAAB")
+    line = find_winning_line(code.deal(), code.rules)
+    assert line is not None
+    server = await make_server(ws_send_buffer_bytes=bound)
+    async with TestClient(server) as client:
+        ws = await _new_player(client, "Reader")
+        sent = 0
+        for _ in range(2):
+            reply = await ws.request({"type": "new_game", "code": str(code)})
+            sent += len(json.dumps(reply))
+            game = reply["game"]
+            for action in line:
+                reply = await ws.act(game, action.kind.value, action.pos)
+                assert reply["type"] == "accepted", (action, reply)
+                sent += len(json.dumps(reply))
+                game = reply["game"]
+            assert game["status"] == "won"
+        assert sent > 10 * bound
+        assert not ws.ws.closed
+        assert (await ws.request({"type": "ping"}))["type"] == "pong"
