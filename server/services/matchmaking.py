@@ -242,6 +242,13 @@ class Matchmaker:
                 if closed:
                     await self._queue.forget(tx, closed)
                     waiting = [r for r in waiting if r.player_id not in closed]
+            if waiting:
+                # A player who took seats in other rooms while waiting (creating or joining
+                # them) is matched only while under the room limit (docs/rules.md §4 "Quick
+                # races"); counted as a create or join counts, so the limit holds at once.
+                held = await self._queue.rooms_held(tx, [r.player_id for r in waiting])
+                limit = self._races.limits.max_rooms
+                waiting = [r for r in waiting if held.get(r.player_id, limit) < limit]
             matches = form_matches(waiting, now, self.rules)
             left = len(waiting) - sum(len(m) for m in matches)
             for match in matches:

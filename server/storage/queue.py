@@ -25,7 +25,7 @@ from sqlalchemy import case, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 
 from server.engine.codes import RuleSet
-from server.storage.enums import RaceStatus
+from server.storage.enums import OPEN_RACE_STATUSES, RaceStatus
 from server.storage.events import QueueMatched, publish
 from server.storage.instances import unseen
 from server.storage.models import Player, QueuedPlayer, Race, RacePlayer
@@ -98,6 +98,14 @@ class QueueStore(Protocol):
     async def forget(self, tx: Transaction, player_ids: Sequence[int]) -> None:
         """Remove these players' rows in ``tx``: they waited from connections that closed
         (their own process says so) before the close was recorded."""
+        ...
+
+    async def rooms_held(self, tx: Transaction, player_ids: Sequence[int]) -> dict[int, int]:
+        """How many open rooms (lobby or running) each of these players sits in, counted in
+        ``tx`` after locking their player rows as a race's create or join does
+        (``FOR NO KEY UPDATE``), so that neither counts before the other's seat is in. A
+        player whose row another transaction holds (a create or join under way) is skipped
+        (``SKIP LOCKED``) and missing from the answer: left for the next pass."""
         ...
 
     async def counts(self) -> dict[RuleSet, int]:
@@ -245,6 +253,28 @@ class PostgresQueueStore:
             await session_of(tx).execute(
                 delete(QueuedPlayer).where(QueuedPlayer.player_id.in_(player_ids))
             )
+
+    async def rooms_held(self, tx: Transaction, player_ids: Sequence[int]) -> dict[int, int]:
+        """See :meth:`QueueStore.rooms_held`."""
+        session = session_of(tx)
+        locked = list(
+            await session.scalars(
+                select(Player.id)
+                .where(Player.id.in_(player_ids))
+                .order_by(Player.id)
+                .with_for_update(key_share=True, skip_locked=True)
+            )
+        )
+        held = dict.fromkeys(locked, 0)
+        if locked:
+            rows = await session.execute(
+                select(RacePlayer.player_id, func.count())
+                .join(Race, Race.id == RacePlayer.race_id)
+                .where(RacePlayer.player_id.in_(locked), Race.status.in_(OPEN_RACE_STATUSES))
+                .group_by(RacePlayer.player_id)
+            )
+            held.update({player_id: count for player_id, count in rows})
+        return held
 
     async def counts(self) -> dict[RuleSet, int]:
         """See :meth:`QueueStore.counts`."""

@@ -363,3 +363,20 @@ async def test_a_player_waiting_from_a_connection_of_this_process_that_closed_is
     assert len(made) == 1 and sorted(made[0].player_ids) == sorted([ann.id, cy.id, dee.id])
     assert await _queued(queue) == set()  # bob's row went with the pass
     assert bob.id not in await _seats(queue)
+
+
+async def test_a_player_who_took_seats_up_to_the_room_limit_while_waiting_is_not_matched(
+    queue: Queue, clock: FakeClock
+) -> None:
+    ann, bob, cy = await _players(queue, 3)
+    await queue.a.join(ann, RuleSet.EASY, Connection("a", "ann"))
+    await queue.a.join(bob, RuleSet.EASY, Connection("a", "bob"))
+    await queue.a.join(cy, RuleSet.EASY, Connection("a", "cy"))
+    limit = queue.races.limits.max_rooms
+    for _ in range(limit):  # rooms of her own, opened while she waits
+        await queue.races.create(ann, None, RuleSet.EASY, None)
+    clock.advance(seconds=11)
+    (made,) = await queue.a.match_all()
+    assert sorted(made.player_ids) == sorted([bob.id, cy.id])
+    assert await _queued(queue) == {ann.id}  # she waits on, matched once she leaves a room
+    assert len((await _seats(queue))[ann.id]) == limit
