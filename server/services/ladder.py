@@ -116,7 +116,10 @@ class LadderService:
             StorageError: the database failed.
         """
         keyset.check_radius(radius)
-        unranked = f"player {player_id} is not on the {rules.value} ladder (no rated race under it)"
+        unranked = (
+            f"player {player_id} is not on the {rules.value} ladder "
+            "(no rated race under it, or banned)"
+        )
         window = keyset.window_found(await self._store.window(rules, player_id, radius), unranked)
         return self._entries(window)
 
