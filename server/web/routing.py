@@ -84,6 +84,8 @@ _RETRY_AFTER = Header(
 _DATABASE_FAILED = errors(
     503, ErrorCode.UNAVAILABLE, ErrorCode.SERVER_BUSY, headers=(_RETRY_AFTER,)
 )
+#: A write whose COMMIT was sent and not confirmed (docs/protocol.md §5.6); never a read.
+_OUTCOME_UNKNOWN = errors(503, ErrorCode.OUTCOME_UNKNOWN)
 _FAILED = errors(500, ErrorCode.INTERNAL_ERROR)
 _OTHER_SITE = errors(403, ErrorCode.ORIGIN_NOT_ALLOWED)
 #: Every route's answer to an address with too many connections in use
@@ -125,13 +127,14 @@ def api_route(
 ) -> Route:
     """A route under ``/api/v1`` that uses the database: its answers, and the failures every
     such route may answer with, each with ``Cache-Control: no-store``: a route that changes
-    something (any method but ``GET``) refuses a page of another site (403), and one that
+    something (any method but ``GET``) refuses a page of another site (403) and may answer
+    that its outcome is unknown (503 ``outcome_unknown``), and one that
     takes a body refuses a body not sent as JSON (415) or not sent in time (408); any route
     refuses an address with too many connections in use (429). Answers of one status are one
     answer, carrying every code of them."""
     every = [*answers]
     if method != "GET":
-        every.append(_OTHER_SITE)
+        every += [_OTHER_SITE, _OUTCOME_UNKNOWN]
     if request is not None:
         every += [_NOT_JSON, _BODY_TOO_SLOW]
     every += [TOO_MANY_CONNECTIONS, _DATABASE_FAILED, _FAILED]

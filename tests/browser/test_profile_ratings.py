@@ -12,9 +12,14 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 from playwright.async_api import Browser, Page, Route, expect
+from sqlalchemy import select
 
-from server.engine import Action
+from server.engine import ActionKind, Game
+from server.engine.codes import GameCode
+from server.engine.layout import POSITION_COUNT
 from server.services.clock import FakeClock
+from server.storage.models import Race
+from server.web.keys import SERVICES
 from tests.browser.support import DESKTOP, PHONE, no_overflow, open_page, register, wrapped_words
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer
@@ -23,9 +28,11 @@ from tests.helpers import register as register_rest
 SETTINGS = {"race_countdown_s": 0.05, "race_sweep_s": 0.05}
 
 
-async def _rated_race(clock: FakeClock, winner: WsPlayer, loser: WsPlayer, rules: str) -> None:
-    """A quick race of two under ``rules``: the loser draws a card and gives up, the winner
-    gives up with the better score."""
+async def _rated_race(
+    server: TestServer, clock: FakeClock, winner: WsPlayer, loser: WsPlayer, rules: str
+) -> None:
+    """A quick race of two under ``rules``: the winner removes a card (drawing until they
+    can) and gives up, the loser gives up at once."""
     for ws in (winner, loser):
         assert (await ws.request({"type": "queue_join", "rules": rules}))["type"] == "queue_waiting"
     clock.advance(seconds=11)  # long enough a wait for a race of two
@@ -37,7 +44,16 @@ async def _rated_race(clock: FakeClock, winner: WsPlayer, loser: WsPlayer, rules
         joined = await ws.request({"type": "race_join", "invite": invite})
         assert joined["game"] is not None, joined
         games[ws] = joined["game"]
-    await loser.play(games[loser], [Action.draw()])
+    async with server.app[SERVICES].db.connect() as conn:
+        code = GameCode.parse(
+            str(await conn.scalar(select(Race.code).where(Race.invite == invite)))
+        )
+    game, state = Game.new(code, ranked=True), games[winner]
+    while game.cards_left == POSITION_COUNT:
+        legal = [a for a in game.legal_actions() if a.kind is not ActionKind.UNDO]
+        action = next((a for a in legal if a.kind is ActionKind.REMOVE), legal[0])
+        game.apply(action)
+        state = await winner.play(state, [action])
     await loser.request({"type": "resign", "game_id": games[loser]["game_id"]})
     await winner.request({"type": "resign", "game_id": games[winner]["game_id"]})
     while (await winner.until("race_results"))["race"]["invite"] != invite:
@@ -81,9 +97,9 @@ async def test_a_profile_shows_the_ratings_per_rule_set_with_a_chart_and_the_las
     await expect(page.locator("#profile-unrated")).to_have_text("No rated races yet.")
 
     # Rita wins twice and loses once under Classic.
-    await _rated_race(clock, rita, sam, "C")
-    await _rated_race(clock, sam, rita, "C")
-    await _rated_race(clock, rita, sam, "C")
+    await _rated_race(server, clock, rita, sam, "C")
+    await _rated_race(server, clock, sam, rita, "C")
+    await _rated_race(server, clock, rita, sam, "C")
     rated = (await _ratings(client, rita_id))["C"]
     assert (rated["races"], rated["wins"], len(rated["history"])) == (3, 2, 3)
 
