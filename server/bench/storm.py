@@ -148,9 +148,11 @@ def _cut(ws: aiohttp.ClientWebSocketResponse) -> None:
 async def _come_back(
     http: aiohttp.ClientSession, ws_url: str, player: _Player, cut_at: float, result: StormResult
 ) -> None:
-    """Reconnect as the page does after its socket dropped: wait, open, hello; refused
-    (``server_busy``, a failed connection), wait longer and again; welcomed, resume the game
-    on the table and check it is the STATE the server had acknowledged."""
+    """Reconnect as the page does after its socket dropped: wait, open, hello naming the game
+    it holds and its ``seq``; refused (``server_busy``, a failed connection), wait longer and
+    again; welcomed, play on with the STATE it holds when the welcome says it is unchanged
+    (else the one the welcome sent, else a ``resume``'s) and check it is the STATE the server
+    had acknowledged."""
     assert player.state is not None
     had = player.state
     attempt = 0
@@ -164,7 +166,8 @@ async def _come_back(
         except (aiohttp.ClientError, OSError) as exc:
             result.errors[f"connect_{type(exc).__name__}"] += 1
             continue
-        welcome = await _ask(ws, {"type": "hello", "token": player.token, "id": "h"})
+        held = [{"game_id": had["game_id"], "seq": had["seq"]}]
+        welcome = await _ask(ws, {"type": "hello", "token": player.token, "id": "h", "games": held})
         if welcome.get("type") != "welcome":
             if welcome.get("code") == "server_busy":
                 result.busy += 1
@@ -175,11 +178,17 @@ async def _come_back(
             continue
         result.hellos += 1
         player.ws = ws
-        reply = await _ask(ws, {"type": "resume", "id": 3, "game_id": had["game_id"]})
-        if reply.get("type") != "game":
-            result.errors[f"resume_{reply.get('code', reply.get('type'))}"] += 1
-            return
-        player.state = reply["game"]
+        sent = {game["game_id"]: game for game in welcome.get("games", [])}
+        if had["game_id"] in welcome.get("unchanged", []):
+            pass  # the page plays on with the STATE it holds
+        elif had["game_id"] in sent:
+            player.state = sent[had["game_id"]]
+        else:
+            reply = await _ask(ws, {"type": "resume", "id": 3, "game_id": had["game_id"]})
+            if reply.get("type") != "game":
+                result.errors[f"resume_{reply.get('code', reply.get('type'))}"] += 1
+                return
+            player.state = reply["game"]
         if (player.state["seq"], player.state["score"]) != (had["seq"], had["score"]):
             result.lost += 1
         player.back_at = time.monotonic()

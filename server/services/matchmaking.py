@@ -170,6 +170,9 @@ class Matchmaker:
         self.fresh_s = instance_timeout_s / 2
         self.rules = rules or QueueRules()
         self._observe = observe
+        #: Keys of this process's connections that asked to wait (until they close): only
+        #: their close can leave a row in the queue.
+        self._asked: set[str] = set()
 
     async def join(self, player: PlayerInfo, rules: RuleSet, connection: Connection) -> Waiting:
         """The player waits for a quick race under ``rules`` from ``connection`` (asking
@@ -188,6 +191,7 @@ class Matchmaker:
                 "you are already in a quick race; finish it first", code=ErrorCode.TOO_MANY_ROOMS
             )
         self._races.limits.check_rooms(len(rooms))
+        self._asked.add(connection.key)  # before the row: its close must look for it
         held = await self._ratings.ratings_of(player.id)
         rating = next((r.shown for r in held if r.rules is rules), 0)
         row = await self._queue.join(player.id, rules, rating, connection, self._clock.now())
@@ -208,8 +212,19 @@ class Matchmaker:
         return await self._queue.cancel(player.id)
 
     async def disconnected(self, connection: Connection) -> list[int]:
-        """``connection`` closed: whoever waited from it stops waiting (their ids)."""
-        return await self._queue.drop_connection(connection)
+        """``connection`` closed: whoever waited from it stops waiting (their ids). A
+        connection that never asked to wait (most of them) costs no read or write.
+
+        Raises:
+            StorageError: the database failed (the row stays until this process's next
+                matcher pass over its rule set, which matches nobody from a closed
+                connection of its own).
+        """
+        if connection.key not in self._asked:
+            return []
+        gone = await self._queue.drop_connection(connection)
+        self._asked.discard(connection.key)
+        return gone
 
     async def match(
         self, rules: RuleSet, open_keys: Callable[[], Collection[str]] | None = None

@@ -11,9 +11,11 @@ process cut at once) costs its event loop the websocket upgrades and hellos, and
 the players in play waits behind them. While the loop runs late by ``shed_lag_s`` or more at
 each of its last :data:`SHED_AFTER_MEASURES` measures (:meth:`Admission.watch_loop`; one late
 measure alone is as often the machine scheduling the process late as the process being
-overloaded), newcomers are answered ``server_busy`` at once
-instead of queueing: the storm is spread over the retry times rather than landing on the
-players in play.
+overloaded) and the process itself used at least :data:`SHED_CPU_SHARE` of a core over them,
+newcomers are answered ``server_busy`` at once instead of queueing: the storm is spread over
+the retry times rather than landing on the players in play. A loop that is late while its
+process has little CPU is late because the machine runs other work first; turning newcomers
+away would not make it any sooner, and is not done.
 
 The retry time grows with how much the server is turning away: newcomers turned away are given
 their times to come back as appointments, ``retry_spread_per_s`` a second from
@@ -37,6 +39,9 @@ from server.web import metrics
 
 #: Consecutive late measures of the event loop before newcomers are turned away for it.
 SHED_AFTER_MEASURES = 3
+#: The share of one core the process must have used over those measures for its lateness to
+#: be its own work (a storm) rather than the machine's other work.
+SHED_CPU_SHARE = 0.7
 #: Newcomers turned away a second who are given distinct times to come back (the default).
 RETRY_SPREAD_PER_S = 200.0
 #: The longest a newcomer turned away is told to wait (s; the default).
@@ -54,12 +59,14 @@ class Admission:
         retry_after_s: what a newcomer turned away is told to wait before trying again
             when nobody else was turned away lately (s).
         shed_lag_s: while the event loop runs this late (s) or more at each of its last
-            :data:`SHED_AFTER_MEASURES` measures, newcomers are turned away at once; None:
-            never for that.
+            :data:`SHED_AFTER_MEASURES` measures and the process used :data:`SHED_CPU_SHARE`
+            of a core or more over them, newcomers are turned away at once; None: never for
+            that.
         retry_spread_per_s: newcomers turned away who are told to come back within the same
             second at most (their retry times are spread by ``1 / retry_spread_per_s`` s).
         retry_max_s: the longest retry time (s), at least ``retry_after_s``.
         clock: the monotonic clock the retry times are counted on (s).
+        cpu_clock: the process's CPU time (s; :func:`time.process_time`).
 
     Raises:
         ValueError: a limit under 1, a lag, spread or retry time that is not positive, a
@@ -76,6 +83,7 @@ class Admission:
         retry_spread_per_s: float = RETRY_SPREAD_PER_S,
         retry_max_s: float = RETRY_MAX_S,
         clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.process_time,
     ) -> None:
         if retry_after_s <= 0 or retry_spread_per_s <= 0:
             raise ValueError(
@@ -95,8 +103,11 @@ class Admission:
         self.lag_s = 0.0
         #: How late it ran at each of its last measures (s), newest last.
         self._lags: deque[float] = deque(maxlen=SHED_AFTER_MEASURES)
+        #: The share of one core the process used over each of its last measures.
+        self._cpu_shares: deque[float] = deque(maxlen=SHED_AFTER_MEASURES)
         #: Measures taken so far.
         self.measures = 0
+        self._cpu_clock = cpu_clock
         self._slots = asyncio.Semaphore(limit)
         self._wait_s = wait_s
         self._queue = queue
@@ -129,23 +140,34 @@ class Admission:
         return self._waiting
 
     @property
+    def cpu_share(self) -> float:
+        """The share of one core the process used over its last measures (0 before any)."""
+        return sum(self._cpu_shares) / len(self._cpu_shares) if self._cpu_shares else 0.0
+
+    @property
     def shedding(self) -> bool:
         """Whether newcomers are turned away at once: the event loop ran late by
-        ``shed_lag_s`` or more at each of its last :data:`SHED_AFTER_MEASURES` measures."""
+        ``shed_lag_s`` or more at each of its last :data:`SHED_AFTER_MEASURES` measures, and
+        the process used :data:`SHED_CPU_SHARE` of a core or more over them."""
         return (
             self._shed_lag_s is not None
             and len(self._lags) == SHED_AFTER_MEASURES
             and min(self._lags) >= self._shed_lag_s
+            and self.cpu_share >= SHED_CPU_SHARE
         )
 
     async def watch_loop(self, every_s: float) -> None:
         """Measure how late the event loop runs, every ``every_s`` seconds, until cancelled:
-        a sleep that ends later than asked ended that late (:attr:`lag_s`)."""
+        a sleep that ends later than asked ended that late (:attr:`lag_s`); and the share of
+        a core the process used meanwhile (:attr:`cpu_share`)."""
         while True:
-            asked = time.monotonic() + every_s
+            began = time.monotonic()
+            cpu_began = self._cpu_clock()
             await asyncio.sleep(every_s)
-            self.lag_s = max(0.0, time.monotonic() - asked)
+            ended = time.monotonic()
+            self.lag_s = max(0.0, ended - began - every_s)
             self._lags.append(self.lag_s)
+            self._cpu_shares.append((self._cpu_clock() - cpu_began) / max(ended - began, 1e-9))
             self.measures += 1
 
     @asynccontextmanager

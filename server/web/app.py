@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from server.storage.replicas import ReadRouter
 from server.web import faults, http, metrics, page_rules, per_address, routes, ws
 from server.web.admission import Admission
 from server.web.background import periodically
+from server.web.collector import RECLAIM_CHECK_S, Collector
 from server.web.hub import Hub
 from server.web.keys import (
     ADMISSION,
@@ -90,10 +90,8 @@ def create_app(
             ``TRIPEAKS_DAILY_SECRET`` from the settings, which must then be set.
         freeze_startup: once started, move every object alive then (modules, the schema, the
             compiled statements: some hundreds of thousands) out of the garbage collector's
-            reach (:func:`gc.freeze`), so its full collections walk only what play creates,
-            let the youngest generation grow to :data:`GC_YOUNG_THRESHOLD` objects, and the
-            oldest be collected whenever a quarter more has reached it
-            (:data:`GC_OLDEST_THRESHOLD`).
+            reach, and from then on the survivors of each full collection too, reclaiming
+            them when due (:class:`server.web.collector.Collector`).
             For a server process (``tripeaks serve``); a process that makes many apps (tests)
             would keep each one's objects for ever.
 
@@ -151,7 +149,7 @@ def create_app(
     )
     app.cleanup_ctx.append(_database(run_migrations, analyzer, daily_secret))
     if freeze_startup:
-        app.on_startup.append(_freeze_startup_objects)
+        app.cleanup_ctx.append(_collect_garbage)
     app.cleanup_ctx.append(_quiet_accept_failures)
     app.cleanup_ctx.append(_watch_loop_lag)
     app.on_shutdown.append(_close_sockets)
@@ -469,38 +467,24 @@ async def _bounded(what: str, step: Awaitable[object]) -> None:
         log.error("shutdown: stopping %s failed; going on", what, exc_info=exc)
 
 
-#: Allocations the collector lets pass before it looks at the youngest generation (Python's
-#: default is 700). At 700 the objects of the requests in flight at each look survive into the
-#: older generations, and their growth sets off full collections of the whole heap, each a
-#: pause of every player's acks: at 2,000 players acting once a second, ack p99 144 ms at 700,
-#: 12 ms at 10,000, 10 ms with the collector off (one run each, benchmarks/action_path.py's
-#: human pace, after 300 and 1,000 players). Objects that wait longer cost a little memory.
-GC_YOUNG_THRESHOLD = 10_000
+async def _collect_garbage(app: web.Application) -> AsyncIterator[None]:
+    """After the database context has started: freeze what is alive, set the collector's
+    thresholds and freeze the survivors of its full collections (:class:`Collector`); while
+    the app runs, reclaim the frozen objects when due and the process is quiet (not shedding,
+    nobody waiting for admission, its loop on time)."""
+    collector = Collector()
+    collector.start()
+    admission = app[ADMISSION]
 
-#: Collections of the middle generation after which the collector may look at the oldest
-#: (Python's default is 10): none to wait for, so that the oldest generation is collected as
-#: soon as a quarter more objects than it kept at its last collection have reached it (the
-#: collector's own rule, which it applies on top of this count). With the youngest generation
-#: at 10,000 the default count meant a full collection only every 1.1 million allocations or
-#: so: the objects of connections that lived long enough to reach the oldest generation (every
-#: websocket that waits for its hello, a request whose body is slow) and were closed since
-#: waited there until then, in reference cycles only a full collection frees (exceptions'
-#: tracebacks, the frames they hold, the transports those hold): 250,000 objects, 60 MiB more
-#: memory that never came back, under benchmarks/slowloris.py's attack from 8 addresses.
-GC_OLDEST_THRESHOLD = 0
+    def quiet() -> bool:
+        return not admission.shedding and not admission.waiting and admission.lag_s < 0.05
 
-
-async def _freeze_startup_objects(app: web.Application) -> None:
-    """Runs after the database context has started: collect, then freeze what is left, let
-    the youngest generation grow to :data:`GC_YOUNG_THRESHOLD` objects, and let the oldest be
-    collected by the collector's own rule alone (:data:`GC_OLDEST_THRESHOLD`)."""
-    gc.collect()
-    gc.freeze()
-    _, older, _ = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, older, GC_OLDEST_THRESHOLD)
-    log.info(
-        "%d objects alive after start moved out of the collector's reach", gc.get_freeze_count()
-    )
+    watcher = asyncio.create_task(collector.watch(RECLAIM_CHECK_S, quiet))
+    yield
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+    collector.stop()
 
 
 async def _quiet_accept_failures(app: web.Application) -> AsyncIterator[None]:

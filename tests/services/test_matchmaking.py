@@ -207,6 +207,28 @@ async def test_cancelling_and_disconnecting_leave_the_queue(queue: Queue, clock:
     assert await _seats(queue) == {}
 
 
+async def test_the_close_of_a_connection_that_never_asked_to_wait_touches_no_database(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most connections never ask for a quick race: their close (a storm closes thousands at
+    once) costs the queue nothing."""
+    (ann,) = await _players(queue, 1)
+    await queue.a.join(ann, RuleSet.EASY, Connection("a", "ann"))
+    asked: list[Connection] = []
+    drop = queue.a._queue.drop_connection
+
+    async def counted(connection: Connection) -> list[int]:
+        asked.append(connection)
+        return await drop(connection)
+
+    monkeypatch.setattr(queue.a._queue, "drop_connection", counted)
+    assert await queue.a.disconnected(Connection("a", "never-asked")) == []
+    assert asked == []
+    assert await queue.a.disconnected(Connection("a", "ann")) == [ann.id]
+    assert await queue.a.disconnected(Connection("a", "ann")) == []  # once only
+    assert asked == [Connection("a", "ann")]
+
+
 async def test_asking_again_keeps_the_place_and_another_rule_set_starts_again(
     queue: Queue, clock: FakeClock
 ) -> None:

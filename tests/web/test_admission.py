@@ -25,7 +25,7 @@ from server.errors import (
     refusal,
 )
 from server.storage.sessions import as_storage_error, storage_errors
-from server.web.admission import Admission
+from server.web.admission import SHED_AFTER_MEASURES, Admission
 from server.web.keys import ADMISSION
 from tests.conftest import ServerFactory
 from tests.helpers import eventually, register
@@ -143,8 +143,25 @@ def test_a_pool_with_no_connection_free_is_answered_server_busy_not_unavailable(
 
 
 def _hold_up_the_loop(seconds: float) -> None:
-    """Block the running event loop for ``seconds`` (on purpose: the lag under test)."""
+    """Keep the running event loop busy computing for ``seconds`` (on purpose: the lag under
+    test, the process's own work)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        sum(range(1000))
+
+
+def _stall_the_loop(seconds: float) -> None:
+    """Hold the running event loop for ``seconds`` without computing (on purpose: a process
+    the machine does not run, which uses no CPU)."""
     time.sleep(seconds)
+
+
+class _FrozenCpu:
+    """A process CPU clock that stands still: a process the machine schedules late, which
+    uses no CPU while it waits."""
+
+    def __call__(self) -> float:
+        return 0.0
 
 
 async def test_newcomers_are_turned_away_at_once_while_the_event_loop_runs_late() -> None:
@@ -188,6 +205,36 @@ async def test_newcomers_are_turned_away_at_once_while_the_event_loop_runs_late(
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
     assert not Admission(limit=1).shedding  # no limit given: never for the lag
+    assert gate.cpu_share > 0
+
+
+async def test_a_loop_late_while_its_process_has_no_cpu_turns_nobody_away() -> None:
+    """The machine running other work first makes the loop late with the process idle:
+    turning newcomers away would not make it sooner."""
+    gate = Admission(limit=5, wait_s=30, shed_lag_s=0.3, cpu_clock=_FrozenCpu())
+    watcher = asyncio.create_task(gate.watch_loop(0.01))
+
+    async def machine_busy() -> None:  # the loop late at every measure, the process waiting
+        while True:
+            _stall_the_loop(0.4)
+            await asyncio.sleep(0)
+
+    late = asyncio.create_task(machine_busy())
+    try:
+        measured = gate.measures
+        await eventually(
+            lambda: gate.measures > measured + 2 * SHED_AFTER_MEASURES,
+            "the lag measured again and again",
+        )
+        assert gate.lag_s >= 0.3 and gate.cpu_share == 0 and not gate.shedding
+        async with gate.turn():
+            pass
+        assert gate.turned_away == 0
+    finally:
+        for task in (late, watcher):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     with pytest.raises(ValueError, match="shed_lag_s"):
         Admission(limit=1, shed_lag_s=0)
 

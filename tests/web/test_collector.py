@@ -13,7 +13,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from server.config import Settings
 from server.services.analysis import Analyzer
 from server.services.clock import FakeClock
-from server.web.app import GC_OLDEST_THRESHOLD, GC_YOUNG_THRESHOLD, create_app
+from server.web.app import create_app
+from server.web.collector import GC_OLDEST_THRESHOLD, GC_YOUNG_THRESHOLD, Collector
 from server.web.keys import SOCKETS
 from tests.helpers import eventually
 
@@ -88,3 +89,57 @@ async def test_closed_connections_that_reached_the_oldest_generation_are_freed_b
             del kept
     finally:
         await server.close()
+
+
+class _Cycle:
+    """An object in a reference cycle with itself: only the collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.usefixtures("collector")
+def test_survivors_of_a_full_collection_leave_its_reach_and_a_reclaim_frees_them_once_dead() -> (
+    None
+):
+    now = [0.0]
+    collector = Collector(reclaim_growth=1.0, reclaim_every_s=60, clock=lambda: now[0])
+    collector.start()
+    try:
+        alive = _Cycle()
+        ref = weakref.ref(alive)
+        frozen = gc.get_freeze_count()
+        gc.collect()  # a full collection: what it finds alive is frozen as it ends
+        assert collector.frozen_collections == 1
+        assert gc.get_freeze_count() > frozen and not gc.get_objects(generation=2)
+        del alive
+        gc.collect()
+        assert ref() is not None  # frozen: the full collections walk past it
+        assert not collector.due  # too soon after the start
+        now[0] = 60.0
+        assert collector.due
+        assert collector.reclaim() >= 1 and ref() is None
+        assert collector.reclaims == 1
+        assert not collector.due  # just reclaimed
+    finally:
+        collector.stop()
+    gc.collect()
+    assert collector.frozen_collections == 3  # the two above and the reclaim's; none once stopped
+
+
+@pytest.mark.usefixtures("collector")
+def test_a_reclaim_is_due_once_the_frozen_objects_grew_enough() -> None:
+    now = [1000.0]
+    collector = Collector(reclaim_growth=1.5, reclaim_every_s=0, clock=lambda: now[0])
+    collector.start()
+    try:
+        assert not collector.due
+        kept = [[n] for n in range(collector.baseline)]  # as many objects again, kept alive
+        gc.collect()
+        assert gc.get_freeze_count() >= 1.5 * collector.baseline and collector.due
+        collector.reclaim()
+        assert not collector.due and collector.baseline >= len(kept)
+    finally:
+        collector.stop()
+    with pytest.raises(ValueError, match="reclaim_growth"):
+        Collector(reclaim_growth=0.5)

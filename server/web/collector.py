@@ -1,0 +1,166 @@
+"""The garbage collector of a server process: short pauses however many players are connected.
+
+Python's collector looks at its oldest generation (a *full* collection) whenever a quarter more
+objects than it kept at its last full collection have reached it, and walks every object there.
+A connected player holds about a hundred objects (their socket, its reader and writer, their
+session, its tasks and buffers), so with 10,000 players a full collection walks a million
+objects, some 0.5 s during which nobody's action is answered; and a reconnect storm, which adds
+long-lived objects quickly, sets off one full collection after another, each walking everything
+again (a storm of 5,000 reconnecting pages spent 4.6 s of its 17.6 s of CPU in 11 of them).
+
+So the objects a full collection finds alive are moved out of its reach at once
+(:func:`gc.freeze`): the next full collection walks only what reached the oldest generation
+since, and each object is walked there about once. Reference cycles among frozen objects that
+die later (a closed connection's transport, an exception's traceback and its frames) are not
+freed by refcounting alone; they wait for a *reclaim*: every object is given back to the
+collector (:func:`gc.unfreeze`), collected in one full collection and the survivors frozen
+again. A reclaim walks the whole heap, so it is rare: once the frozen objects have grown to
+``reclaim_growth`` times what the last reclaim left, no sooner than ``reclaim_every_s`` after
+it, and only while the process is not shedding newcomers (a storm is not the time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Allocations the collector lets pass before it looks at the youngest generation (Python's
+#: default is 700). At 700 the objects of the requests in flight at each look survive into the
+#: older generations, and their growth sets off full collections of the whole heap, each a
+#: pause of every player's acks: at 2,000 players acting once a second, ack p99 144 ms at 700,
+#: 12 ms at 10,000, 10 ms with the collector off (one run each, benchmarks/action_path.py's
+#: human pace, after 300 and 1,000 players). Objects that wait longer cost a little memory.
+GC_YOUNG_THRESHOLD = 10_000
+
+#: Collections of the middle generation after which the collector may look at the oldest
+#: (Python's default is 10): none to wait for, so that the oldest generation is collected as
+#: soon as a quarter more objects than it kept at its last collection have reached it (the
+#: collector's own rule, which it applies on top of this count). With the youngest generation
+#: at 10,000 the default count meant a full collection only every 1.1 million allocations or
+#: so: the objects of connections that lived long enough to reach the oldest generation (every
+#: websocket that waits for its hello, a request whose body is slow) and were closed since
+#: waited there until then, in reference cycles only a full collection frees (exceptions'
+#: tracebacks, the frames they hold, the transports those hold): 250,000 objects, 60 MiB more
+#: memory that never came back, under benchmarks/slowloris.py's attack from 8 addresses.
+GC_OLDEST_THRESHOLD = 0
+
+#: A reclaim is due once the frozen objects are this many times what the last one left.
+RECLAIM_GROWTH = 2.0
+#: The shortest time between two reclaims (s).
+RECLAIM_EVERY_S = 300.0
+#: How often the process asks whether a reclaim is due (s).
+RECLAIM_CHECK_S = 5.0
+
+
+class Collector:
+    """Owns the collector's settings of one server process (see the module's docstring).
+
+    Args:
+        reclaim_growth: a reclaim is due once the frozen objects number this many times what
+            the last reclaim (or the start) left, at least 1.
+        reclaim_every_s: the shortest time between two reclaims (s).
+        clock: the monotonic clock reclaims are timed on (s).
+
+    Raises:
+        ValueError: a growth under 1 or a negative time.
+    """
+
+    def __init__(
+        self,
+        reclaim_growth: float = RECLAIM_GROWTH,
+        reclaim_every_s: float = RECLAIM_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if reclaim_growth < 1 or reclaim_every_s < 0:
+            raise ValueError(
+                f"reclaim_growth must be at least 1 and reclaim_every_s not negative, not "
+                f"{reclaim_growth} and {reclaim_every_s}"
+            )
+        self._growth = reclaim_growth
+        self._every_s = reclaim_every_s
+        self._clock = clock
+        #: Objects frozen after the start or the last reclaim.
+        self.baseline = 0
+        self._reclaimed_at = -float("inf")
+        #: Full collections whose survivors were frozen, and reclaims done, so far.
+        self.frozen_collections = 0
+        self.reclaims = 0
+        self._started = False
+
+    def start(self) -> None:
+        """Collect, freeze every object alive now (modules, the schema, compiled statements:
+        some hundreds of thousands), set the thresholds (:data:`GC_YOUNG_THRESHOLD`,
+        :data:`GC_OLDEST_THRESHOLD`) and freeze the survivors of every full collection from
+        now on."""
+        gc.collect()
+        gc.freeze()
+        _, older, _ = gc.get_threshold()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, older, GC_OLDEST_THRESHOLD)
+        self.baseline = gc.get_freeze_count()
+        self._reclaimed_at = self._clock()
+        gc.callbacks.append(self._after_collection)
+        self._started = True
+        log.info("%d objects alive after start moved out of the collector's reach", self.baseline)
+
+    def stop(self) -> None:
+        """Stop freezing the survivors of full collections (what is frozen stays so)."""
+        if self._started:
+            gc.callbacks.remove(self._after_collection)
+            self._started = False
+
+    def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
+        """A full collection's survivors leave the collector's reach as it ends."""
+        if phase == "stop" and info["generation"] == 2:
+            gc.freeze()
+            self.frozen_collections += 1
+
+    @property
+    def due(self) -> bool:
+        """Whether a reclaim is due: the frozen objects grew to ``reclaim_growth`` times the
+        baseline, and ``reclaim_every_s`` passed since the last reclaim (or the start)."""
+        return (
+            gc.get_freeze_count() >= self._growth * max(self.baseline, 1)
+            and self._clock() - self._reclaimed_at >= self._every_s
+        )
+
+    def reclaim(self) -> int:
+        """Give every frozen object back to the collector, collect them all and freeze the
+        survivors again (a pause that walks the whole heap); returns the objects freed."""
+        began = time.perf_counter()
+        before = gc.get_freeze_count()
+        gc.unfreeze()
+        freed = gc.collect()  # its survivors are frozen as it ends (_after_collection)
+        gc.freeze()
+        self.baseline = gc.get_freeze_count()
+        self._reclaimed_at = self._clock()
+        self.reclaims += 1
+        log.info(
+            "collector: reclaimed %d unreachable objects of %d frozen in %.0f ms; %d kept",
+            freed,
+            before,
+            (time.perf_counter() - began) * 1000,
+            self.baseline,
+        )
+        return freed
+
+    async def watch(self, every_s: float, quiet: Callable[[], bool]) -> None:
+        """Every ``every_s`` seconds until cancelled, reclaim if one is :attr:`due` and the
+        process is ``quiet()`` (not in the middle of a storm)."""
+        while True:
+            await asyncio.sleep(every_s)
+            if self.due and quiet():
+                self.reclaim()
+
+
+__all__ = [
+    "GC_OLDEST_THRESHOLD",
+    "GC_YOUNG_THRESHOLD",
+    "RECLAIM_CHECK_S",
+    "Collector",
+]
