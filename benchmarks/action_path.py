@@ -54,7 +54,7 @@ async def measure(
     env = {"TRIPEAKS_EVENT_LOOP": loop} if loop else {}
     async with (
         throwaway_database(migrated=False) as url,
-        serve_tree(tree, url, workers, env) as (base, process),
+        serve_tree(tree, url, workers, env, log=args.server_log) as (base, process),
     ):
         print(f"\n=== {name}: {tree}, {workers} worker(s)")
         if args.closed:
@@ -125,6 +125,12 @@ def main() -> None:
         "--workers",
         default="1",
         help="Server processes of each tree, comma-separated counts measured in turn (1,2).",
+    )
+    parser.add_argument(
+        "--server-log",
+        type=Path,
+        default=None,
+        help="Append every server's output (its log) to this file (default: discarded).",
     )
     args = parser.parse_args()
     named = [t.split("=", 1) for t in args.tree] or [["this", str(Path(__file__).parent.parent)]]

@@ -2,7 +2,8 @@
 network blip, a proxy restarted), every page reconnecting as the browser's code does
 (:func:`page_backoff_ms`, the same schedule as ``static/js/connection.js``), resuming its game
 and playing on at a human pace; beside them players whose sockets were not cut keep playing,
-and their acks are timed throughout.
+and their acks are timed throughout (in a process of their own: the storm's client, busy with
+thousands of pages, would otherwise time itself).
 
 Printed: the time from the cut until 50 %, 99 % and 100 % of the cut players are back in play
 (their ``resume`` answered with the STATE they had), the ``server_busy`` answers they got, the
@@ -15,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import multiprocessing
+import multiprocessing.connection
 import random
 import statistics
 import time
@@ -78,6 +81,9 @@ class StormResult:
     stayed_acks_ms: list[float] = field(default_factory=list)
     server_cpu_s: float | None = None
     storm_s: float = 0.0
+    #: The server's own counts over the storm (``/metrics``): ``server_busy`` answers by
+    #: reason, connections held at the door; empty when it does not serve them.
+    server_counts: dict[str, float] = field(default_factory=dict)
     #: At the end, each player's game on the table and the ``(seq, status)`` of its last
     #: STATE the server sent.
     acked: dict[int, tuple[int, str]] = field(default_factory=dict)
@@ -216,6 +222,74 @@ async def _paced(
             return
 
 
+@dataclass
+class _StayedReport:
+    """What the players who stayed connected measured, sent back by their own process."""
+
+    acks_ms: list[float] = field(default_factory=list)
+    after_acks_ms: list[float] = field(default_factory=list)
+    busy: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    acked: dict[int, tuple[int, str]] = field(default_factory=dict)
+
+
+def _stayed_process(
+    base: str, tokens: list[str], pace: float, pipe: multiprocessing.connection.Connection
+) -> None:
+    """The players who stay connected, in a process of their own so that their acks time the
+    server rather than the storm's own client: seat them, tell the parent (``"seated"``), play
+    at ``pace`` until it says ``"over"`` (their acks during the storm), then until ``"stop"``
+    (their acks after it), and send back a :class:`_StayedReport`."""
+    asyncio.run(_stayed(base, tokens, pace, pipe))
+
+
+async def _stayed(
+    base: str, tokens: list[str], pace: float, pipe: multiprocessing.connection.Connection
+) -> None:
+    ws_url = f"{base.replace('http', 'ws', 1)}/ws"
+    report = _StayedReport()
+    players = [_Player(token, random.Random(10**6 + i)) for i, token in enumerate(tokens)]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
+
+        async def seat(player: _Player) -> None:
+            async with gate:
+                await _seat(http, ws_url, player)
+
+        await asyncio.gather(*(seat(p) for p in players))
+        pipe.send("seated")
+        acks = report.acks_ms
+        said = ""
+
+        async def listen() -> None:
+            nonlocal acks, said
+            said = await asyncio.to_thread(pipe.recv)  # "over"
+            acks = report.after_acks_ms
+            said = await asyncio.to_thread(pipe.recv)  # "stop"
+
+        async def play(player: _Player) -> None:
+            while said != "stop":
+                await asyncio.sleep(player.rng.uniform(0.5, 1.5) / pace)
+                try:
+                    acks.append(await _act(player, report.busy))
+                except RuntimeError as refused:  # counted; sent again at the next turn
+                    report.errors[str(refused)] += 1
+                except (aiohttp.ClientError, ConnectionError) as lost:  # counted; it stops
+                    report.errors[f"stayed_connection_{type(lost).__name__}"] += 1
+                    return
+
+        listener = asyncio.create_task(listen())
+        await asyncio.gather(*(play(p) for p in players))
+        await listener
+        for player in players:
+            if player.state is not None:
+                state = player.state
+                report.acked[state["game_id"]] = (state["seq"], state["status"])
+            if player.ws is not None:
+                await player.ws.close()
+    pipe.send(report)
+
+
 async def storm(
     base: str,
     count: int,
@@ -226,7 +300,8 @@ async def storm(
 ) -> StormResult:
     """Seat ``count + stayed`` registered players in free games in progress, cut the sockets
     of ``count`` of them at once and let them come back as the page does, while ``stayed``
-    play on at ``pace`` actions per second; print and return the figures.
+    play on at ``pace`` actions per second (in a process of their own, so that their acks
+    time the server, not this process's work for the storm); print and return the figures.
 
     Args:
         base: the server's base URL (loopback).
@@ -243,54 +318,63 @@ async def storm(
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=GIVE_UP_S)
     result = StormResult(cut=count)
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         tokens = await register(http, base, count + stayed)
-        players = [_Player(token, random.Random(i)) for i, token in enumerate(tokens)]
-        gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
-
-        async def seat(player: _Player) -> None:
-            async with gate:
-                await _seat(http, ws_url, player)
-
-        await asyncio.gather(*(seat(p) for p in players))
-        cut, kept = players[:count], players[count:]
-        storm_over = asyncio.Event()
-        stayed_acks: list[float] = []
-
-        async def keep_playing(player: _Player) -> None:
-            while not storm_over.is_set():
-                await asyncio.sleep(player.rng.uniform(0.5, 1.5) / pace)
-                try:
-                    stayed_acks.append(await _act(player, result.busy_in_play))
-                except RuntimeError as refused:  # counted; sent again at the next turn
-                    result.errors[str(refused)] += 1
-                except (aiohttp.ClientError, ConnectionError) as lost:  # counted; it stops
-                    result.errors[f"stayed_connection_{type(lost).__name__}"] += 1
-                    return
-
-        stayed_tasks = [asyncio.create_task(keep_playing(p)) for p in kept]
-        await asyncio.sleep(1.0)  # the stayed players' pace is established
-        cpu_before = cpu_s(pid) if pid else None
-        cut_at = time.monotonic()
-        for player in cut:
-            assert player.ws is not None
-            _cut(player.ws)
-        await asyncio.gather(*(_come_back(http, ws_url, p, cut_at, result) for p in cut))
-        result.storm_s = time.monotonic() - cut_at
-        cpu_after = cpu_s(pid) if pid else None
-        storm_over.set()
-        await asyncio.gather(*stayed_tasks)
-        result.stayed_acks_ms = stayed_acks
-        if cpu_before is not None and cpu_after is not None:
-            result.server_cpu_s = cpu_after - cpu_before
-        # Everyone plays on at a human pace for a while: the storm leaves nothing behind.
-        until = time.monotonic() + after_s
-        back = [p for p in cut if p.back_at is not None]
-        after_acks: list[float] = []
-        await asyncio.gather(
-            *(_paced(p, until, pace, after_acks, result.busy_in_play) for p in back + kept)
+        cut = [_Player(token, random.Random(i)) for i, token in enumerate(tokens[:count])]
+        kept = context.Process(
+            target=_stayed_process, args=(base, tokens[count:], pace, theirs), daemon=True
         )
-        for player in players:
+        kept.start()
+        try:
+            gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
+
+            async def seat(player: _Player) -> None:
+                async with gate:
+                    await _seat(http, ws_url, player)
+
+            await asyncio.gather(*(seat(p) for p in cut))
+            if await asyncio.to_thread(ours.recv) != "seated":
+                raise RuntimeError("the players who stay connected could not be seated")
+            await asyncio.sleep(1.0)  # the stayed players' pace is established
+            cpu_before = cpu_s(pid) if pid else None
+            counts_before = await _server_counts(http, base)
+            cut_at = time.monotonic()
+            for player in cut:
+                assert player.ws is not None
+                _cut(player.ws)
+            await asyncio.gather(*(_come_back(http, ws_url, p, cut_at, result) for p in cut))
+            result.storm_s = time.monotonic() - cut_at
+            cpu_after = cpu_s(pid) if pid else None
+            counts_after = await _server_counts(http, base)
+            result.server_counts = {
+                name: counts_after[name] - counts_before.get(name, 0.0)
+                for name in counts_after
+                if counts_after[name] != counts_before.get(name, 0.0)
+            }
+            ours.send("over")
+            if cpu_before is not None and cpu_after is not None:
+                result.server_cpu_s = cpu_after - cpu_before
+            # Everyone plays on at a human pace for a while: the storm leaves nothing behind.
+            until = time.monotonic() + after_s
+            back = [p for p in cut if p.back_at is not None]
+            after_acks: list[float] = []
+            await asyncio.gather(
+                *(_paced(p, until, pace, after_acks, result.busy_in_play) for p in back)
+            )
+            ours.send("stop")
+            report: _StayedReport = await asyncio.to_thread(ours.recv)
+        finally:
+            await asyncio.to_thread(kept.join, 30)
+            if kept.is_alive():
+                kept.kill()
+        result.stayed_acks_ms = report.acks_ms
+        after_acks += report.after_acks_ms
+        result.busy_in_play += report.busy
+        result.errors += report.errors
+        result.acked.update(report.acked)
+        for player in cut:
             if player.state is not None:
                 state = player.state
                 result.acked[state["game_id"]] = (state["seq"], state["status"])
@@ -298,6 +382,28 @@ async def storm(
                 await player.ws.close()
     _print(result, stayed, after_acks)
     return result
+
+
+#: The server's counters a storm reports (``/metrics`` names, without ``_total``).
+SERVER_COUNTERS = ("tripeaks_admission_server_busy", "tripeaks_arrivals_held")
+
+
+async def _server_counts(http: aiohttp.ClientSession, base: str) -> dict[str, float]:
+    """The server's :data:`SERVER_COUNTERS` now, each sample by its labels (one worker's when
+    several share the port); empty when ``/metrics`` is not served."""
+    try:
+        async with http.get(f"{base}/metrics") as resp:
+            if resp.status != 200:
+                return {}
+            text = await resp.text()
+    except aiohttp.ClientError:
+        return {}
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith(tuple(f"{c}_total" for c in SERVER_COUNTERS)):
+            counts[name.replace("_total", "", 1)] = float(value)
+    return counts
 
 
 def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
@@ -316,6 +422,9 @@ def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
         f"  server_busy answers: {result.busy} to hellos, {dict(result.busy_in_play) or 0} "
         f"to players in play  errors: {dict(result.errors) or 0}"
     )
+    if result.server_counts:
+        shown = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(result.server_counts.items()))
+        print(f"  the server's counts (one worker's): {shown}")
     print(f"  resumed STATE not the one acknowledged: {result.lost}")
     acks = result.stayed_acks_ms
     if acks:

@@ -103,6 +103,8 @@ class Admission:
         self.lag_s = 0.0
         #: How late it ran at each of its last measures (s), newest last.
         self._lags: deque[float] = deque(maxlen=SHED_AFTER_MEASURES)
+        #: The share of one core the process used over its last measure.
+        self.last_cpu_share = 0.0
         #: The share of one core the process used over each of its last measures.
         self._cpu_shares: deque[float] = deque(maxlen=SHED_AFTER_MEASURES)
         #: Measures taken so far.
@@ -156,10 +158,11 @@ class Admission:
             and self.cpu_share >= SHED_CPU_SHARE
         )
 
-    async def watch_loop(self, every_s: float) -> None:
+    async def watch_loop(self, every_s: float, then: Callable[[], None] | None = None) -> None:
         """Measure how late the event loop runs, every ``every_s`` seconds, until cancelled:
         a sleep that ends later than asked ended that late (:attr:`lag_s`); and the share of
-        a core the process used meanwhile (:attr:`cpu_share`)."""
+        a core the process used meanwhile (:attr:`last_cpu_share`); ``then`` is called after
+        each measure."""
         while True:
             began = time.monotonic()
             cpu_began = self._cpu_clock()
@@ -167,8 +170,11 @@ class Admission:
             ended = time.monotonic()
             self.lag_s = max(0.0, ended - began - every_s)
             self._lags.append(self.lag_s)
-            self._cpu_shares.append((self._cpu_clock() - cpu_began) / max(ended - began, 1e-9))
+            self.last_cpu_share = (self._cpu_clock() - cpu_began) / max(ended - began, 1e-9)
+            self._cpu_shares.append(self.last_cpu_share)
             self.measures += 1
+            if then is not None:
+                then()
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:

@@ -25,11 +25,13 @@ from server.storage.events import Listener, PgPublisher
 from server.storage.replicas import ReadRouter
 from server.web import faults, http, metrics, page_rules, per_address, routes, ws
 from server.web.admission import Admission
+from server.web.arrivals import Arrivals
 from server.web.background import periodically
 from server.web.collector import RECLAIM_CHECK_S, Collector
 from server.web.hub import Hub
 from server.web.keys import (
     ADMISSION,
+    ARRIVALS,
     CLOCK,
     HUB,
     METRICS,
@@ -147,6 +149,7 @@ def create_app(
         retry_spread_per_s=settings.admission_retry_spread_per_s,
         retry_max_s=settings.admission_retry_max_s,
     )
+    app[ARRIVALS] = Arrivals(app[ADMISSION], settings.http_header_timeout_s)
     app.cleanup_ctx.append(_database(run_migrations, analyzer, daily_secret))
     if freeze_startup:
         app.cleanup_ctx.append(_collect_garbage)
@@ -501,8 +504,11 @@ LOOP_LAG_EVERY_S = 0.05
 
 async def _watch_loop_lag(app: web.Application) -> AsyncIterator[None]:
     """While the app runs, the event loop's lag is measured for admission (newcomers are
-    turned away at once while it runs too late)."""
-    watcher = asyncio.create_task(app[ADMISSION].watch_loop(LOOP_LAG_EVERY_S))
+    turned away at once while it runs too late) and for the door (new connections wait
+    there while it is busy, let in after each measure)."""
+    watcher = asyncio.create_task(
+        app[ADMISSION].watch_loop(LOOP_LAG_EVERY_S, then=app[ARRIVALS].measured)
+    )
     yield
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):

@@ -14,9 +14,11 @@ since, and each object is walked there about once. Reference cycles among frozen
 die later (a closed connection's transport, an exception's traceback and its frames) are not
 freed by refcounting alone; they wait for a *reclaim*: every object is given back to the
 collector (:func:`gc.unfreeze`), collected in one full collection and the survivors frozen
-again. A reclaim walks the whole heap, so it is rare: once the frozen objects have grown to
-``reclaim_growth`` times what the last reclaim left, no sooner than ``reclaim_every_s`` after
-it, and only while the process is not shedding newcomers (a storm is not the time).
+again. A reclaim walks the whole heap, so it is rare: once the process's memory has grown to
+``reclaim_growth`` times what it was after the last reclaim (what frozen garbage costs; the
+memory is read from ``/proc/self/statm``, a few µs, where counting the frozen objects would walk
+them all), no sooner than ``reclaim_every_s`` after it, and only while the process is quiet (a
+storm is not the time).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
+import resource
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +42,12 @@ log = logging.getLogger(__name__)
 #: human pace, after 300 and 1,000 players). Objects that wait longer cost a little memory.
 GC_YOUNG_THRESHOLD = 10_000
 
+#: Collections of the youngest generation after which the collector looks at the middle one
+#: (Python's default is 10). A storm of new connections keeps most of what each young
+#: collection sees, and the middle generation grew to some 100,000 objects between its
+#: collections, each a pause of 50 to 180 ms; at 2 it holds a fifth of that.
+GC_MIDDLE_THRESHOLD = 2
+
 #: Collections of the middle generation after which the collector may look at the oldest
 #: (Python's default is 10): none to wait for, so that the oldest generation is collected as
 #: soon as a quarter more objects than it kept at its last collection have reached it (the
@@ -50,22 +60,33 @@ GC_YOUNG_THRESHOLD = 10_000
 #: memory that never came back, under benchmarks/slowloris.py's attack from 8 addresses.
 GC_OLDEST_THRESHOLD = 0
 
-#: A reclaim is due once the frozen objects are this many times what the last one left.
-RECLAIM_GROWTH = 2.0
+#: A reclaim is due once the process's memory is this many times what it was after the last.
+RECLAIM_GROWTH = 1.5
 #: The shortest time between two reclaims (s).
 RECLAIM_EVERY_S = 300.0
 #: How often the process asks whether a reclaim is due (s).
 RECLAIM_CHECK_S = 5.0
 
 
+def resident_bytes() -> int:
+    """The process's resident memory (bytes): ``/proc/self/statm`` where there is one, else
+    the most it ever had (:func:`resource.getrusage`)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 class Collector:
     """Owns the collector's settings of one server process (see the module's docstring).
 
     Args:
-        reclaim_growth: a reclaim is due once the frozen objects number this many times what
-            the last reclaim (or the start) left, at least 1.
+        reclaim_growth: a reclaim is due once the process's memory is this many times what it
+            was after the last reclaim (or the start), at least 1.
         reclaim_every_s: the shortest time between two reclaims (s).
         clock: the monotonic clock reclaims are timed on (s).
+        memory: the process's memory now (bytes; :func:`resident_bytes`).
 
     Raises:
         ValueError: a growth under 1 or a negative time.
@@ -76,6 +97,7 @@ class Collector:
         reclaim_growth: float = RECLAIM_GROWTH,
         reclaim_every_s: float = RECLAIM_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
+        memory: Callable[[], int] = resident_bytes,
     ) -> None:
         if reclaim_growth < 1 or reclaim_every_s < 0:
             raise ValueError(
@@ -85,7 +107,8 @@ class Collector:
         self._growth = reclaim_growth
         self._every_s = reclaim_every_s
         self._clock = clock
-        #: Objects frozen after the start or the last reclaim.
+        self._memory = memory
+        #: The process's memory after the start or the last reclaim (bytes).
         self.baseline = 0
         self._reclaimed_at = -float("inf")
         #: Full collections whose survivors were frozen, and reclaims done, so far.
@@ -100,13 +123,15 @@ class Collector:
         now on."""
         gc.collect()
         gc.freeze()
-        _, older, _ = gc.get_threshold()
-        gc.set_threshold(GC_YOUNG_THRESHOLD, older, GC_OLDEST_THRESHOLD)
-        self.baseline = gc.get_freeze_count()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, GC_MIDDLE_THRESHOLD, GC_OLDEST_THRESHOLD)
+        self.baseline = self._memory()
         self._reclaimed_at = self._clock()
         gc.callbacks.append(self._after_collection)
         self._started = True
-        log.info("%d objects alive after start moved out of the collector's reach", self.baseline)
+        log.info(
+            "%d objects alive after start moved out of the collector's reach",
+            gc.get_freeze_count(),
+        )
 
     def stop(self) -> None:
         """Stop freezing the survivors of full collections (what is frozen stays so)."""
@@ -122,30 +147,29 @@ class Collector:
 
     @property
     def due(self) -> bool:
-        """Whether a reclaim is due: the frozen objects grew to ``reclaim_growth`` times the
-        baseline, and ``reclaim_every_s`` passed since the last reclaim (or the start)."""
+        """Whether a reclaim is due: ``reclaim_every_s`` passed since the last reclaim (or
+        the start), and the process's memory grew to ``reclaim_growth`` times the
+        baseline."""
         return (
-            gc.get_freeze_count() >= self._growth * max(self.baseline, 1)
-            and self._clock() - self._reclaimed_at >= self._every_s
+            self._clock() - self._reclaimed_at >= self._every_s
+            and self._memory() >= self._growth * self.baseline
         )
 
     def reclaim(self) -> int:
         """Give every frozen object back to the collector, collect them all and freeze the
         survivors again (a pause that walks the whole heap); returns the objects freed."""
         began = time.perf_counter()
-        before = gc.get_freeze_count()
         gc.unfreeze()
         freed = gc.collect()  # its survivors are frozen as it ends (_after_collection)
         gc.freeze()
-        self.baseline = gc.get_freeze_count()
+        self.baseline = self._memory()
         self._reclaimed_at = self._clock()
         self.reclaims += 1
         log.info(
-            "collector: reclaimed %d unreachable objects of %d frozen in %.0f ms; %d kept",
+            "collector: reclaimed %d unreachable objects in %.0f ms; %d MiB resident",
             freed,
-            before,
             (time.perf_counter() - began) * 1000,
-            self.baseline,
+            self.baseline >> 20,
         )
         return freed
 

@@ -11,6 +11,7 @@ from server.services import Services
 from server.services.clock import Clock
 from server.services.connections import ConnectionLimit
 from server.web.admission import Admission
+from server.web.arrivals import Arrivals
 from server.web.hub import Hub
 from server.web.metrics import ActivityReader
 
@@ -20,6 +21,8 @@ SERVICES = web.AppKey("services", Services)
 HUB = web.AppKey("hub", Hub)
 #: Players getting in (registering, saying hello) at once in this process.
 ADMISSION = web.AppKey("admission", Admission)
+#: New connections held at the door while the process is busy.
+ARRIVALS = web.AppKey("arrivals", Arrivals)
 SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
 #: Open authenticated websockets per player, in this process, and their limit.
 PLAYER_SOCKETS = web.AppKey("player_sockets", ConnectionLimit)

@@ -295,6 +295,15 @@ ADMISSION_BUSY = Counter(
 ADMISSION_QUEUE_FULL = ADMISSION_BUSY.labels("queue_full")
 ADMISSION_WAIT_TIMEOUT = ADMISSION_BUSY.labels("wait_timeout")
 ADMISSION_LOOP_LAG = ADMISSION_BUSY.labels("loop_lag")
+ARRIVALS_HELD = Counter(
+    "tripeaks_arrivals_held",
+    "New connections that waited at the door, unread, while the process was busy with the "
+    "players in play (a storm of reconnecting pages let in at the pace it is greeted)",
+)
+ARRIVALS_TURNED_AWAY = Counter(
+    "tripeaks_arrivals_turned_away",
+    "New connections closed as they arrived because the door already held as many as it may",
+)
 
 # ------------------------------------------------------------------------- background tasks
 

@@ -24,9 +24,10 @@ from aiohttp.web_protocol import RequestHandler
 
 from server.errors import ErrorCode
 from server.services.addresses import address_group
+from server.web.arrivals import hold_arrivals
 from server.web.faults import Fault, client_fault
 from server.web.http import Handler, client_group, error_response
-from server.web.keys import SETTINGS
+from server.web.keys import ARRIVALS, SETTINGS
 
 
 class AddressConnections:
@@ -132,12 +133,14 @@ def refuse_at_accept(server: web.Server, app: web.Application) -> None:
 
 class GatedAppRunner(web.AppRunner):
     """An :class:`aiohttp.web.AppRunner` whose server refuses connections at accept for their
-    address's limit (:func:`refuse_at_accept`); the app must be one of
+    address's limit (:func:`refuse_at_accept`) and holds new ones at the door while the process
+    is busy (:func:`server.web.arrivals.hold_arrivals`); the app must be one of
     :func:`server.web.app.create_app`."""
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         refuse_at_accept(server, self.app)
+        hold_arrivals(server, self.app[ARRIVALS])
         return server
 
 

@@ -14,7 +14,13 @@ from server.config import Settings
 from server.services.analysis import Analyzer
 from server.services.clock import FakeClock
 from server.web.app import create_app
-from server.web.collector import GC_OLDEST_THRESHOLD, GC_YOUNG_THRESHOLD, Collector
+from server.web.collector import (
+    GC_MIDDLE_THRESHOLD,
+    GC_OLDEST_THRESHOLD,
+    GC_YOUNG_THRESHOLD,
+    Collector,
+    resident_bytes,
+)
 from server.web.keys import SOCKETS
 from tests.helpers import eventually
 
@@ -34,7 +40,6 @@ def collector() -> Iterator[None]:
 async def test_a_server_process_freezes_its_start_and_lets_the_young_generation_grow(
     settings: Settings, clock: FakeClock, analyzer: Analyzer
 ) -> None:
-    _, older, _ = gc.get_threshold()
     server = TestServer(
         create_app(settings, clock=clock, analyzer=analyzer, freeze_startup=True),
         host="127.0.0.1",
@@ -42,7 +47,7 @@ async def test_a_server_process_freezes_its_start_and_lets_the_young_generation_
     await server.start_server()
     try:
         assert gc.get_freeze_count() > 0
-        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, older, GC_OLDEST_THRESHOLD)
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, GC_MIDDLE_THRESHOLD, GC_OLDEST_THRESHOLD)
     finally:
         await server.close()
 
@@ -103,7 +108,9 @@ def test_survivors_of_a_full_collection_leave_its_reach_and_a_reclaim_frees_them
     None
 ):
     now = [0.0]
-    collector = Collector(reclaim_growth=1.0, reclaim_every_s=60, clock=lambda: now[0])
+    collector = Collector(
+        reclaim_growth=1.0, reclaim_every_s=60, clock=lambda: now[0], memory=lambda: 1
+    )
     collector.start()
     try:
         alive = _Cycle()
@@ -128,18 +135,31 @@ def test_survivors_of_a_full_collection_leave_its_reach_and_a_reclaim_frees_them
 
 
 @pytest.mark.usefixtures("collector")
-def test_a_reclaim_is_due_once_the_frozen_objects_grew_enough() -> None:
+def test_a_reclaim_is_due_once_the_memory_grew_enough_and_not_sooner_than_asked() -> None:
     now = [1000.0]
-    collector = Collector(reclaim_growth=1.5, reclaim_every_s=0, clock=lambda: now[0])
+    memory = [100 << 20]
+    collector = Collector(
+        reclaim_growth=1.5, reclaim_every_s=60, clock=lambda: now[0], memory=lambda: memory[0]
+    )
     collector.start()
     try:
-        assert not collector.due
-        kept = [[n] for n in range(collector.baseline)]  # as many objects again, kept alive
-        gc.collect()
-        assert gc.get_freeze_count() >= 1.5 * collector.baseline and collector.due
+        assert collector.baseline == 100 << 20 and not collector.due
+        memory[0] = 149 << 20
+        now[0] += 600
+        assert not collector.due  # not grown enough
+        memory[0] = 150 << 20
+        assert collector.due
         collector.reclaim()
-        assert not collector.due and collector.baseline >= len(kept)
+        assert collector.baseline == 150 << 20 and not collector.due  # the new baseline
+        memory[0] = 300 << 20
+        assert not collector.due  # grown, but too soon after the last
+        now[0] += 60
+        assert collector.due
     finally:
         collector.stop()
     with pytest.raises(ValueError, match="reclaim_growth"):
         Collector(reclaim_growth=0.5)
+
+
+def test_the_memory_read_is_the_process_s() -> None:
+    assert resident_bytes() > 10 << 20  # a Python process with the server's modules

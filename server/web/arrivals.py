@@ -1,0 +1,170 @@
+"""New connections held at the door while the process is busy with the players in play.
+
+A storm of reconnecting pages (every socket of a process cut at once) arrives faster than one
+process can greet it: each new connection costs its HTTP headers, its websocket upgrade and
+its ``hello`` (about a millisecond of CPU), and while thousands of them are read at once every
+player in play waits behind them for their acks. Turning them away (``server_busy``) comes
+only after that work is done, and each refused page comes back to cost it again.
+
+So while the event loop runs late (:data:`HOLD_LAG_S` or more at its last measure) because of
+the process's own work (it used :data:`~server.web.admission.SHED_CPU_SHARE` of a core or more
+meanwhile), or :data:`HOLD_WAITING` hellos already wait for their turn at admission (the
+database is what holds them up), a new connection is accepted but not read: its reading is paused
+(:meth:`asyncio.ReadTransport.pause_reading`) and it waits at the door, first come first
+served, costing a file descriptor and a few KiB, while its request waits in the kernel. At each
+measure of the loop (every 50 ms) connections are let in: one more than the last time while the
+loop is on time (up to :data:`LET_IN_MOST`), half as many (at least :data:`LET_IN_LEAST`) while
+it is late, so the door finds and keeps the pace at which the process greets the storm without
+making the players in play wait. A connection let in has its whole header time-out
+(``TRIPEAKS_HTTP_HEADER_TIMEOUT_S``) from then. At most :data:`HELD_AT_MOST` wait; one more is
+closed as it arrives (its page comes back later, as after any failed connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from server.web import metrics
+from server.web.admission import SHED_CPU_SHARE, Admission
+
+log = logging.getLogger(__name__)
+
+#: How late the event loop must run at its last measure (s), the process busy, for new
+#: connections to wait at the door.
+HOLD_LAG_S = 0.025
+#: Hellos waiting for their turn at admission from which new connections wait at the door.
+HOLD_WAITING = 256
+#: Connections let in at a measure at least (a door that never closes: 40 a second at the
+#: least, so the wait has an end however busy the process is), and at first.
+LET_IN_LEAST = 2
+#: Connections let in at a measure at most.
+LET_IN_MOST = 512
+#: Connections waiting at the door at most.
+HELD_AT_MOST = 10_000
+
+
+class Arrivals:
+    """The door of one server process (see the module's docstring).
+
+    Args:
+        admission: whose measures of the event loop (lag, CPU share) decide.
+        header_timeout_s: the time a connection has for its first request's headers (s),
+            counted again from the moment it is let in.
+        clock: the event loop's clock (s), for the header time-out.
+    """
+
+    def __init__(
+        self,
+        admission: Admission,
+        header_timeout_s: float,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._admission = admission
+        self._header_timeout_s = header_timeout_s
+        self._clock = clock
+        self._held: deque[tuple[RequestHandler, asyncio.Transport]] = deque()
+        self._let_in = LET_IN_LEAST
+        #: Connections that waited at the door, and those closed for a full door, so far.
+        self.held_total = 0
+        self.turned_away = 0
+
+    @property
+    def waiting(self) -> int:
+        """Connections waiting at the door now (some may have closed meanwhile)."""
+        return len(self._held)
+
+    def _busy(self) -> bool:
+        """Whether the loop ran late at its last measure for the process's own work, or
+        :data:`HOLD_WAITING` hellos wait at admission."""
+        admission = self._admission
+        return admission.waiting >= HOLD_WAITING or (
+            admission.lag_s >= HOLD_LAG_S and admission.last_cpu_share >= SHED_CPU_SHARE
+        )
+
+    def arrived(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
+        """A connection was accepted: it is read at once, unless the process is busy or
+        others wait before it (then it waits), or the door is full (then it is closed)."""
+        if not self._held and not self._busy():
+            return
+        if len(self._held) >= HELD_AT_MOST:
+            self.turned_away += 1
+            metrics.ARRIVALS_TURNED_AWAY.inc()
+            asyncio.get_running_loop().call_soon(transport.abort)
+            return
+        transport.pause_reading()
+        # It cannot send its headers while held. (On the loop's next turn: aiohttp arms its
+        # header timer as this call returns.)
+        asyncio.get_running_loop().call_soon(_header_timer, handler, None)
+        self._held.append((handler, transport))
+        self.held_total += 1
+        metrics.ARRIVALS_HELD.inc()
+
+    def measured(self) -> None:
+        """After each measure of the loop: let connections in (see the module's
+        docstring)."""
+        if not self._held:
+            self._let_in = LET_IN_LEAST
+            return
+        if self._busy():
+            self._let_in = max(LET_IN_LEAST, self._let_in // 2)
+        else:
+            self._let_in = min(LET_IN_MOST, self._let_in + 1)
+        loop = asyncio.get_running_loop()
+        clock = self._clock or loop.time
+        let_in = 0
+        while self._held and let_in < self._let_in:
+            handler, transport = self._held.popleft()
+            if transport.is_closing():
+                continue  # its peer left while it waited
+            _header_timer(handler, clock() + self._header_timeout_s)
+            transport.resume_reading()
+            let_in += 1
+
+
+def _header_timer(handler: RequestHandler, deadline: float | None) -> None:
+    """Stop the timer by which ``handler``'s connection must have sent its first request's
+    headers (None), or arm it for ``deadline`` (on the loop's clock). aiohttp keeps the timer
+    and its deadline in these attributes and arms it at the accept; an aiohttp without them
+    leaves the connection its time-out from its accept."""
+    if not all(
+        hasattr(handler, name)
+        for name in ("_keepalive_handle", "_next_keepalive_close_time", "_process_keepalive")
+    ):
+        return
+    if handler._keepalive_handle is not None:
+        handler._keepalive_handle.cancel()
+        handler._keepalive_handle = None
+    if deadline is not None:
+        handler._next_keepalive_close_time = deadline
+        handler._keepalive_handle = asyncio.get_running_loop().call_at(
+            deadline, handler._process_keepalive
+        )
+
+
+def hold_arrivals(server: web.Server, arrivals: Arrivals) -> None:
+    """Make ``server`` hand each connection it accepts to ``arrivals`` (:class:`Arrivals`)."""
+    made = server.connection_made
+
+    def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
+        made(handler, transport)
+        if not transport.is_closing():
+            arrivals.arrived(handler, transport)
+
+    server.connection_made = connection_made  # type: ignore[method-assign]
+
+
+__all__ = [
+    "HELD_AT_MOST",
+    "HOLD_LAG_S",
+    "HOLD_WAITING",
+    "LET_IN_LEAST",
+    "LET_IN_MOST",
+    "Arrivals",
+    "hold_arrivals",
+]

@@ -1,0 +1,134 @@
+"""The door (:mod:`server.web.arrivals`): new connections wait, unread, while the process is
+busy with the players in play, and are let in at the pace it greets them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+from aiohttp import ClientSession, TCPConnector
+from aiohttp.test_utils import TestServer
+from aiohttp.web_protocol import RequestHandler
+
+from server.web import arrivals as door
+from server.web.admission import Admission
+from server.web.arrivals import HELD_AT_MOST, HOLD_WAITING, LET_IN_LEAST, Arrivals
+from server.web.keys import ADMISSION, ARRIVALS
+from tests.conftest import ServerFactory
+from tests.helpers import WsPlayer, eventually
+
+
+class _Transport:
+    """A connection as the door sees it: paused, resumed, closing, aborted."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.closing = False
+        self.aborted = False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def is_closing(self) -> bool:
+        return self.closing or self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class _Handler:
+    """A request handler without aiohttp's header timer."""
+
+
+def _arrive(arrivals: Arrivals, count: int) -> list[_Transport]:
+    transports = [_Transport() for _ in range(count)]
+    for transport in transports:
+        arrivals.arrived(cast(RequestHandler, _Handler()), cast(Any, transport))
+    return transports
+
+
+def _busy(admission: Admission, busy: bool) -> None:
+    admission.lag_s = 0.5 if busy else 0.0
+    admission.last_cpu_share = 1.0
+
+
+async def test_while_the_process_is_busy_new_connections_wait_and_are_let_in_ever_faster() -> None:
+    admission = Admission(limit=5)
+    arrivals = Arrivals(admission, header_timeout_s=10, clock=lambda: 100.0)
+    assert not any(t.paused for t in _arrive(arrivals, 3))  # on time: read at once
+    _busy(admission, True)
+    held = _arrive(arrivals, 20)
+    assert all(t.paused for t in held) and arrivals.waiting == 20
+    arrivals.measured()  # still busy: the least
+    assert [t.paused for t in held[:3]] == [False] * LET_IN_LEAST + [True] * (3 - LET_IN_LEAST)
+    _busy(admission, False)
+    later = _arrive(arrivals, 1)  # others wait before it: it waits too
+    assert later[0].paused
+    held[LET_IN_LEAST].closing = True  # its peer left while it waited: skipped
+    arrivals.measured()  # on time: one more than the last time
+    let_in = [t for t in held if not t.paused and not t.closing]
+    assert len(let_in) == 2 * LET_IN_LEAST + 1
+    arrivals.measured()
+    assert len([t for t in held if not t.paused and not t.closing]) == 3 * LET_IN_LEAST + 3
+    for _ in range(10):
+        arrivals.measured()
+    assert not any(t.paused for t in held + later if not t.closing) and arrivals.waiting == 0
+    assert arrivals.held_total == 21
+    _busy(admission, True)
+    arrivals.measured()
+    assert not any(t.paused for t in _arrive(arrivals, 1)[:0])  # nothing held: no change
+
+
+async def test_many_hellos_waiting_for_admission_hold_the_door_and_a_full_door_closes() -> None:
+    admission = Admission(limit=1)
+    arrivals = Arrivals(admission, header_timeout_s=10)
+    admission._waiting = HOLD_WAITING  # the database holds the hellos up
+    assert _arrive(arrivals, 1)[0].paused
+    admission._waiting = 0
+    arrivals.measured()
+    assert arrivals.waiting == 0
+
+
+async def test_a_full_door_closes_the_next_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(door, "HELD_AT_MOST", 3)
+    admission = Admission(limit=1)
+    _busy(admission, True)
+    arrivals = Arrivals(admission, header_timeout_s=10)
+    transports = _arrive(arrivals, 4)
+    await asyncio.sleep(0)  # the abort is on the loop's next turn
+    assert [t.aborted for t in transports] == [False, False, False, True]
+    assert arrivals.turned_away == 1 and HELD_AT_MOST > 3
+
+
+async def test_a_connection_held_past_its_header_time_out_is_served_once_let_in(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its headers could not be read while it waited: their time-out counts from when it is
+    let in, and the page says hello as if it had not waited."""
+    server: TestServer = await make_server(http_header_timeout_s=0.5)
+    app = server.app
+    base = str(server.make_url("")).rstrip("/")
+    loop = asyncio.get_running_loop()
+    async with ClientSession(connector=TCPConnector(force_close=True)) as http:
+        async with http.post(f"{base}/api/v1/players", json={"name": "Door"}) as resp:
+            assert resp.status == 201
+            token = (await resp.json())["token"]
+        busy = [True]
+        monkeypatch.setattr(Arrivals, "_busy", lambda self: busy[0])
+        monkeypatch.setattr(door, "LET_IN_LEAST", 0)  # nobody let in while it is busy
+        app[ARRIVALS]._let_in = 0
+        began = loop.time()
+        connecting = asyncio.create_task(http.ws_connect(f"{base}/ws"))
+        await eventually(lambda: app[ARRIVALS].waiting == 1, "the connection waits at the door")
+        await eventually(lambda: loop.time() > began + 1.0, "past its header time-out")
+        assert not connecting.done()  # neither answered nor closed while it waited
+        busy[0] = False
+        player = WsPlayer(await connecting)
+        welcome = await player.request({"type": "hello", "token": token})
+        assert welcome["type"] == "welcome"
+        assert app[ARRIVALS].held_total == 1 and app[ADMISSION].turned_away == 0
+        await player.ws.close()
