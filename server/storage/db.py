@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
@@ -23,11 +24,10 @@ from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.util.concurrency import await_
+from sqlalchemy.util.concurrency import await_, greenlet_spawn
 
 from server.errors import StorageOutcomeUnknown
 from server.storage import replication
-from server.storage.driver_errors import commit_unconfirmed
 
 log = logging.getLogger(__name__)
 
@@ -603,13 +603,12 @@ def _truthful_commits(engine: AsyncEngine, barrier_s: float | None) -> None:
     """Make a ``COMMIT`` of ``engine``'s transactions (sessions, ``engine.begin()``) that may
     have committed without saying so raise :class:`StorageOutcomeUnknown` rather than a
     database failure ("nothing was changed"), and one that came back committed on the primary
-    alone wait for its replication first (:mod:`server.storage.replication`):
+    alone wait for its replication first, through :func:`replication.acknowledged`:
 
-    * the COMMIT was sent and its outcome never came back (:func:`commit_unconfirmed`: the
-      driver's deadline, a lost connection, the backend ended): outcome unknown;
-    * it came back with a WARNING (its wait for the synchronous standby cancelled):
-      :func:`replication.confirm_replicated` within ``barrier_s``; outcome unknown if that
-      fails.
+    * the COMMIT was sent and its outcome never came back (the driver's deadline, a lost
+      connection, the backend ended): outcome unknown;
+    * it came back with a WARNING (its wait for the synchronous standby cancelled): its
+      replication is confirmed within ``barrier_s``; outcome unknown if that fails.
 
     Either way the connection is given up (see :func:`_bound_waits`), not rolled back.
     """
@@ -622,18 +621,13 @@ def _truthful_commits(engine: AsyncEngine, barrier_s: float | None) -> None:
         if driver is None or not sent:  # (autocommit, or nothing begun: no COMMIT is sent)
             commit(dbapi_connection)
             return
-        replication.expect_commit(driver)
-        try:
-            commit(dbapi_connection)
-        except Exception as exc:
-            if not commit_unconfirmed(exc):
-                raise
-            raise StorageOutcomeUnknown(
-                f"a transaction's commit is unconfirmed: {type(exc).__name__}"
-            ) from exc
-        if replication.warned(driver):
-            log.warning("a commit came back with a warning: confirming its replication")
-            await_(replication.confirm_replicated(driver, barrier_s))
+        # The adapter's commit is synchronous (it awaits the driver itself), run here from
+        # the coroutine that checks its outcome.
+        await_(
+            replication.acknowledged(
+                driver, functools.partial(greenlet_spawn, commit, dbapi_connection), barrier_s
+            )
+        )
 
     dialect.do_commit = do_commit  # type: ignore[method-assign]
 
