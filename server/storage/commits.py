@@ -75,6 +75,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -449,8 +450,15 @@ class GroupCommitter:
                         if link is None:
                             link = await self._connect()
                         try:
-                            replication.expect_commit(link.driver)
-                            stored = await self._commit(link, batch)
+                            # Its outcomes are in ``stored`` as soon as it commits, before its
+                            # replication is confirmed; a batch sent and never answered is
+                            # settled by reading its rows (_settle).
+                            await replication.acknowledged(
+                                link.driver,
+                                functools.partial(self._commit, link, batch, stored),
+                                self._timeout_s + STATEMENT_TIMEOUT_MARGIN_S,
+                                caller_settles=True,
+                            )
                             break
                         except DBAPIError as exc:
                             if attempt or not unsent(exc):
@@ -459,13 +467,6 @@ class GroupCommitter:
                             # server dropped, not yet seen closed): a fresh one takes it.
                             await self._let_go(link, invalidate=True)
                             link = None
-                    assert link is not None  # (the loop ends with a batch stored on it)
-                    if replication.warned(link.driver):
-                        # Committed on the primary alone (its wait for the synchronous standby
-                        # cancelled): acknowledged only once replicated.
-                        await replication.confirm_replicated(
-                            link.driver, self._timeout_s + STATEMENT_TIMEOUT_MARGIN_S
-                        )
                     seconds = time.perf_counter() - started
                 except asyncio.CancelledError:
                     if link is not None:  # cancelled mid-statement: its state is unknown
@@ -725,11 +726,13 @@ class GroupCommitter:
         except Exception:
             log.warning("group commit: closing its connection failed", exc_info=True)
 
-    async def _commit(self, link: _Link, batch: Sequence[_Pending]) -> dict[int, str]:
-        """Store one batch in one statement (its own transaction); returns each game's outcome:
-        ``stored``, ``closed`` (a daily whose date is over), ``signed_out`` (the device's token
-        is gone), ``busy`` (its row was locked by another transaction: nothing of it was
-        stored), or nothing (its row had moved on).
+    async def _commit(
+        self, link: _Link, batch: Sequence[_Pending], outcomes: dict[int, str]
+    ) -> None:
+        """Store one batch in one statement (its own transaction); puts each game's outcome in
+        ``outcomes`` (game id → outcome): ``stored``, ``closed`` (a daily whose date is over),
+        ``signed_out`` (the device's token is gone), ``busy`` (its row was locked by another
+        transaction: nothing of it was stored), or nothing (its row had moved on).
 
         Raises:
             sqlalchemy.exc.DBAPIError: the driver's error, as :func:`database_error` makes it.
@@ -774,7 +777,7 @@ class GroupCommitter:
             raise database_error(
                 exc, COMMIT_BATCH_SQL, connection_invalidated=link.driver.is_closed()
             ) from exc
-        return {row[0]: row[1] for row in rows}
+        outcomes.update((row[0], row[1]) for row in rows)
 
 
 def _fail(batch: Sequence[_Pending], exc: Exception) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.dialects.postgresql import insert
 from server.engine.actions import Status
 from server.engine.codes import GameCode
 from server.engine.difficulty import Level
+from server.errors import StorageOutcomeUnknown, StorageUnavailable
 from server.storage.models import DailyChallenge, DailyPlayers, LeaderboardCount
 from server.storage.replicas import ReadRouter, RoutedStore
 from server.storage.sessions import Sessions
@@ -102,6 +103,11 @@ class DailyStore(Protocol):
         Returns:
             The date's stored deal: ``code``, or the one stored first, each with its own
             difficulty.
+
+        Raises:
+            StorageError: the database failed — never ``StorageOutcomeUnknown``: whether a
+                deal whose commit was not confirmed was stored changes nothing anyone asked
+                for (the deal is read back, or chosen and kept again, on the next request).
         """
         ...
 
@@ -189,6 +195,10 @@ class PostgresDailyStore:
             The date's stored deal (``code`` or the one stored first) with its difficulty.
 
         Raises:
+            StorageUnavailable: the deal's commit was not confirmed: it may have been stored,
+                which changes nothing a caller asked for (the next request reads it back, or
+                keeps a deal again); never ``StorageOutcomeUnknown``, which would tell a reader
+                of the daily challenge that their request may have changed something.
             StorageError: the database failed.
         """
         figures: dict[str, object] = {}
@@ -214,7 +224,10 @@ class PostgresDailyStore:
         )
         async with self._sessions() as session:
             await session.execute(statement)
-            await session.commit()
+            try:
+                await session.commit()
+            except StorageOutcomeUnknown as exc:
+                raise StorageUnavailable(f"a daily deal's commit is unconfirmed: {exc}") from exc
         stored = await self.deal(date)
         assert stored is not None  # a date's deal is never deleted
         return stored

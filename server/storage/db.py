@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
 import os
+import re
 import time
 import uuid
 import warnings
@@ -23,11 +25,10 @@ from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.util.concurrency import await_
+from sqlalchemy.util.concurrency import await_, greenlet_spawn
 
 from server.errors import StorageOutcomeUnknown
 from server.storage import replication
-from server.storage.driver_errors import commit_unconfirmed
 
 log = logging.getLogger(__name__)
 
@@ -599,41 +600,87 @@ def _bound_waits(engine: AsyncEngine, ping_s: float) -> None:
             context.is_disconnect = True
 
 
-def _truthful_commits(engine: AsyncEngine, barrier_s: float | None) -> None:
-    """Make a ``COMMIT`` of ``engine``'s transactions (sessions, ``engine.begin()``) that may
-    have committed without saying so raise :class:`StorageOutcomeUnknown` rather than a
-    database failure ("nothing was changed"), and one that came back committed on the primary
-    alone wait for its replication first (:mod:`server.storage.replication`):
+#: Where the pool's record of a connection notes whether its transaction has run a statement
+#: that may store something (:func:`writes`), from its ``BEGIN`` on.
+_WROTE_KEY = "tripeaks.wrote"
 
-    * the COMMIT was sent and its outcome never came back (:func:`commit_unconfirmed`: the
-      driver's deadline, a lost connection, the backend ended): outcome unknown;
-    * it came back with a WARNING (its wait for the synchronous standby cancelled):
-      :func:`replication.confirm_replicated` within ``barrier_s``; outcome unknown if that
-      fails.
+#: The first word of a statement that stores nothing (unless it holds one of
+#: :data:`_STORING`): a query, or a setting of the session or transaction.
+_READING = re.compile(r"\s*(?:SELECT|WITH|SET|RESET|SHOW)\b", re.IGNORECASE)
+#: What makes a statement store something: a data-modifying statement (in a ``WITH`` of a
+#: query), or a notification (sent once its transaction commits). A row-locking clause
+#: (``FOR UPDATE``, :data:`_LOCKING`) stores nothing: it is taken out first.
+_STORING = re.compile(r"\b(?:INSERT|UPDATE|DELETE|MERGE|NOTIFY|pg_notify)\b", re.IGNORECASE)
+_LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+)?UPDATE\b", re.IGNORECASE)
+
+
+def writes(statement: str) -> bool:
+    """Whether ``statement`` (SQL) may store something should its transaction commit: anything
+    but a query (``SELECT``, or ``WITH`` without a data-modifying part; row locks taken with
+    ``FOR UPDATE`` and the like store nothing) or a setting (``SET``, ``RESET``, ``SHOW``).
+    Conservative: a statement it cannot tell is one that writes. A query calling a function
+    that writes would be taken for a read: the server's queries call none (their advisory
+    locks and ``set_config`` store nothing; ``pg_notify`` counts as a write)."""
+    if _READING.match(statement) is None:
+        return True
+    return _STORING.search(_LOCKING.sub(" ", statement)) is not None
+
+
+def _truthful_commits(engine: AsyncEngine, barrier_s: float | None) -> None:
+    """Make a ``COMMIT`` of ``engine``'s transactions (sessions, ``engine.begin()``) tell the
+    truth about what it stored, through :func:`replication.acknowledged`:
+
+    * the COMMIT of a transaction that may have stored something (it ran a statement that
+      :func:`writes`) was sent and its outcome never came back (the driver's deadline, a lost
+      connection, the backend ended): :class:`StorageOutcomeUnknown`, not a database failure
+      ("nothing was changed");
+    * it came back with a WARNING (its wait for the synchronous standby cancelled): its
+      replication is confirmed within ``barrier_s`` first; outcome unknown if that fails.
 
     Either way the connection is given up (see :func:`_bound_waits`), not rolled back.
+
+    A transaction that stored nothing (only queries and settings: a read) is committed as it
+    is: whatever became of its COMMIT, nothing was changed, so its failure is the database's
+    (``StorageUnavailable`` once translated, :func:`server.storage.sessions.storage_errors`),
+    never outcome unknown. Which transactions stored something is noted on each connection as
+    its statements are sent (``before_cursor_execute``), from its ``BEGIN`` on.
     """
-    dialect = engine.sync_engine.dialect
+    sync_engine = engine.sync_engine
+
+    @event.listens_for(sync_engine, "begin")
+    def _began(conn: Connection) -> None:
+        conn.info[_WROTE_KEY] = False
+
+    @event.listens_for(sync_engine, "before_cursor_execute")
+    def _sending(
+        conn: Connection,
+        cursor: Any,
+        statement: str,
+        parameters: Any,
+        context: Any,
+        executemany: bool,
+    ) -> None:
+        info = conn.info
+        if not info.get(_WROTE_KEY, True) and writes(statement):
+            info[_WROTE_KEY] = True
+
+    dialect = sync_engine.dialect
     commit = dialect.do_commit
 
     def do_commit(dbapi_connection: Any) -> None:
         driver = dbapi_connection.driver_connection
         sent = getattr(dbapi_connection.dbapi_connection, "_transaction", None) is not None
-        if driver is None or not sent:  # (autocommit, or nothing begun: no COMMIT is sent)
+        if driver is None or not sent or not dbapi_connection.info.get(_WROTE_KEY, True):
+            # (autocommit or nothing begun: no COMMIT is sent; a read: nothing to be unsure of)
             commit(dbapi_connection)
             return
-        replication.expect_commit(driver)
-        try:
-            commit(dbapi_connection)
-        except Exception as exc:
-            if not commit_unconfirmed(exc):
-                raise
-            raise StorageOutcomeUnknown(
-                f"a transaction's commit is unconfirmed: {type(exc).__name__}"
-            ) from exc
-        if replication.warned(driver):
-            log.warning("a commit came back with a warning: confirming its replication")
-            await_(replication.confirm_replicated(driver, barrier_s))
+        # The adapter's commit is synchronous (it awaits the driver itself), run here from
+        # the coroutine that checks its outcome.
+        await_(
+            replication.acknowledged(
+                driver, functools.partial(greenlet_spawn, commit, dbapi_connection), barrier_s
+            )
+        )
 
     dialect.do_commit = do_commit  # type: ignore[method-assign]
 

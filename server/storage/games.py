@@ -30,7 +30,7 @@ from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
 from server.errors import StorageOutcomeUnknown
 from server.storage import moderation, replication
-from server.storage.driver_errors import commit_unconfirmed, database_error
+from server.storage.driver_errors import database_error
 from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
@@ -360,33 +360,25 @@ class PostgresGameStore:
                 raw = await conn.get_raw_connection()
                 driver = raw.driver_connection
                 assert driver is not None  # a connection just checked out is attached
-                replication.expect_commit(driver)
-                try:
-                    game_id: int | None = await driver.fetchval(statement, *arguments)
-                except (
-                    OSError,
-                    asyncpg.PostgresError,
-                    asyncpg.InterfaceError,
-                    asyncpg.InternalClientError,
-                ) as exc:
-                    if commit_unconfirmed(exc):
-                        # Sent, and its implicit commit never confirmed (the driver's deadline,
-                        # a lost connection, the backend ended): the game may be stored.
-                        await conn.invalidate()
-                        raise StorageOutcomeUnknown(
-                            f"a new game's commit is unconfirmed: {type(exc).__name__}"
-                        ) from exc
-                    raise database_error(
-                        exc, statement, connection_invalidated=driver.is_closed()
-                    ) from exc
-                if replication.warned(driver):
-                    # Committed on the primary alone (its wait for the synchronous standby
-                    # cancelled): acknowledged only once replicated.
+
+                async def insert() -> int | None:
                     try:
-                        await replication.confirm_replicated(driver, None)
-                    except StorageOutcomeUnknown:
-                        await conn.invalidate()
-                        raise
+                        game_id: int | None = await driver.fetchval(statement, *arguments)
+                    except (
+                        asyncpg.PostgresError,
+                        asyncpg.InterfaceError,
+                        asyncpg.InternalClientError,
+                    ) as exc:
+                        raise database_error(
+                            exc, statement, connection_invalidated=driver.is_closed()
+                        ) from exc
+                    return game_id
+
+                try:
+                    game_id = await replication.acknowledged(driver, insert, None)
+                except StorageOutcomeUnknown:
+                    await conn.invalidate()  # (its state is unknown: never reused)
+                    raise
         return game_id
 
     async def daily_game_id(self, player_id: int, date: dt.date) -> int | None:

@@ -19,6 +19,13 @@ standby up to its own, later, WAL position, which covers the earlier commit
 connection is acknowledged (``GroupCommitter._settle``). If that wait fails too, the outcome
 stays unknown (:class:`~server.errors.StorageOutcomeUnknown`).
 
+Every commit of the server's writes is made through :func:`acknowledged`, the one place of
+that rule: the group commit's batches, the engine's ``COMMIT`` of its transactions (sessions,
+``engine.begin()``: :func:`server.storage.db.create_engine`) and a new game's insert. A commit
+sent and never answered (:func:`~server.storage.driver_errors.commit_unconfirmed`) is outcome
+unknown there too, unless its caller finds out itself what became of it (the group commit
+reads its writes' rows).
+
 What "replicated" means is the primary's: with no synchronous standby configured (one
 database, or pg_auto_failover's ``wait_primary`` state, in which the monitor has turned
 synchronous replication off because no standby is healthy), the barrier commits at once.
@@ -26,10 +33,17 @@ synchronous replication off because no standby is healthy), the barrier commits 
 
 from __future__ import annotations
 
+import logging
 import weakref
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from server.errors import StorageOutcomeUnknown
+from server.storage.driver_errors import commit_unconfirmed
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: One statement that is a transaction of its own (run outside any transaction) with a
 #: transaction id and a record in the WAL — an empty transactional logical message, which any
@@ -95,4 +109,55 @@ async def confirm_replicated(driver: Any, timeout_s: float | None) -> None:
         )
 
 
-__all__ = ["BARRIER_SQL", "confirm_replicated", "expect_commit", "warned", "watch"]
+async def acknowledged(
+    driver: Any,
+    commit: Callable[[], Awaitable[T]],
+    barrier_s: float | None,
+    *,
+    caller_settles: bool = False,
+) -> T:
+    """Run ``commit`` — what ends with a commit on ``driver``: a ``COMMIT``, or one statement
+    that is its own transaction — and return what it returns once that commit is known to be
+    replicated: one that came back with a warning (its wait for the synchronous standby
+    cancelled: on the primary alone) is followed by :func:`confirm_replicated`.
+
+    Args:
+        driver: the asyncpg connection ``commit`` commits on.
+        commit: what to run (called once, awaited).
+        barrier_s: how long confirming the replication may take (s; None: the connection's own
+            bound).
+        caller_settles: the caller finds out itself what a commit sent and never answered left
+            (the group commit reads its writes' rows): such a failure is raised as it is.
+
+    Returns:
+        What ``commit`` returned.
+
+    Raises:
+        StorageOutcomeUnknown: the commit was sent and its outcome never came back
+            (:func:`~server.storage.driver_errors.commit_unconfirmed`; not with
+            ``caller_settles``), or it came back committed on the primary alone and its
+            replication could not be confirmed (:func:`confirm_replicated`): it may be stored.
+            Its ``__cause__`` is the failure.
+        Whatever else ``commit`` raises (a failure that surely changed nothing).
+    """
+    expect_commit(driver)
+    try:
+        result = await commit()
+    except Exception as exc:
+        if caller_settles or not commit_unconfirmed(exc):
+            raise
+        raise StorageOutcomeUnknown(f"a commit is unconfirmed: {type(exc).__name__}") from exc
+    if warned(driver):
+        log.warning("a commit came back with a warning: confirming its replication")
+        await confirm_replicated(driver, barrier_s)
+    return result
+
+
+__all__ = [
+    "BARRIER_SQL",
+    "acknowledged",
+    "confirm_replicated",
+    "expect_commit",
+    "warned",
+    "watch",
+]

@@ -33,7 +33,6 @@ from server.errors import (
     ServiceError,
     StorageError,
     UnauthorizedError,
-    UnavailableError,
     UnsupportedMediaTypeError,
     refusal,
 )
@@ -111,14 +110,6 @@ _HTTP_CODES = {
 }
 
 
-def _read_failed() -> web.Response:
-    """The answer to a read whose transaction's end was not confirmed (the connection lost
-    during its COMMIT): a read changes nothing, so the outcome is not in doubt — the database
-    is unavailable (503 ``unavailable``), not ``outcome_unknown``."""
-    error = UnavailableError("the game database is unavailable; try again shortly")
-    return error_response(error.http_status, error.code, error.message)
-
-
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Turn service errors, HTTP errors and failures under the API into JSON error bodies."""
@@ -132,8 +123,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         response.force_close()
         return response
     except ServiceError as exc:
-        if exc.code == ErrorCode.OUTCOME_UNKNOWN and request.method in SAFE_METHODS:
-            return _read_failed()
         return error_response(exc.http_status, exc.code, exc.message)
     except web.HTTPException as exc:
         if not request.path.startswith(PREFIX) or exc.status < 400:
@@ -151,8 +140,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         refused = refusal(exc)
         if isinstance(refused, ServerBusyError):
             return _busy(refused)
-        if refused.code == ErrorCode.OUTCOME_UNKNOWN and request.method in SAFE_METHODS:
-            return _read_failed()
         return error_response(refused.http_status, refused.code, refused.message)
     except Exception:
         if not request.path.startswith(PREFIX):

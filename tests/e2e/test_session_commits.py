@@ -5,11 +5,15 @@ exist: past its deadline or with its backend ended while waiting, the commit may
 made (locally) and is answered ``outcome_unknown``, never "nothing was changed"; cancelled
 while waiting (committed locally, with a warning), it is acknowledged only once a later
 commit's wait for the standby ends; refused by the server at COMMIT, it changed nothing and
-says so."""
+says so. A transaction that stored nothing (a read) whose COMMIT never answers changed nothing
+either: it is ``unavailable``, never ``outcome_unknown``."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,10 +21,12 @@ import aiohttp
 import asyncpg
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.bench.process import free_port
-from server.errors import StorageConflict, StorageOutcomeUnknown
+from server.engine import GameCode
+from server.errors import StorageConflict, StorageOutcomeUnknown, StorageUnavailable
+from server.storage.daily import PostgresDailyStore
 from server.storage.db import DatabaseDeadlines, create_engine, migrate_url
 from server.storage.sessions import Sessions, storage_errors
 from tests.e2e.conftest import PrivatePostgres
@@ -33,6 +39,7 @@ from tests.e2e.test_commit_outcomes import (
     _writer_waiting_on,
 )
 from tests.e2e.test_database_restart import outage_env
+from tests.freeze import thaw
 from tests.helpers import connect_player, eventually
 
 #: How long a wait may take before the test calls it a hang.
@@ -162,6 +169,71 @@ async def test_a_commit_refused_by_the_server_changed_nothing(
     with pytest.raises(StorageConflict):
         await asyncio.wait_for(_insert(sessions, 1), HANG_S)
     assert await _stored(private_postgres) == [1]
+
+
+async def _stop_backend(conn: AsyncConnection) -> int:
+    """Stop (``SIGSTOP``) the backend of ``conn``'s session, as a server that hangs: its COMMIT
+    is then sent and never answered. Returns its pid, for :func:`tests.freeze.thaw`."""
+    pid: int = await conn.scalar(text("SELECT pg_backend_pid()"))
+    os.kill(pid, signal.SIGSTOP)
+    return pid
+
+
+@pytest.mark.parametrize(
+    ("statement", "raised"),
+    [
+        ("SELECT n FROM probe", StorageUnavailable),
+        ("SELECT n FROM probe FOR UPDATE", StorageUnavailable),
+        ("WITH p AS (SELECT n FROM probe) SELECT count(*) FROM p", StorageUnavailable),
+        ("INSERT INTO probe VALUES (1)", StorageOutcomeUnknown),
+        (
+            "WITH p AS (INSERT INTO probe VALUES (1) RETURNING n) SELECT n FROM p",
+            StorageOutcomeUnknown,
+        ),
+    ],
+)
+async def test_a_commit_never_answered_is_unavailable_for_a_read_and_unknown_for_a_write(
+    private_postgres: PrivatePostgres,
+    engine: AsyncEngine,
+    statement: str,
+    raised: type[Exception],
+) -> None:
+    sessions = Sessions(engine)
+    stopped: list[int] = []
+    try:
+        # A session's transaction, then a connection's own (engine.begin()): its backend stops
+        # before the COMMIT, which the driver gives up at its deadline. A read changed nothing
+        # whatever became of its COMMIT: the database is unavailable, nothing is in doubt.
+        with pytest.raises(raised):
+            async with sessions() as session:
+                await session.execute(text(statement))
+                stopped.append(await _stop_backend(await session.connection()))
+                await asyncio.wait_for(session.commit(), HANG_S)
+        with pytest.raises(raised), storage_errors():
+            async with engine.begin() as conn:
+                await conn.execute(text(statement))
+                stopped.append(await _stop_backend(conn))
+    finally:
+        thaw(stopped)
+    await asyncio.wait_for(_insert(sessions, 2), HANG_S)  # the pool goes on
+
+
+async def test_a_daily_deal_whose_commit_is_unconfirmed_is_unavailable(
+    private_postgres: PrivatePostgres, engine: AsyncEngine
+) -> None:
+    await migrate_url(private_postgres.url)
+    store = PostgresDailyStore(Sessions(engine))
+    date = dt.date(2026, 12, 6)
+    code = GameCode.parse("TP1-E-AAAAAAB")
+    await _without_its_standby(private_postgres)
+    # Read by a GET of the daily challenge: whether the deal was stored changes nothing its
+    # reader asked for, who is told "unavailable", never that their read may have changed
+    # something.
+    with pytest.raises(StorageUnavailable):
+        await asyncio.wait_for(store.keep_deal(date, code, dt.datetime.now(dt.UTC)), HANG_S)
+    await _standby_back(private_postgres)
+    kept = await asyncio.wait_for(store.keep_deal(date, code, dt.datetime.now(dt.UTC)), HANG_S)
+    assert kept.code == code
 
 
 async def test_a_resignation_whose_commit_is_unconfirmed_is_answered_outcome_unknown(

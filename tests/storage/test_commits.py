@@ -609,7 +609,7 @@ async def test_a_batch_the_driver_refuses_before_sending_goes_to_a_fresh_connect
     real = committer._commit
     refused: list[int] = []
 
-    async def refusing_once(link: Any, batch: Any) -> dict[int, str]:
+    async def refusing_once(link: Any, batch: Any, outcomes: dict[int, str]) -> None:
         if not refused:
             refused.append(id(link.driver))
             try:
@@ -619,7 +619,7 @@ async def test_a_batch_the_driver_refuses_before_sending_goes_to_a_fresh_connect
             except asyncpg.InternalClientError as exc:
                 raise database_error(exc, "the batch") from exc
         assert id(link.driver) not in refused  # a fresh connection
-        return await real(link, batch)
+        await real(link, batch, outcomes)
 
     monkeypatch.setattr(committer, "_commit", refusing_once)
     try:
@@ -636,7 +636,7 @@ async def test_a_batch_whose_connection_is_lost_mid_statement_is_not_sent_again(
     committer = GroupCommitter(db)
     calls: list[int] = []
 
-    async def lost(link: Any, batch: Any) -> dict[int, str]:
+    async def lost(link: Any, batch: Any, outcomes: dict[int, str]) -> None:
         calls.append(1)
         try:
             raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
