@@ -12,17 +12,11 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 from playwright.async_api import Browser, Page, Route, expect
-from sqlalchemy import select
 
-from server.engine import ActionKind, Game
-from server.engine.codes import GameCode
-from server.engine.layout import POSITION_COUNT
 from server.services.clock import FakeClock
-from server.storage.models import Race
-from server.web.keys import SERVICES
 from tests.browser.support import DESKTOP, PHONE, no_overflow, open_page, register, wrapped_words
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer
+from tests.helpers import WsPlayer, race_code
 from tests.helpers import register as register_rest
 
 SETTINGS = {"race_countdown_s": 0.05, "race_sweep_s": 0.05}
@@ -44,16 +38,7 @@ async def _rated_race(
         joined = await ws.request({"type": "race_join", "invite": invite})
         assert joined["game"] is not None, joined
         games[ws] = joined["game"]
-    async with server.app[SERVICES].db.connect() as conn:
-        code = GameCode.parse(
-            str(await conn.scalar(select(Race.code).where(Race.invite == invite)))
-        )
-    game, state = Game.new(code, ranked=True), games[winner]
-    while game.cards_left == POSITION_COUNT:
-        legal = [a for a in game.legal_actions() if a.kind is not ActionKind.UNDO]
-        action = next((a for a in legal if a.kind is ActionKind.REMOVE), legal[0])
-        game.apply(action)
-        state = await winner.play(state, [action])
+    await winner.remove_a_card(await race_code(server, invite), games[winner])
     await loser.request({"type": "resign", "game_id": games[loser]["game_id"]})
     await winner.request({"type": "resign", "game_id": games[winner]["game_id"]})
     while (await winner.until("race_results"))["race"]["invite"] != invite:
