@@ -41,11 +41,12 @@ async def _seats(server: TestServer) -> dict[int, int]:
 
 
 async def _waiting_from(
-    database_url: str, clock: FakeClock, player_id: int, instance: str, seen_ago: dt.timedelta
+    client: Client, database_url: str, clock: FakeClock, instance: str, seen_ago: dt.timedelta
 ) -> None:
     """Record a server process ``instance`` last seen ``seen_ago`` before the database's now,
-    with the player waiting under Easy from it (one transaction: the presence sweep may drop
-    the process at any moment)."""
+    with a player registered as ``instance`` waiting under Easy from it (one transaction: the
+    presence sweep may drop the process at any moment)."""
+    player_id = (await register(client, instance.capitalize()))["id"]
     conn = await asyncpg.connect(database_url)
     try:
         async with conn.transaction():
@@ -137,11 +138,10 @@ async def test_a_waiting_player_of_a_dead_process_does_not_hold_the_others_up(
     server = await make_server(**{**SETTINGS, "instance_timeout_s": 1.0})
     async with TestClient(server) as client:
         # A process that stopped an hour ago, with a player waiting from it.
-        ghost = await register(client, "Ghost")
-        await _waiting_from(database_url, clock, ghost["id"], "dead", dt.timedelta(hours=1))
+        await _waiting_from(client, database_url, clock, "dead", dt.timedelta(hours=1))
         ann, bob = await _ann_and_bob_matched(client, clock)
         seats = await _seats(server)
-        assert sorted(seats) == sorted([ann.player_id, bob.player_id])  # not the ghost
+        assert sorted(seats) == sorted([ann.player_id, bob.player_id])  # not the dead process's
         # Its row goes with the dead process's record, which the presence sweep drops.
         await eventually(lambda: _empty(server), "the dead process's player to leave the queue")
         await ann.close()
@@ -198,8 +198,7 @@ async def test_a_process_late_by_half_its_time_out_has_its_players_left_out_of_m
     server = await make_server(**{**SETTINGS, "instance_timeout_s": 60.0})
     async with TestClient(server) as client:
         # A process last seen 35 s ago: not dead yet (60 s), but past half its time-out.
-        late = await register(client, "Late")
-        await _waiting_from(database_url, clock, late["id"], "late", dt.timedelta(seconds=35))
+        await _waiting_from(client, database_url, clock, "late", dt.timedelta(seconds=35))
         ann, bob = await _ann_and_bob_matched(client, clock)
         assert sorted(await _seats(server)) == sorted([ann.player_id, bob.player_id])
         assert await _queued(server) == 1  # still waiting: its process is not dead
