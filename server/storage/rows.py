@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 if TYPE_CHECKING:
@@ -14,29 +15,37 @@ if TYPE_CHECKING:
 Row = TypeVar("Row", bound="DataclassInstance")
 
 
+def _as_read(value: Any) -> Any:
+    return value
+
+
+def _convert(convert: Callable[[Any], Any], value: Any) -> Any:
+    return convert(value)
+
+
 @functools.cache
-def _columns(kind: type[DataclassInstance]) -> tuple[tuple[str, bool], ...]:
-    """Each field of ``kind`` by name, and whether it holds an ``int``."""
+def _reader(
+    kind: type[DataclassInstance],
+) -> tuple[Callable[[Any], Any], tuple[Callable[[Any], Any], ...]]:
+    """How to read a ``kind`` from a row: the getter of its fields' columns (by name, in the
+    fields' order, which is that of ``kind``'s arguments) and each value's conversion."""
     hints = get_type_hints(kind)
-    return tuple((f.name, hints[f.name] is int) for f in dataclasses.fields(kind))
+    fields = dataclasses.fields(kind)
+    get = operator.attrgetter(*(f.name for f in fields))
+    return get, tuple(int if hints[f.name] is int else _as_read for f in fields)
 
 
 def typed_rows(kind: type[Row], rows: Sequence[Any]) -> tuple[Row, ...]:
     """``rows`` (as a statement read them, with a column named as each field of the dataclass
-    ``kind``) as ``kind``s, in their order; an ``int`` field's value goes through ``int()``
-    (whatever type of number the driver read it as), any other is taken as read.
+    ``kind``, which has two fields or more) as ``kind``s, in their order; an ``int`` field's
+    value goes through ``int()`` (whatever type of number the driver read it as), any other is
+    taken as read.
 
     Raises:
         AttributeError: a row lacks one of the columns.
     """
-    columns = _columns(kind)
-    return tuple(kind(**_values(row, columns)) for row in rows)
-
-
-def _values(row: Any, columns: tuple[tuple[str, bool], ...]) -> dict[str, Any]:
-    return {
-        name: int(getattr(row, name)) if whole else getattr(row, name) for name, whole in columns
-    }
+    get, converts = _reader(kind)
+    return tuple([kind(*map(_convert, converts, get(row))) for row in rows])
 
 
 __all__ = ["typed_rows"]
