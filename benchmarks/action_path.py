@@ -54,11 +54,12 @@ async def measure(
     env = {"TRIPEAKS_EVENT_LOOP": loop} if loop else {}
     async with (
         throwaway_database(migrated=False) as url,
-        serve_tree(tree, url, workers, env, log=args.server_log) as (base, process),
+        serve_tree(tree, url, workers, env, log=args.server_log) as server,
     ):
+        base = server.base
         print(f"\n=== {name}: {tree}, {workers} worker(s)")
         if args.closed:
-            stats, spent = await run_players(base, args.closed, args.seconds, "free", process.pid)
+            stats, spent = await run_players(base, args.closed, args.seconds, "free", server.pid)
             report(f"{name}: closed loop, {args.closed} players", stats, spent)
             if args.echo and stats.request_bytes:
                 req = int(statistics.median(stats.request_bytes))
@@ -73,16 +74,14 @@ async def measure(
                         f"= {ours / theirs:.1f}x"
                     )
         if args.burst:
-            await burst(base, args.burst, process.pid)
+            await burst(base, args.burst, server.pid)
         if args.storm:
-            await storm(base, args.storm, args.storm_stayed, process.pid, args.pace)
+            await storm(base, args.storm, args.storm_stayed, server.pid, args.pace)
         if args.idle:
-            await idle_connections(base, args.idle, process.pid)
+            await idle_connections(base, args.idle, server.pid)
         if args.paced:
             counts = [int(c) for c in args.paced.split(",")]
-            await paced_ladder(
-                base, counts, args.seconds, args.pace, args.jitter, process.pid, 50.0
-            )
+            await paced_ladder(base, counts, args.seconds, args.pace, args.jitter, server.pid, 50.0)
 
 
 def _cpu_per_reply(cpu_s: float | None, replies: int) -> float | None:

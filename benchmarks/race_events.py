@@ -324,7 +324,8 @@ async def measure(
             "TRIPEAKS_RACE_MAX_ROOMS": str(args.games + 1),
             **dict(kv.split("=", 1) for kv in args.env),
         }
-        async with serve_tree(tree, url, processes, env, args.server_log) as (base, server):
+        async with serve_tree(tree, url, processes, env, args.server_log) as server:
+            base = server.base
             admin = await asyncpg.connect(url)
             try:
                 players = args.tables * args.racers

@@ -144,9 +144,9 @@ async def _server(
         "TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS": "1000000",
         "TRIPEAKS_SOLVER_WORKERS": "0",
     }
-    async with server_process(ROOT, env) as (port, process):
-        _pin([process.pid], cpus)
-        yield f"http://127.0.0.1:{port}"
+    async with server_process(ROOT, env) as server:
+        _pin([server.pid], cpus)
+        yield server.base
 
 
 SECRET = secrets.token_hex(32)

@@ -305,17 +305,15 @@ async def measure(name: str, tree: Path, args: argparse.Namespace) -> Run:
     """Start a server from ``tree``, run the four phases against it, print what they did."""
     async with throwaway_database(migrated=False) as url:
         env = server_env(
-            tree,
             url,
             TRIPEAKS_REGISTER_PER_MINUTE="1000000",
             TRIPEAKS_LOG_FORMAT="json",
             **dict(setting.split("=", 1) for setting in args.env),
         )
-        with tempfile.TemporaryFile("w+") as server_log:
-            async with server_process(tree, env, server_log) as (port, process):
-                run = await _phases(process.pid, port, args)
-            server_log.seek(0)
-            _print(name, tree, args, run, server_log.read().splitlines())
+        with tempfile.TemporaryDirectory() as folder:
+            async with server_process(tree, env, Path(folder) / "server.log") as server:
+                run = await _phases(server.pid, server.port, args)
+            _print(name, tree, args, run, server.text().splitlines())
             return run
 
 

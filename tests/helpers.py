@@ -17,11 +17,23 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import ClientSession, ClientWebSocketResponse
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
 
-from server.engine import COVERED_BY, Action, Deal, GameCode, RuleSet
+from server.engine import (
+    COVERED_BY,
+    POSITION_COUNT,
+    Action,
+    ActionKind,
+    Deal,
+    Game,
+    GameCode,
+    RuleSet,
+)
 from server.services.daily import MAX_CANDIDATES, derive_daily_code, level_for
+from server.storage.models import Race
+from server.web.keys import SERVICES
 
 TIMEOUT = 10.0
 #: Longest a test polls for a condition to come about (see :func:`eventually`): generous, as a
@@ -76,6 +88,15 @@ async def register(client: TestClient[Any, Any], name: str) -> dict[str, Any]:
     assert resp.status == 201, await resp.text()
     body: dict[str, Any] = await resp.json()
     return body
+
+
+async def race_code(server: TestServer, invite: str) -> GameCode:
+    """The deal of the race room ``invite`` on ``server``, read from its database (a quick
+    race's is sealed: its racers are not told it while it runs)."""
+    async with server.app[SERVICES].db.connect() as conn:
+        return GameCode.parse(
+            str(await conn.scalar(select(Race.code).where(Race.invite == invite)))
+        )
 
 
 class WsPlayer:
@@ -156,6 +177,23 @@ class WsPlayer:
             reply = await self.act(game, action.kind.value, action.pos)
             assert reply["type"] == "accepted", (action, reply)
             game = reply["game"]
+        return game
+
+    async def remove_a_card(self, code: GameCode, game: dict[str, Any]) -> dict[str, Any]:
+        """In the fresh ranked game ``game`` (its state as the server sent it) of the deal
+        ``code``, draw until a card can be removed, then remove it (a race's winning line:
+        one card removed); return the last state.
+
+        Raises:
+            AssertionError: an action was refused, or the stock ran out with no card removed.
+        """
+        engine = Game.new(code, ranked=True)
+        while engine.cards_left == POSITION_COUNT:
+            legal = [a for a in engine.legal_actions() if a.kind is not ActionKind.UNDO]
+            assert legal, f"no card of {code} could be removed before the stock ran out"
+            action = next((a for a in legal if a.kind is ActionKind.REMOVE), legal[0])
+            engine.apply(action)
+            game = await self.play(game, [action])
         return game
 
     async def close(self) -> None:

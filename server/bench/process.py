@@ -1,9 +1,9 @@
 """Measuring processes on this machine (Linux ``/proc``): resident memory and CPU time of a
-server process and its descendants, a free loopback port to start one on, a server process
-started from a source tree and stopped afterwards (:func:`server_process`, for benchmarks that
-compare trees; :func:`serve_tree`, with the limits that would hold a load back lifted), and a
-real ``tripeaks serve`` process (:class:`ServeProcess`) as an operator
-starts it."""
+server process and its descendants, a free loopback port to start one on, and a real server
+process (:class:`ServeProcess`, started and stopped by hand, from this tree or another), which
+:func:`server_process` starts from a source tree, waits for and stops afterwards (for
+benchmarks that compare trees; :func:`serve_tree` with the limits that would hold a load back
+lifted)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import aiohttp
 
@@ -97,112 +96,6 @@ def free_port() -> int:
         return port
 
 
-#: Seconds a started server process has to listen on its port.
-LISTEN_WITHIN_S = 60.0
-
-
-async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
-    deadline = time.monotonic() + LISTEN_WITHIN_S
-    while time.monotonic() < deadline:
-        if process.returncode is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"the server did not listen within {LISTEN_WITHIN_S:g} s")
-
-
-@contextlib.asynccontextmanager
-async def server_process(
-    tree: Path, env: Mapping[str, str], output: IO[str] | None = None
-) -> AsyncIterator[tuple[int, asyncio.subprocess.Process]]:
-    """``python -m server serve`` from the source tree ``tree`` (its ``PYTHONPATH`` and working
-    directory) on a free loopback port, with ``env`` as its environment (its output written to
-    ``output``, else discarded);
-    yields the port and the process once it listens, and stops it afterwards (SIGTERM, then
-    SIGKILL after 30 s).
-
-    Raises:
-        RuntimeError: it exited, or did not listen within :data:`LISTEN_WITHIN_S`.
-    """
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "server",
-        "serve",
-        "--port",
-        str(port),
-        env={**env, "PYTHONPATH": str(tree)},
-        cwd=tree,
-        stdout=asyncio.subprocess.DEVNULL if output is None else output,
-        stderr=asyncio.subprocess.DEVNULL if output is None else output,
-    )
-    try:
-        await _wait_listening(port, process)
-        yield port, process
-    finally:
-        await stop(process)
-
-
-@contextlib.asynccontextmanager
-async def serve_tree(
-    tree: Path,
-    url: str,
-    workers: int,
-    env: dict[str, str] | None = None,
-    log: Path | None = None,
-) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
-    """A real server (``python -m server serve``, ``workers`` processes) of the source tree
-    ``tree`` over the database at ``url``, with the limits that would hold a load back lifted
-    and the solver off (``env`` adds to or overrides its environment); stopped on exit. Its
-    output goes to ``log`` (appended), or nowhere.
-
-    Yields:
-        Its base URL (``http://127.0.0.1:<port>``) and its process.
-    """
-    settings = server_env(
-        tree,
-        url,
-        TRIPEAKS_WS_RATE_PER_SECOND="10000",
-        TRIPEAKS_REGISTER_PER_MINUTE="1000000",
-        TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS="1000000",
-        TRIPEAKS_MAX_SOCKETS_PER_PLAYER="8",
-        TRIPEAKS_WORKERS=str(workers),
-        **(env or {}),
-    )
-    with contextlib.ExitStack() as files:
-        out = files.enter_context(log.open("a")) if log else None
-        async with server_process(tree, settings, out) as (port, process):
-            yield f"http://127.0.0.1:{port}", process
-
-
-def server_env(tree: Path, database_url: str, **settings: str) -> dict[str, str]:
-    """The environment of a server process started from the source tree ``tree`` over
-    ``database_url``: this process's, with a daily secret of its own, no solver processes, and
-    ``settings`` (``TRIPEAKS_…`` variables) on top."""
-    return {
-        **os.environ,
-        "PYTHONPATH": str(tree),
-        "DATABASE_URL": database_url,
-        "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
-        "TRIPEAKS_SOLVER_WORKERS": "0",
-        **settings,
-    }
-
-
-async def stop(process: asyncio.subprocess.Process) -> None:
-    """Stop a server process: SIGTERM (unless it has ended), then SIGKILL if it has not
-    ended within 30 s."""
-    if process.returncode is None:
-        process.terminate()
-    try:
-        await asyncio.wait_for(process.wait(), 30)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-
-
 def crowd_env(database_url: str, data: Path, daily_secret: str) -> dict[str, str]:
     """The environment of a server process that many simulated players reach from 127.0.0.1:
     the limits on one client address lifted, no solver workers, warnings only."""
@@ -220,16 +113,22 @@ def crowd_env(database_url: str, data: Path, daily_secret: str) -> dict[str, str
 
 @dataclass
 class ServeProcess:
-    """One ``tripeaks serve`` process on a free loopback port (a process of its own, with its
-    own pools and listener).
+    """One ``python -m server serve`` process on a free loopback port (a process of its own,
+    with its own pools and listener), as an operator starts it.
 
     Attributes:
-        env: its environment (``TRIPEAKS_*`` and ``DATABASE_URL`` only from here).
-        log: where its stdout and stderr go.
+        env: its environment's ``TRIPEAKS_*`` variables and ``DATABASE_URL`` (this process's
+            are not passed on), and any others to set.
+        log: where its stdout and stderr go (appended), or None: nowhere.
+        tree: the source tree it runs (its ``PYTHONPATH`` and working directory), or None:
+            this process's modules, in its working directory.
+        port: the port it listens on (given on its command line).
+        process: the process once started.
     """
 
-    env: dict[str, str]
-    log: Path
+    env: Mapping[str, str]
+    log: Path | None
+    tree: Path | None = None
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
@@ -238,17 +137,24 @@ class ServeProcess:
         """Its HTTP address."""
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        """Its process id (started: see :meth:`start`)."""
+        assert self.process is not None, "not started"
+        return self.process.pid
+
     def start(self) -> None:
         """Start it (it migrates first) without waiting for it."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRIPEAKS_")}
         env.pop("DATABASE_URL", None)
-        env.update(self.env, TRIPEAKS_PORT=str(self.port))
-        with self.log.open("ab") as out:
+        env.update(self.env)
+        if self.tree is not None:
+            env["PYTHONPATH"] = str(self.tree)
+        command = [sys.executable, "-m", "server", "serve", "--port", str(self.port)]
+        with contextlib.ExitStack() as files:
+            out = files.enter_context(self.log.open("ab")) if self.log else subprocess.DEVNULL
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "server", "serve"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
+                command, env=env, cwd=self.tree, stdout=out, stderr=subprocess.STDOUT
             )
 
     async def ready(self, within_s: float = SERVER_START_S) -> None:
@@ -272,18 +178,84 @@ class ServeProcess:
                 await asyncio.sleep(0.1)
 
     def text(self) -> str:
-        """What it has logged so far."""
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        """What it has logged so far ("" when its output goes nowhere)."""
+        if self.log is None or not self.log.exists():
+            return ""
+        return self.log.read_text(errors="replace")
 
-    def stop(self) -> int | None:
-        """SIGTERM, then wait (SIGKILL after 20 s); its exit status."""
+    def stop(self, within_s: float = 20.0) -> int | None:
+        """SIGTERM, then wait (SIGKILL after ``within_s``); its exit status (None when it was
+        never started)."""
         if self.process is None:
             return None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout=20)
+                self.process.wait(timeout=within_s)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
         return self.process.returncode
+
+
+@contextlib.asynccontextmanager
+async def server_process(
+    tree: Path, env: Mapping[str, str], log: Path | None = None
+) -> AsyncIterator[ServeProcess]:
+    """A :class:`ServeProcess` of the source tree ``tree`` with ``env`` (see its attributes; its
+    output appended to ``log``, else discarded), yielded once it is ready and stopped afterwards
+    (SIGTERM, then SIGKILL after 30 s).
+
+    Raises:
+        RuntimeError: it exited, or did not become ready within :data:`SERVER_START_S`.
+    """
+    server = ServeProcess(env, log, tree)
+    server.start()
+    try:
+        await server.ready()
+        yield server
+    finally:
+        await asyncio.to_thread(server.stop, 30.0)
+
+
+@contextlib.asynccontextmanager
+async def serve_tree(
+    tree: Path,
+    url: str,
+    workers: int,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+) -> AsyncIterator[ServeProcess]:
+    """A real server (``python -m server serve``, ``workers`` processes) of the source tree
+    ``tree`` over the database at ``url``, with the limits that would hold a load back lifted
+    and the solver off (``env`` adds to or overrides its environment), ready; stopped on exit.
+    Its output goes to ``log`` (appended), or nowhere.
+
+    Yields:
+        The server (its :attr:`ServeProcess.base` URL, ``http://127.0.0.1:<port>``, and its
+        :attr:`ServeProcess.pid`).
+    """
+    settings = server_env(
+        url,
+        TRIPEAKS_WS_RATE_PER_SECOND="10000",
+        TRIPEAKS_REGISTER_PER_MINUTE="1000000",
+        TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS="1000000",
+        TRIPEAKS_MAX_SOCKETS_PER_PLAYER="8",
+        TRIPEAKS_WORKERS=str(workers),
+        **(env or {}),
+    )
+    async with server_process(tree, settings, log) as server:
+        yield server
+
+
+def server_env(database_url: str, **settings: str) -> dict[str, str]:
+    """The environment of a benchmark's server process over ``database_url``: this process's,
+    with a daily secret of its own, no solver processes, and ``settings`` (``TRIPEAKS_…``
+    variables) on top."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "TRIPEAKS_DAILY_SECRET": secrets.token_hex(32),
+        "TRIPEAKS_SOLVER_WORKERS": "0",
+        **settings,
+    }

@@ -13,7 +13,7 @@ them (read through ``ix_players_banned``). Each answer reads one snapshot
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.engine.codes import RuleSet
 from server.storage.leaderboards import MAX_PLAYER_ID
+from server.storage.rows import typed_rows
 from server.storage.sessions import Sessions
 
 
@@ -230,7 +231,9 @@ class PostgresLadderStore:
         values: dict[str, Any] = {"rules": rules.value, "limit": limit}
         async with self._snapshot() as conn:
             if after is None:
-                return LadderSlice(_rows((await conn.execute(FIRST_PAGE, values)).all()), 0, 0)
+                return LadderSlice(
+                    typed_rows(LadderRow, (await conn.execute(FIRST_PAGE, values)).all()), 0, 0
+                )
             values |= _values(after)
             rows = (await conn.execute(NEXT_PAGE, values)).all()
             if not rows:
@@ -238,7 +241,7 @@ class PostgresLadderStore:
             counts = (await conn.execute(COUNTS, values)).one()
         before = int(counts.better) + int(counts.ties)
         better = int(counts.better) if rows[0].rating == after.rating else before
-        return LadderSlice(_rows(rows), before, better)
+        return LadderSlice(typed_rows(LadderRow, rows), before, better)
 
     async def window(self, rules: RuleSet, player_id: int, radius: int) -> LadderSlice | None:
         """The player's entry with up to ``radius`` entries either side, with the counts of
@@ -263,7 +266,7 @@ class PostgresLadderStore:
             below = (await conn.execute(NEXT_PAGE, at)).all()
             first = above[0] if above else own
             counts = (await conn.execute(COUNTS, values | _values(first))).one()
-        rows = _rows([*above, own, *below])
+        rows = typed_rows(LadderRow, [*above, own, *below])
         before = int(counts.better) + int(counts.ties) - 1
         return LadderSlice(rows, before, int(counts.better))
 
@@ -279,7 +282,10 @@ class PostgresLadderStore:
         values = {"rules": rules.value, "player_ids": ids}
         async with self._snapshot() as conn:
             rows = (await conn.execute(OWN_MANY, values)).all()
-        return [LadderSlice(_rows([row]), int(row.better), int(row.better)) for row in rows]
+        return [
+            LadderSlice(typed_rows(LadderRow, [row]), int(row.better), int(row.better))
+            for row in rows
+        ]
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[AsyncConnection]:
@@ -293,19 +299,6 @@ class PostgresLadderStore:
                 }
             )
             yield conn
-
-
-def _rows(rows: Sequence[Any]) -> tuple[LadderRow, ...]:
-    return tuple(
-        LadderRow(
-            player_id=int(row.player_id),
-            name=row.name,
-            rating=int(row.rating),
-            races=int(row.races),
-            wins=int(row.wins),
-        )
-        for row in rows
-    )
 
 
 __all__ = [

@@ -14,7 +14,7 @@ an OFFSET. Every answer is one statement, hence one snapshot: rows and ranks alw
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -42,6 +42,7 @@ from sqlalchemy.orm import aliased
 
 from server.storage.leaderboards import MAX_PLAYER_ID
 from server.storage.models import PeriodCount, PeriodTotal, Player
+from server.storage.rows import typed_rows
 from server.storage.sessions import Sessions
 
 
@@ -363,11 +364,11 @@ class PostgresPeriodBoardStore:
         if not rows:
             return PeriodSlice((), 0, 0)
         if after is None:
-            return PeriodSlice(_rows(rows), 0, 0)
+            return PeriodSlice(typed_rows(PeriodRow, rows), 0, 0)
         first = rows[0]
         before = int(first.better) + int(first.ties)
         better = int(first.better) if period_tied(first, after) else before
-        return PeriodSlice(_rows(rows), before, better)
+        return PeriodSlice(typed_rows(PeriodRow, rows), before, better)
 
     async def window(
         self, kind: str, starts_on: dt.date, player_id: int, radius: int
@@ -395,7 +396,7 @@ class PostgresPeriodBoardStore:
         first = next((row for row in parts if row.part == 3), None)
         before = int(own.better) + int(own.ties) - len(above)
         better = int(own.better) if first is None or period_tied(above[0], own) else first.better
-        return PeriodSlice(_rows([*above, own, *below]), before, int(better))
+        return PeriodSlice(typed_rows(PeriodRow, [*above, own, *below]), before, int(better))
 
     async def entries(
         self, kind: str, starts_on: dt.date, player_ids: Collection[int]
@@ -412,7 +413,9 @@ class PostgresPeriodBoardStore:
         async with self._connection() as conn:
             rows = (await conn.execute(OWN_MANY, values)).all()
         return [
-            PeriodSlice(_rows([row]), int(row.better) + int(row.ties), int(row.better))
+            PeriodSlice(
+                typed_rows(PeriodRow, [row]), int(row.better) + int(row.ties), int(row.better)
+            )
             for row in rows
         ]
 
@@ -422,19 +425,6 @@ class PostgresPeriodBoardStore:
         transaction (sparing its two round trips)."""
         async with self._sessions() as session:
             yield await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-
-
-def _rows(rows: Sequence[Any]) -> tuple[PeriodRow, ...]:
-    return tuple(
-        PeriodRow(
-            player_id=row.player_id,
-            name=row.name,
-            total=int(row.total),
-            days=int(row.days),
-            elapsed_ms=int(row.elapsed_ms),
-        )
-        for row in rows
-    )
 
 
 __all__ = [

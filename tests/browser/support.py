@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
+import re
 from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestClient
-from playwright.async_api import Browser, BrowserContext, Page, ViewportSize, expect
+from playwright.async_api import Browser, BrowserContext, Page, Route, ViewportSize, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from server.engine import Action, GameCode, RuleSet
 from server.engine.solver import solve
+from server.errors import ErrorCode
 from server.services.daily import MAX_CANDIDATES, derive_daily_code
 from tests.browser.conftest import WAIT_MS, watch
 from tests.helpers import WsPlayer, blocking_line, find_winning_line
@@ -273,6 +276,50 @@ async def wrapped_words(page: Page) -> list[dict[str, Any]]:
     it has words: a word broken across lines (e.g. 名/次 one character a line)."""
     found: list[dict[str, Any]] = await page.evaluate(_WRAPPED)
     return found
+
+
+async def fits(page: Page, what: str) -> None:
+    """The view fits the page's width: nothing scrolls sideways (:func:`no_overflow`) and no
+    word is broken across lines (:func:`wrapped_words`); ``what`` names it in a failure."""
+    await no_overflow(page)
+    assert await wrapped_words(page) == [], what
+
+
+async def fits_desktop_and_phone(page: Page) -> None:
+    """The view :func:`fits` a desktop (:data:`DESKTOP`) and a 390-px phone (:data:`PHONE`),
+    as in Traditional Chinese, whose words are runs of characters; the page is left at the
+    desktop's size."""
+    for what, size in (("desktop", DESKTOP), ("phone", PHONE)):
+        await page.set_viewport_size(size)
+        await fits(page, what)
+    await page.set_viewport_size(DESKTOP)
+
+
+async def unavailable(route: Route) -> None:
+    """The server's answer when its database is away (docs/protocol.md §12.9): 503
+    ``unavailable``."""
+    body = {"error": {"code": ErrorCode.UNAVAILABLE.value, "message": "the database is away"}}
+    await route.fulfill(
+        status=503,
+        content_type="application/json",
+        headers={"Cache-Control": "no-store"},
+        body=json.dumps(body),
+    )
+
+
+async def fail_next(page: Page, pattern: str | re.Pattern[str]) -> list[str]:
+    """Answer the next request of ``page`` matching ``pattern`` (a glob or a regular
+    expression, as Playwright's ``page.route`` takes) with :func:`unavailable`, and let the
+    later ones through; the URLs so answered (filled as they are)."""
+    failed: list[str] = []
+
+    async def once(route: Route) -> None:
+        failed.append(route.request.url)
+        await unavailable(route)
+        await page.unroute(pattern, once)
+
+    await page.route(pattern, once)
+    return failed
 
 
 async def side_by_side(

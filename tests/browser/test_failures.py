@@ -3,42 +3,16 @@ never shows as an empty day, nor does the next page of rows or my place on it.""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from playwright.async_api import Browser, Page, Route, expect
+from playwright.async_api import Browser, expect
 
-from server.errors import ErrorCode
-from tests.browser.support import PHONE, no_overflow, open_page, register
+from tests.browser.support import PHONE, fail_next, no_overflow, open_page, register
 from tests.conftest import ServerFactory
 
 BOARD = re.compile(r"/api/v1/daily/[0-9-]+/leaderboard\?")
 AROUND = re.compile(r"/api/v1/daily/[0-9-]+/leaderboard/around/")
-
-
-async def _unavailable(route: Route) -> None:
-    """The server's answer when its database is away (docs/protocol.md §12.9)."""
-    body = {"error": {"code": ErrorCode.UNAVAILABLE.value, "message": "the database is away"}}
-    await route.fulfill(
-        status=503,
-        content_type="application/json",
-        headers={"Cache-Control": "no-store"},
-        body=json.dumps(body),
-    )
-
-
-async def _fail_next(page: Page, pattern: re.Pattern[str]) -> list[str]:
-    """Answer the next request matching ``pattern`` with 503; the URLs so answered."""
-    failed: list[str] = []
-
-    async def once(route: Route) -> None:
-        failed.append(route.request.url)
-        await _unavailable(route)
-        await page.unroute(pattern, once)
-
-    await page.route(pattern, once)
-    return failed
 
 
 async def test_a_board_that_could_not_be_read_says_so_and_is_read_again(
@@ -48,7 +22,7 @@ async def test_a_board_that_could_not_be_read_says_so_and_is_read_again(
     base = str(server.make_url("")).rstrip("/")
     context, page = await open_page(browser, base, page_errors)
     await register(page, "Ada")
-    failed = await _fail_next(page, BOARD)
+    failed = await fail_next(page, BOARD)
     await page.click("#nav-leaderboard")
     alert = page.locator("#lb-failed")
     await expect(alert).to_be_visible()
@@ -62,7 +36,7 @@ async def test_a_board_that_could_not_be_read_says_so_and_is_read_again(
     await expect(alert).to_have_count(0)
 
     # My place on the board, the same.
-    failed = await _fail_next(page, AROUND)
+    failed = await fail_next(page, AROUND)
     await page.click("#lb-prev")
     around = page.locator("#lb-around-failed")
     await expect(around.locator("p")).to_have_text(
@@ -85,7 +59,7 @@ async def test_on_a_phone_in_chinese_the_failure_and_its_retry_fit(
         browser, base, page_errors, viewport=PHONE, has_touch=True, is_mobile=True, locale="zh-TW"
     )
     await register(page, "Zhi")
-    failed: list[Any] = await _fail_next(page, BOARD)
+    failed: list[Any] = await fail_next(page, BOARD)
     await page.click("#nav-leaderboard")
     alert = page.locator("#lb-failed")
     await expect(alert.locator("p")).to_have_text("無法讀取排行榜：伺服器忙碌中，請稍後再試。")

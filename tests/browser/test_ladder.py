@@ -12,14 +12,22 @@ import datetime as dt
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
-from playwright.async_api import Browser, Locator, Page, Route, expect
+from playwright.async_api import Browser, Locator, expect
 from sqlalchemy import insert
 
 from server.services.clock import FakeClock
 from server.storage.models import PlayerRating
 from server.web.keys import SERVICES
 from tests.backends import PostgresBackend
-from tests.browser.support import DESKTOP, PHONE, no_overflow, open_page, register, wrapped_words
+from tests.browser.support import (
+    DESKTOP,
+    PHONE,
+    fail_next,
+    fits,
+    fits_desktop_and_phone,
+    open_page,
+    register,
+)
 from tests.conftest import ServerFactory
 
 CLASSIC = 55  # players rated under Classic besides Ada: with her, two pages of 50
@@ -59,11 +67,6 @@ async def _json(client: TestClient[Any, Any], path: str) -> Any:
     resp = await client.get(path)
     assert resp.status == 200, (path, resp.status, await resp.text())
     return await resp.json()
-
-
-async def _fits(page: Page, what: str) -> None:
-    await no_overflow(page)
-    assert await wrapped_words(page) == [], what
 
 
 async def test_the_ladder_by_rule_set_page_by_page_around_me_and_friends(
@@ -152,27 +155,13 @@ async def test_the_ladder_by_rule_set_page_by_page_around_me_and_friends(
     await _shows(table, first["entries"], ada)
 
     # A failed read says so, shows no ladder, and Try again reads it.
-    failures = {"left": 1}
-
-    async def fail_once(route: Route) -> None:
-        if failures["left"]:
-            failures["left"] -= 1
-            await route.fulfill(
-                status=503,
-                content_type="application/json",
-                body='{"error": {"code": "unavailable", "message": "database failure"}}',
-            )
-        else:
-            await route.continue_()
-
-    await page.route("**/api/v1/ladder/E?**", fail_once)
+    await fail_next(page, "**/api/v1/ladder/E?**")
     await page.click("#ladder-tab-E")
     await expect(page.locator("#ladder-failed")).to_contain_text("The ladder could not be read")
     await expect(page.locator("#ladder-table")).to_have_count(0)
     await expect(page.locator("#ladder-empty")).to_have_count(0)
     await page.click("#ladder-failed button.retry")
     await _shows(table, easy["entries"], ada)
-    await page.unroute("**/api/v1/ladder/E?**")
 
     # A name opens the player's profile.
     await table.nth(0).locator("a.player-link").click()
@@ -187,9 +176,7 @@ async def test_the_ladder_by_rule_set_page_by_page_around_me_and_friends(
         ["名次", "玩家", "積分", "場數", "勝場"]
     )
     await expect(page.locator("#ladder-tab-C")).to_have_text("經典")
-    await _fits(page, "desktop")
-    await page.set_viewport_size(PHONE)
-    await _fits(page, "phone")
+    await fits_desktop_and_phone(page)
     await context.close()
 
     # A visitor not signed in, on a touch phone: the ladder, no "around me" nor friends.
@@ -201,7 +188,7 @@ async def test_the_ladder_by_rule_set_page_by_page_around_me_and_friends(
     await expect(page.locator(".ladder-scope")).to_be_hidden()
     await page.tap("#ladder-next")
     await _shows(page.locator("#ladder-table tbody tr"), second["entries"], None)
-    await _fits(page, "visitor")
+    await fits(page, "visitor")
     await context.close()
     await client.close()
     assert page_errors == []

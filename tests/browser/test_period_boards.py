@@ -10,17 +10,16 @@ from __future__ import annotations
 import datetime as dt
 
 from aiohttp.test_utils import TestServer
-from playwright.async_api import Browser, Route, expect
+from playwright.async_api import Browser, expect
 
 from server.config import Settings
 from server.services.clock import FakeClock
 from server.web.keys import SERVICES
 from tests.backends import PostgresBackend, Seed
 from tests.browser.support import (
-    DESKTOP,
-    PHONE,
+    fail_next,
     finish_the_daily,
-    no_overflow,
+    fits_desktop_and_phone,
     open_page,
     register,
 )
@@ -122,15 +121,13 @@ async def test_week_and_month_boards_after_three_faked_dates(
     await expect(page.locator("#lb-table")).to_be_visible()
     await expect(page.locator("#lb-period")).to_be_hidden()
 
-    # In Traditional Chinese, and on a phone nothing sticks out sideways.
+    # In Traditional Chinese, on a desktop and on a phone: no word broken, nothing sideways.
     await page.click("#lb-tab-week")
     await page.select_option("#lang-select", "zh-Hant")
     await expect(page.locator("#lb-tab-week")).to_have_text("每週")
     await expect(page.locator("#lbp-table th").nth(2)).to_have_text("總分")
     await expect(page.locator("#lbp-title")).to_contain_text("2026-W12 週")
-    await page.set_viewport_size(PHONE)
-    await no_overflow(page)
-    await page.set_viewport_size(DESKTOP)
+    await fits_desktop_and_phone(page)
     await page.select_option("#lang-select", "en")
 
     # The profile shows her ranks this week and this month.
@@ -144,26 +141,12 @@ async def test_week_and_month_boards_after_three_faked_dates(
     await page.go_back()
 
     # A failed read says it failed and offers to try again.
-    failures = {"left": 1}
-
-    async def fail_once(route: Route) -> None:
-        if failures["left"]:
-            failures["left"] -= 1
-            await route.fulfill(
-                status=503,
-                content_type="application/json",
-                body='{"error": {"code": "unavailable", "message": "database failure"}}',
-            )
-        else:
-            await route.continue_()
-
-    await page.route("**/api/v1/boards/month/**", fail_once)
+    await fail_next(page, "**/api/v1/boards/month/**")
     await page.click("#nav-leaderboard")
     await page.click("#lb-tab-month")
     await expect(page.locator("#lbp-failed")).to_be_visible()
     await expect(page.locator("#lbp-empty")).to_have_count(0)
     await page.click("#lbp-retry")
     await expect(rows).to_have_count(3)
-    await page.unroute("**/api/v1/boards/month/**")
     await context.close()
     assert page_errors == []

@@ -11,18 +11,20 @@ import re
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
-from playwright.async_api import Browser, Page, Route, expect
-from sqlalchemy import select
+from playwright.async_api import Browser, expect
 
-from server.engine import ActionKind, Game
-from server.engine.codes import GameCode
-from server.engine.layout import POSITION_COUNT
 from server.services.clock import FakeClock
-from server.storage.models import Race
-from server.web.keys import SERVICES
-from tests.browser.support import DESKTOP, PHONE, no_overflow, open_page, register, wrapped_words
+from tests.browser.support import (
+    DESKTOP,
+    PHONE,
+    fail_next,
+    fits,
+    fits_desktop_and_phone,
+    open_page,
+    register,
+)
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer
+from tests.helpers import WsPlayer, race_code
 from tests.helpers import register as register_rest
 
 SETTINGS = {"race_countdown_s": 0.05, "race_sweep_s": 0.05}
@@ -44,16 +46,7 @@ async def _rated_race(
         joined = await ws.request({"type": "race_join", "invite": invite})
         assert joined["game"] is not None, joined
         games[ws] = joined["game"]
-    async with server.app[SERVICES].db.connect() as conn:
-        code = GameCode.parse(
-            str(await conn.scalar(select(Race.code).where(Race.invite == invite)))
-        )
-    game, state = Game.new(code, ranked=True), games[winner]
-    while game.cards_left == POSITION_COUNT:
-        legal = [a for a in game.legal_actions() if a.kind is not ActionKind.UNDO]
-        action = next((a for a in legal if a.kind is ActionKind.REMOVE), legal[0])
-        game.apply(action)
-        state = await winner.play(state, [action])
+    await winner.remove_a_card(await race_code(server, invite), games[winner])
     await loser.request({"type": "resign", "game_id": games[loser]["game_id"]})
     await winner.request({"type": "resign", "game_id": games[winner]["game_id"]})
     while (await winner.until("race_results"))["race"]["invite"] != invite:
@@ -70,11 +63,6 @@ async def _ratings(client: TestClient[Any, Any], player_id: int) -> dict[str, An
     resp = await client.get(f"/api/v1/players/{player_id}/ratings")
     assert resp.status == 200
     return {r["rules"]: r for r in (await resp.json())["ratings"]}
-
-
-async def _fits(page: Page, what: str) -> None:
-    await no_overflow(page)
-    assert await wrapped_words(page) == [], what
 
 
 async def test_a_profile_shows_the_ratings_per_rule_set_with_a_chart_and_the_last_races(
@@ -161,29 +149,14 @@ async def test_a_profile_shows_the_ratings_per_rule_set_with_a_chart_and_the_las
     await expect(section.locator("h3")).to_have_text("經典規則")
     await expect(rows.nth(0).locator("td").nth(1)).to_have_text(re.compile(r"^2 人中第 [12]$"))
     await expect(title).to_contain_text("最近 3 場積分賽的積分")
-    await _fits(page, "desktop")
-    await page.set_viewport_size(PHONE)
-    await _fits(page, "phone")
+    await fits_desktop_and_phone(page)
     await context.close()
 
     # Sam's profile, on a touch phone, signed out; its ratings fail to read once.
-    failures = {"left": 1}
-
-    async def fail_once(route: Route) -> None:
-        if failures["left"]:
-            failures["left"] -= 1
-            await route.fulfill(
-                status=503,
-                content_type="application/json",
-                body='{"error": {"code": "unavailable", "message": "database failure"}}',
-            )
-        else:
-            await route.continue_()
-
     context, page = await open_page(
         browser, base, page_errors, viewport=PHONE, has_touch=True, is_mobile=True
     )
-    await page.route("**/ratings", fail_once)
+    await fail_next(page, "**/ratings")
     await page.goto(f"{base}/players/{sam_info['id']}")
     await expect(page.locator("#profile-ratings-failed")).to_contain_text(
         "The ratings could not be read"
@@ -193,7 +166,7 @@ async def test_a_profile_shows_the_ratings_per_rule_set_with_a_chart_and_the_las
     sams = (await _ratings(client, sam_info["id"]))["C"]
     await expect(page.locator("#profile-rating-C-value dd")).to_have_text(f"{sams['rating']}?")
     await expect(page.locator("#profile-rating-C-wins dd")).to_have_text("1")
-    await _fits(page, "signed-out phone")
+    await fits(page, "signed-out phone")
     await context.close()
     for ws in (rita, sam):
         await ws.close()

@@ -11,23 +11,20 @@ from aiohttp.test_utils import TestClient, TestServer
 from playwright.async_api import Browser, Page, expect
 from sqlalchemy import select
 
-from server.engine import ActionKind, Game
-from server.engine.codes import GameCode
-from server.engine.layout import POSITION_COUNT
 from server.services.clock import FakeClock
-from server.storage.models import QueuedPlayer, Race
+from server.storage.models import QueuedPlayer
 from server.web.keys import SERVICES
 from tests.browser.support import (
     DESKTOP,
     PHONE,
+    fits,
     no_overflow,
     open_page,
     reconnect,
     register,
-    wrapped_words,
 )
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, eventually
+from tests.helpers import WsPlayer, eventually, race_code
 from tests.helpers import register as register_rest
 
 SETTINGS = {"race_countdown_s": 0.05, "race_sweep_s": 0.05}
@@ -111,8 +108,7 @@ async def test_two_players_ask_for_a_quick_race_wait_meet_and_race_to_results(
         "你的積分 0 · 相差 100 分以內的玩家可以加入"
     )
     await expect(pia.locator("#queue-elapsed")).to_have_text(re.compile(r"^已等待 0:\d\d$"))
-    await no_overflow(pia)
-    assert await wrapped_words(pia) == []
+    await fits(pia, "the waiting view in Chinese")
     await eventually(lambda: _in_queue(server, {quinn_id: "C", pia_id: "E"}), "Pia to wait under E")
     await pia.tap("#queue-cancel")
     await expect(pia.locator("#view-home")).to_be_visible()
@@ -192,16 +188,7 @@ async def test_a_quick_race_s_results_show_each_racer_s_rating_change(
 
     # Wren removes a card (drawing until she can) and gives up; Rory gives up at once, having
     # removed nothing: second.
-    async with server.app[SERVICES].db.connect() as conn:
-        code = GameCode.parse(
-            str(await conn.scalar(select(Race.code).where(Race.invite == invite)))
-        )
-    engine, state = Game.new(code, ranked=True), game
-    while engine.cards_left == POSITION_COUNT:
-        legal = [a for a in engine.legal_actions() if a.kind is not ActionKind.UNDO]
-        action = next((a for a in legal if a.kind is ActionKind.REMOVE), legal[0])
-        engine.apply(action)
-        state = await wren.play(state, [action])
+    await wren.remove_a_card(await race_code(server, invite), game)
     await wren.request({"type": "resign", "game_id": game["game_id"]})
     await page.tap("#btn-resign")
     await page.tap("#resign-yes")

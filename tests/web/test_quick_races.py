@@ -6,6 +6,7 @@ dead does not hold the others up (docs/protocol.md §11.11)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import asyncpg
@@ -37,6 +38,46 @@ async def _seats(server: TestServer) -> dict[int, int]:
             select(RacePlayer.player_id, func.count()).group_by(RacePlayer.player_id)
         )
         return {player_id: count for player_id, count in rows}
+
+
+async def _waiting_from(
+    client: Client, database_url: str, clock: FakeClock, instance: str, seen_ago: dt.timedelta
+) -> None:
+    """Record a server process ``instance`` last seen ``seen_ago`` before the database's now,
+    with a player registered as ``instance`` waiting under Easy from it (one transaction: the
+    presence sweep may drop the process at any moment)."""
+    player_id = (await register(client, instance.capitalize()))["id"]
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "INSERT INTO server_instances (id, seen_at) VALUES ($1, now() - $2::interval)",
+                instance,
+                seen_ago,
+            )
+            await conn.execute(
+                "INSERT INTO race_queue (player_id, rules, rating, instance_id, "
+                "connection, joined_at) VALUES ($1, 'E', 0, $2, 'k', $3)",
+                player_id,
+                instance,
+                clock.now(),
+            )
+    finally:
+        await conn.close()
+
+
+async def _ann_and_bob_matched(client: Client, clock: FakeClock) -> tuple[WsPlayer, WsPlayer]:
+    """Ann and Bob, registered and connected, ask for a quick race under Easy and wait long
+    enough for a race of two: they are matched into one race (both told ``queue_matched``
+    with the same invite)."""
+    ann, _ = await WsPlayer.connect(client, (await register(client, "Ann"))["token"])
+    bob, _ = await WsPlayer.connect(client, (await register(client, "Bob"))["token"])
+    await ann.request({"type": "queue_join"})
+    await bob.request({"type": "queue_join"})
+    clock.advance(seconds=11)  # two may start a race now
+    first = await ann.until("queue_matched")
+    assert (await bob.until("queue_matched"))["invite"] == first["invite"]
+    return ann, bob
 
 
 async def test_players_on_two_servers_are_matched_into_one_race_and_told_where_they_are(
@@ -96,33 +137,11 @@ async def test_a_waiting_player_of_a_dead_process_does_not_hold_the_others_up(
 ) -> None:
     server = await make_server(**{**SETTINGS, "instance_timeout_s": 1.0})
     async with TestClient(server) as client:
-        ghost = await register(client, "Ghost")
-        conn = await asyncpg.connect(database_url)
-        try:
-            # A process that stopped an hour ago, with a player waiting from it (one
-            # transaction: the presence sweep may drop the process at any moment).
-            async with conn.transaction():
-                await conn.execute(
-                    "INSERT INTO server_instances (id, seen_at) "
-                    "VALUES ('dead', now() - interval '1 hour')"
-                )
-                await conn.execute(
-                    "INSERT INTO race_queue (player_id, rules, rating, instance_id, "
-                    "connection, joined_at) VALUES ($1, 'E', 0, 'dead', 'k', $2)",
-                    ghost["id"],
-                    clock.now(),
-                )
-        finally:
-            await conn.close()
-        ann, _ = await WsPlayer.connect(client, (await register(client, "Ann"))["token"])
-        bob, _ = await WsPlayer.connect(client, (await register(client, "Bob"))["token"])
-        await ann.request({"type": "queue_join"})
-        await bob.request({"type": "queue_join"})
-        clock.advance(seconds=11)  # two may start a race now
-        first = await ann.until("queue_matched")
-        assert (await bob.until("queue_matched"))["invite"] == first["invite"]
+        # A process that stopped an hour ago, with a player waiting from it.
+        await _waiting_from(client, database_url, clock, "dead", dt.timedelta(hours=1))
+        ann, bob = await _ann_and_bob_matched(client, clock)
         seats = await _seats(server)
-        assert sorted(seats) == sorted([ann.player_id, bob.player_id])  # not the ghost
+        assert sorted(seats) == sorted([ann.player_id, bob.player_id])  # not the dead process's
         # Its row goes with the dead process's record, which the presence sweep drops.
         await eventually(lambda: _empty(server), "the dead process's player to leave the queue")
         await ann.close()
@@ -178,30 +197,9 @@ async def test_a_process_late_by_half_its_time_out_has_its_players_left_out_of_m
 ) -> None:
     server = await make_server(**{**SETTINGS, "instance_timeout_s": 60.0})
     async with TestClient(server) as client:
-        late = await register(client, "Late")
-        conn = await asyncpg.connect(database_url)
-        try:
-            # A process last seen 35 s ago: not dead yet (60 s), but past half its time-out.
-            async with conn.transaction():
-                await conn.execute(
-                    "INSERT INTO server_instances (id, seen_at) "
-                    "VALUES ('late', now() - interval '35 seconds')"
-                )
-                await conn.execute(
-                    "INSERT INTO race_queue (player_id, rules, rating, instance_id, "
-                    "connection, joined_at) VALUES ($1, 'E', 0, 'late', 'k', $2)",
-                    late["id"],
-                    clock.now(),
-                )
-        finally:
-            await conn.close()
-        ann, _ = await WsPlayer.connect(client, (await register(client, "Ann"))["token"])
-        bob, _ = await WsPlayer.connect(client, (await register(client, "Bob"))["token"])
-        await ann.request({"type": "queue_join"})
-        await bob.request({"type": "queue_join"})
-        clock.advance(seconds=11)  # two may start a race now
-        first = await ann.until("queue_matched")
-        assert (await bob.until("queue_matched"))["invite"] == first["invite"]
+        # A process last seen 35 s ago: not dead yet (60 s), but past half its time-out.
+        await _waiting_from(client, database_url, clock, "late", dt.timedelta(seconds=35))
+        ann, bob = await _ann_and_bob_matched(client, clock)
         assert sorted(await _seats(server)) == sorted([ann.player_id, bob.player_id])
         assert await _queued(server) == 1  # still waiting: its process is not dead
         await ann.close()

@@ -10,16 +10,12 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 from openskill.models import PlackettLuce
-from sqlalchemy import select
 
-from server.engine import GameCode, RuleSet
-from server.engine.actions import ActionKind
-from server.engine.game import Game
+from server.engine import RuleSet
 from server.services.clock import FakeClock
-from server.storage.models import Race
 from server.web.keys import SERVICES
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, register
+from tests.helpers import WsPlayer, race_code, register
 
 Client = TestClient[Any, Any]
 
@@ -50,10 +46,7 @@ async def test_a_quick_race_is_matched_raced_and_rated_and_its_ratings_are_serve
             rooms = await services.races.active_for(infos[0]["id"])
             await asyncio.sleep(0.05)
         invite = rooms[0].invite
-        async with services.db.connect() as conn:
-            code = GameCode.parse(
-                str(await conn.scalar(select(Race.code).where(Race.id == rooms[0].id)))
-            )
+        code = await race_code(server, invite)
         assert code.rules is RuleSet.CLASSIC and code.sealed
 
         clock.advance(seconds=1)  # the countdown is over: a racer joining gets their game
@@ -63,12 +56,7 @@ async def test_a_quick_race_is_matched_raced_and_rated_and_its_ratings_are_serve
             assert joined["role"] == "racer" and joined["game"] is not None, joined
             games.append(joined["game"])
         # Ada removes one card (drawing until she can); the others resign at once.
-        game, state = Game.new(code, ranked=True), games[0]
-        while game.cards_left == 28:
-            action = next(a for a in game.legal_actions() if a.kind is not ActionKind.UNDO)
-            action = next((a for a in game.legal_actions() if a.kind is ActionKind.REMOVE), action)
-            game.apply(action)
-            state = await sockets[0].play(state, [action])
+        state = await sockets[0].remove_a_card(code, games[0])
         for ws, g in zip(sockets, [state, *games[1:]], strict=True):
             await ws.request({"type": "resign", "game_id": g["game_id"]})
         finished = (await sockets[0].until("race_results"))["race"]
@@ -158,16 +146,8 @@ async def test_a_friends_race_every_racer_opted_into_is_rated(
         assert started["race"]["status"] == "running"
         clock.advance(seconds=1)
         games = [(await ws.until("race_go"))["game"] for ws in (eve, fay)]
-        async with server.app[SERVICES].db.connect() as conn:
-            stored = await conn.scalar(select(Race.code).where(Race.invite == invite))
-        code = GameCode.parse(str(stored))
         # Eve removes a card (drawing until she can); Fay resigns at once.
-        game, state = Game.new(code, ranked=True), games[0]
-        while game.cards_left == 28:
-            action = next(a for a in game.legal_actions() if a.kind is not ActionKind.UNDO)
-            action = next((a for a in game.legal_actions() if a.kind is ActionKind.REMOVE), action)
-            game.apply(action)
-            state = await eve.play(state, [action])
+        state = await eve.remove_a_card(await race_code(server, invite), games[0])
         await eve.request({"type": "resign", "game_id": state["game_id"]})
         await fay.request({"type": "resign", "game_id": games[1]["game_id"]})
         finished = (await fay.until("race_results"))["race"]
