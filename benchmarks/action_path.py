@@ -81,7 +81,16 @@ async def measure(
             await idle_connections(base, args.idle, server.pid)
         if args.paced:
             counts = [int(c) for c in args.paced.split(",")]
-            await paced_ladder(base, counts, args.seconds, args.pace, args.jitter, server.pid, 50.0)
+            await paced_ladder(
+                base,
+                counts,
+                args.seconds,
+                args.pace,
+                args.jitter,
+                server.pid,
+                50.0,
+                args.paced_clients,
+            )
 
 
 def _cpu_per_reply(cpu_s: float | None, replies: int) -> float | None:
@@ -100,6 +109,12 @@ def main() -> None:
     parser.add_argument("--closed", type=int, default=200, help="Closed-loop players (0: skip).")
     parser.add_argument("--echo", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--paced", default="", help="Human-pace player counts, e.g. 300,1000.")
+    parser.add_argument(
+        "--paced-clients",
+        type=int,
+        default=1,
+        help="Load processes the human-pace players are spread over (each count together).",
+    )
     parser.add_argument(
         "--burst", type=int, default=0, help="Connections opened at once (0: skip)."
     )

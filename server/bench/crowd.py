@@ -64,14 +64,28 @@ class Start:
     seconds: float = 0.0
     pid: int | None = None
     cpu_at_go: float | None = None
+    #: Load generators in other processes to start with (a :class:`multiprocessing.Barrier`
+    #: they all wait at once their players are connected), or None.
+    barrier: Any = None
 
     def ready(self) -> None:
-        """One player is connected (or gave up); the last one starts the clock."""
+        """One player is connected (or gave up); the last one starts the clock (once every
+        other process's players are connected too, given a barrier)."""
         self.waiting -= 1
         if self.waiting == 0:
-            self.deadline = time.monotonic() + self.seconds
-            self.cpu_at_go = cpu_s(self.pid) if self.pid else None
-            self.go.set()
+            if self.barrier is None:
+                self._go()
+            else:
+                self._all_ready = asyncio.get_running_loop().create_task(self._go_together())
+
+    async def _go_together(self) -> None:
+        await asyncio.to_thread(self.barrier.wait)
+        self._go()
+
+    def _go(self) -> None:
+        self.deadline = time.monotonic() + self.seconds
+        self.cpu_at_go = cpu_s(self.pid) if self.pid else None
+        self.go.set()
 
 
 class Refused(Exception):
@@ -201,19 +215,25 @@ PlayerLoop = Callable[[aiohttp.ClientSession, Start, int, Stats], Awaitable[None
 
 
 async def crowd(
-    players: int, seconds: float, pid: int | None, player: PlayerLoop
+    players: int,
+    seconds: float,
+    pid: int | None,
+    player: PlayerLoop,
+    first_seed: int = 0,
+    barrier: Any = None,
 ) -> tuple[Stats, float]:
-    """Run ``players`` copies of ``player`` (each with its seed and its stats), the clock
-    starting when the last one is connected; their merged stats (with the server's CPU time
-    while they played, given its ``pid``) and the time spent playing (s)."""
+    """Run ``players`` copies of ``player`` (each with its seed, from ``first_seed``, and its
+    stats), the clock starting when the last one is connected (and, given a ``barrier``, when
+    every other load process's are too); their merged stats (with the server's CPU time while
+    they played, given its ``pid``) and the time spent playing (s)."""
     stats = Stats()
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        start = Start(waiting=players, seconds=seconds, pid=pid)
+        start = Start(waiting=players, seconds=seconds, pid=pid, barrier=barrier)
         per_player = [Stats() for _ in range(players)]
         results = await asyncio.gather(
-            *(player(http, start, seed, s) for seed, s in enumerate(per_player)),
+            *(player(http, start, first_seed + seed, s) for seed, s in enumerate(per_player)),
             return_exceptions=True,
         )
         spent = time.monotonic() - (start.deadline - seconds)

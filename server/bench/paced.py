@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import random
 import statistics
@@ -16,7 +18,7 @@ import aiohttp
 
 from server.bench import percentile
 from server.bench.crowd import Refused, Start, connect_player, crowd, send_action, start_game
-from server.bench.process import cpu_s
+from server.bench.process import cpu_s, cpu_since
 from server.bench.stats import Stats
 
 #: A paced send this much later than planned counts as late (ms).
@@ -84,10 +86,18 @@ async def _paced_player(
 
 
 async def run_paced(
-    base: str, players: int, seconds: float, pace: float, jitter: float, pid: int | None = None
+    base: str,
+    players: int,
+    seconds: float,
+    pace: float,
+    jitter: float,
+    pid: int | None = None,
+    first_seed: int = 0,
+    barrier: Any = None,
 ) -> tuple[Stats, float]:
-    """Run ``players`` players at a human rate for ``seconds`` (after all are connected);
-    returns their stats (with the server's CPU time when ``pid`` is given) and the time spent.
+    """Run ``players`` players at a human rate for ``seconds`` (after all are connected, in
+    every load process given a ``barrier``); returns their stats (with the server's CPU time
+    when ``pid`` is given) and the time spent.
 
     Raises:
         ValueError: ``pace`` not positive or ``jitter`` outside 0..1.
@@ -98,7 +108,67 @@ async def run_paced(
     def player(http: aiohttp.ClientSession, start: Start, seed: int, stats: Stats) -> Any:
         return _paced_player(http, base, start, pace, jitter, seed, stats)
 
-    return await crowd(players, seconds, pid, player)
+    return await crowd(players, seconds, pid, player, first_seed, barrier)
+
+
+def _paced_process(
+    base: str,
+    players: int,
+    seconds: float,
+    pace: float,
+    jitter: float,
+    first_seed: int,
+    barrier: Any,
+    pipe: multiprocessing.connection.Connection,
+) -> None:
+    """One load process of :func:`run_paced_split`: its players' stats sent back."""
+    stats, _ = asyncio.run(
+        run_paced(base, players, seconds, pace, jitter, None, first_seed, barrier)
+    )
+    pipe.send(stats)
+
+
+async def run_paced_split(
+    base: str,
+    players: int,
+    seconds: float,
+    pace: float,
+    jitter: float,
+    pid: int | None,
+    clients: int,
+) -> tuple[Stats, float]:
+    """:func:`run_paced` with the players spread over ``clients`` load processes (so that
+    the load generator keeps its own pace), all starting their clock together once every
+    player is connected; their merged stats (with the server's CPU time while they played)
+    and the time spent playing (s)."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(clients + 1)
+    pipes: list[multiprocessing.connection.Connection] = []
+    processes = []
+    for i in range(clients):
+        ours, theirs = context.Pipe()
+        count = players // clients + (1 if i < players % clients else 0)
+        args = (base, count, seconds, pace, jitter, i * players, barrier, theirs)
+        process = context.Process(target=_paced_process, args=args, daemon=True)
+        process.start()
+        pipes.append(ours)
+        processes.append(process)
+    stats = Stats()
+    try:
+        await asyncio.to_thread(barrier.wait)
+        began = time.monotonic()
+        server_before = cpu_s(pid) if pid else None
+        for pipe in pipes:
+            stats.merge(await asyncio.to_thread(pipe.recv))
+        spent = time.monotonic() - began
+        if server_before is not None and pid:
+            stats.server_cpu_s = cpu_since(pid, server_before)
+    finally:
+        for process in processes:
+            await asyncio.to_thread(process.join, 30)
+            if process.is_alive():
+                process.kill()
+    return stats, spent
 
 
 @dataclass(frozen=True)
@@ -124,9 +194,12 @@ async def paced_ladder(
     jitter: float,
     pid: int | None,
     target_p99_ms: float,
+    clients: int = 1,
 ) -> list[PacedRow]:
-    """Run :func:`run_paced` for each player count, print a table row for each, and the
-    largest count whose ack p99 stays under ``target_p99_ms`` with no errors."""
+    """Run :func:`run_paced` for each player count (its players spread over ``clients`` load
+    processes when more than one: :func:`run_paced_split`; the client CPU is then not
+    shown), print a table row for each, and the largest count whose ack p99 stays under
+    ``target_p99_ms`` with no errors."""
     rows: list[PacedRow] = []
     print(
         f"human pace: {pace:g} action/s per player, gaps ±{jitter:.0%}, {seconds:g} s per step; "
@@ -135,10 +208,15 @@ async def paced_ladder(
     print(" players    acks    p50 ms    p95 ms    p99 ms   late  errors  server CPU  client CPU")
     for count in counts:
         client_before = cpu_s(os.getpid(), descendants=False)
-        stats, spent = await run_paced(base, count, seconds, pace, jitter, pid)
+        if clients > 1:
+            stats, spent = await run_paced_split(base, count, seconds, pace, jitter, pid, clients)
+        else:
+            stats, spent = await run_paced(base, count, seconds, pace, jitter, pid)
         client_after = cpu_s(os.getpid(), descendants=False)
         client_cpu = (
-            None if client_before is None or client_after is None else client_after - client_before
+            None
+            if client_before is None or client_after is None or clients > 1
+            else client_after - client_before
         )
         lat = stats.latencies_ms
         acks = len(lat)

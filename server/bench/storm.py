@@ -81,6 +81,9 @@ class StormResult:
     stayed_acks_ms: list[float] = field(default_factory=list)
     server_cpu_s: float | None = None
     storm_s: float = 0.0
+    #: Whether hellos name the game the page holds (``hello.games``); a server from before
+    #: it refuses them, and is greeted as the page of its time did.
+    says_games: bool = True
     #: The server's own counts over the storm (``/metrics``): ``server_busy`` answers by
     #: reason, connections held at the door; empty when it does not serve them.
     server_counts: dict[str, float] = field(default_factory=dict)
@@ -172,8 +175,15 @@ async def _come_back(
         except (aiohttp.ClientError, OSError) as exc:
             result.errors[f"connect_{type(exc).__name__}"] += 1
             continue
-        held = [{"game_id": had["game_id"], "seq": had["seq"]}]
-        welcome = await _ask(ws, {"type": "hello", "token": player.token, "id": "h", "games": held})
+        hello: dict[str, Any] = {"type": "hello", "token": player.token, "id": "h"}
+        if result.says_games:
+            hello["games"] = [{"game_id": had["game_id"], "seq": had["seq"]}]
+        welcome = await _ask(ws, hello)
+        if welcome.get("code") == "invalid_message" and result.says_games:
+            # A server from before hello.games: say hello as the page of its time did.
+            result.says_games = False
+            del hello["games"]
+            welcome = await _ask(ws, hello)
         if welcome.get("type") != "welcome":
             if welcome.get("code") == "server_busy":
                 result.busy += 1

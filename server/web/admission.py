@@ -46,6 +46,9 @@ SHED_CPU_SHARE = 0.7
 RETRY_SPREAD_PER_S = 200.0
 #: The longest a newcomer turned away is told to wait (s; the default).
 RETRY_MAX_S = 30.0
+#: Hellos in progress at once (the default): as many as one read of the waiting hellos takes
+#: (:data:`server.storage.welcome.MAX_BATCH`), since they are read together.
+GREETING_LIMIT = 256
 
 
 class Admission:
@@ -67,6 +70,7 @@ class Admission:
         retry_max_s: the longest retry time (s), at least ``retry_after_s``.
         clock: the monotonic clock the retry times are counted on (s).
         cpu_clock: the process's CPU time (s; :func:`time.process_time`).
+        greeting_limit: hellos in progress at once (:meth:`turn` with ``greeting``).
 
     Raises:
         ValueError: a limit under 1, a lag, spread or retry time that is not positive, a
@@ -84,6 +88,7 @@ class Admission:
         retry_max_s: float = RETRY_MAX_S,
         clock: Callable[[], float] = time.monotonic,
         cpu_clock: Callable[[], float] = time.process_time,
+        greeting_limit: int = GREETING_LIMIT,
     ) -> None:
         if retry_after_s <= 0 or retry_spread_per_s <= 0:
             raise ValueError(
@@ -111,6 +116,7 @@ class Admission:
         self.measures = 0
         self._cpu_clock = cpu_clock
         self._slots = asyncio.Semaphore(limit)
+        self._greeting_slots = asyncio.Semaphore(greeting_limit)
         self._wait_s = wait_s
         self._queue = queue
         self._waiting = 0
@@ -177,8 +183,10 @@ class Admission:
                 then()
 
     @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        """Hold one admission slot for the block.
+    async def turn(self, greeting: bool = False) -> AsyncIterator[None]:
+        """Hold one admission slot for the block: one of ``limit``, or for a ``greeting`` (a
+        hello, whose read and online record go with the others' in one statement each, so
+        that many at once take no more of the pool) one of ``greeting_limit``.
 
         Raises:
             ServerBusyError: the event loop runs too late (see :attr:`shedding`), the queue
@@ -191,10 +199,11 @@ class Admission:
         if self._waiting >= self._queue:
             metrics.ADMISSION_QUEUE_FULL.inc()
             raise self._turn_away()
+        slots = self._greeting_slots if greeting else self._slots
         self._waiting += 1
         try:
             async with asyncio.timeout(self._wait_s):
-                await self._slots.acquire()
+                await slots.acquire()
         except TimeoutError:
             metrics.ADMISSION_WAIT_TIMEOUT.inc()
             raise self._turn_away() from None
@@ -203,7 +212,7 @@ class Admission:
         try:
             yield
         finally:
-            self._slots.release()
+            slots.release()
 
 
 __all__ = ["Admission", "ServerBusyError"]

@@ -11,11 +11,13 @@ the process's own work (it used :data:`~server.web.admission.SHED_CPU_SHARE` of 
 meanwhile), or :data:`HOLD_WAITING` hellos already wait for their turn at admission (the
 database is what holds them up), a new connection is accepted but not read: its reading is paused
 (:meth:`asyncio.ReadTransport.pause_reading`) and it waits at the door, first come first
-served, costing a file descriptor and a few KiB, while its request waits in the kernel. At each
-measure of the loop (every 50 ms) connections are let in: one more than the last time while the
-loop is on time (up to :data:`LET_IN_MOST`), half as many (at least :data:`LET_IN_LEAST`) while
-it is late, so the door finds and keeps the pace at which the process greets the storm without
-making the players in play wait. A connection let in has its whole header time-out
+served, costing a file descriptor and a few KiB, while its request waits in the kernel. The
+door lets connections in by the measure of the loop (every 50 ms): one more each time than the
+last while the loop is on time (up to :data:`LET_IN_MOST`, the door's width when nobody waits),
+half as many (at least :data:`LET_IN_LEAST`) while it is late, so the door finds and keeps the
+pace at which the process greets a storm without making the players in play wait. Connections
+arriving faster than that between two measures wait too: a storm's first thousands arrive
+within one. A connection let in has its whole header time-out
 (``TRIPEAKS_HTTP_HEADER_TIMEOUT_S``) from then. At most :data:`HELD_AT_MOST` wait; one more is
 closed as it arrives (its page comes back later, as after any failed connection).
 """
@@ -41,10 +43,10 @@ HOLD_LAG_S = 0.025
 #: Hellos waiting for their turn at admission from which new connections wait at the door.
 HOLD_WAITING = 256
 #: Connections let in at a measure at least (a door that never closes: 40 a second at the
-#: least, so the wait has an end however busy the process is), and at first.
+#: least, so the wait has an end however busy the process is).
 LET_IN_LEAST = 2
-#: Connections let in at a measure at most.
-LET_IN_MOST = 512
+#: Connections let in between two measures at most (2,560 a second).
+LET_IN_MOST = 128
 #: Connections waiting at the door at most.
 HELD_AT_MOST = 10_000
 
@@ -69,7 +71,9 @@ class Arrivals:
         self._header_timeout_s = header_timeout_s
         self._clock = clock
         self._held: deque[tuple[RequestHandler, asyncio.Transport]] = deque()
-        self._let_in = LET_IN_LEAST
+        self._let_in = LET_IN_MOST
+        #: Connections that may still come in before the next measure.
+        self._allowance = LET_IN_MOST
         #: Connections that waited at the door, and those closed for a full door, so far.
         self.held_total = 0
         self.turned_away = 0
@@ -90,7 +94,8 @@ class Arrivals:
     def arrived(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         """A connection was accepted: it is read at once, unless the process is busy or
         others wait before it (then it waits), or the door is full (then it is closed)."""
-        if not self._held and not self._busy():
+        if not self._held and self._allowance > 0 and not self._busy():
+            self._allowance -= 1
             return
         if len(self._held) >= HELD_AT_MOST:
             self.turned_away += 1
@@ -108,23 +113,22 @@ class Arrivals:
     def measured(self) -> None:
         """After each measure of the loop: let connections in (see the module's
         docstring)."""
-        if not self._held:
-            self._let_in = LET_IN_LEAST
-            return
         if self._busy():
             self._let_in = max(LET_IN_LEAST, self._let_in // 2)
+        elif not self._held:
+            self._let_in = LET_IN_MOST
         else:
             self._let_in = min(LET_IN_MOST, self._let_in + 1)
+        self._allowance = self._let_in
         loop = asyncio.get_running_loop()
         clock = self._clock or loop.time
-        let_in = 0
-        while self._held and let_in < self._let_in:
+        while self._held and self._allowance > 0:
             handler, transport = self._held.popleft()
             if transport.is_closing():
                 continue  # its peer left while it waited
             _header_timer(handler, clock() + self._header_timeout_s)
             transport.resume_reading()
-            let_in += 1
+            self._allowance -= 1
 
 
 def _header_timer(handler: RequestHandler, deadline: float | None) -> None:

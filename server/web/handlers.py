@@ -160,7 +160,7 @@ async def _dispatch(session: WsSession, message: ClientMessage) -> None:
         await session.send(out.error(ErrorCode.UNAUTHORIZED, SIGNED_OUT, message.id))
         return
     if isinstance(message, Hello):
-        async with session.admission.turn():
+        async with session.admission.turn(greeting=True):
             await _hello(session, message)
         return
     if session.player is None:

@@ -25,7 +25,7 @@ from server.errors import (
     refusal,
 )
 from server.storage.sessions import as_storage_error, storage_errors
-from server.web.admission import SHED_AFTER_MEASURES, Admission
+from server.web.admission import GREETING_LIMIT, SHED_AFTER_MEASURES, Admission
 from server.web.keys import ADMISSION
 from tests.conftest import ServerFactory
 from tests.helpers import eventually, register
@@ -92,6 +92,9 @@ async def test_a_crowd_beyond_its_turn_is_told_server_busy_and_nothing_is_done(
         assert (await seated.receive_json())["type"] == "welcome"
         held = gate.turn()
         await held.__aenter__()  # every slot taken (half a pool of 2)
+        greetings = [gate.turn(greeting=True) for _ in range(GREETING_LIMIT)]
+        for greeting in greetings:  # and every hello's
+            await greeting.__aenter__()
         try:
             resp = await client.post("/api/v1/players", json={"name": "Latecomer"})
             assert resp.status == 503
@@ -111,6 +114,8 @@ async def test_a_crowd_beyond_its_turn_is_told_server_busy_and_nothing_is_done(
             assert (await seated.receive_json())["type"] == "pong"
         finally:
             await held.__aexit__(None, None, None)
+            for greeting in greetings:
+                await greeting.__aexit__(None, None, None)
         # Nothing was done: the latecomer's name is free, and the hello works now.
         assert (await register(client, "Latecomer"))["name"] == "Latecomer"
         await ws.send_json({"type": "hello", "token": known["token"], "id": "h2"})

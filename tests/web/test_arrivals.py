@@ -13,7 +13,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from server.web import arrivals as door
 from server.web.admission import Admission
-from server.web.arrivals import HELD_AT_MOST, HOLD_WAITING, LET_IN_LEAST, Arrivals
+from server.web.arrivals import HELD_AT_MOST, HOLD_WAITING, LET_IN_LEAST, LET_IN_MOST, Arrivals
 from server.web.keys import ADMISSION, ARRIVALS
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, eventually
@@ -56,31 +56,40 @@ def _busy(admission: Admission, busy: bool) -> None:
     admission.last_cpu_share = 1.0
 
 
-async def test_while_the_process_is_busy_new_connections_wait_and_are_let_in_ever_faster() -> None:
+async def test_while_the_process_is_busy_new_connections_wait_and_are_let_in_at_its_pace() -> None:
     admission = Admission(limit=5)
     arrivals = Arrivals(admission, header_timeout_s=10, clock=lambda: 100.0)
-    assert not any(t.paused for t in _arrive(arrivals, 3))  # on time: read at once
+
+    def let_in(transports: list[_Transport]) -> int:
+        return sum(not t.paused for t in transports)
+
+    first = _arrive(arrivals, LET_IN_MOST + 3)  # faster than the door is wide
+    assert let_in(first) == LET_IN_MOST and arrivals.waiting == 3
+    arrivals.measured()  # on time: the next measure lets them in
+    assert let_in(first) == LET_IN_MOST + 3 and arrivals.waiting == 0
     _busy(admission, True)
-    held = _arrive(arrivals, 20)
-    assert all(t.paused for t in held) and arrivals.waiting == 20
-    arrivals.measured()  # still busy: the least
-    assert [t.paused for t in held[:3]] == [False] * LET_IN_LEAST + [True] * (3 - LET_IN_LEAST)
-    _busy(admission, False)
-    later = _arrive(arrivals, 1)  # others wait before it: it waits too
-    assert later[0].paused
-    held[LET_IN_LEAST].closing = True  # its peer left while it waited: skipped
-    arrivals.measured()  # on time: one more than the last time
-    let_in = [t for t in held if not t.paused and not t.closing]
-    assert len(let_in) == 2 * LET_IN_LEAST + 1
-    arrivals.measured()
-    assert len([t for t in held if not t.paused and not t.closing]) == 3 * LET_IN_LEAST + 3
+    held = _arrive(arrivals, 300)
+    assert let_in(held) == 0
+    arrivals.measured()  # late: half as many as the door's width
+    assert let_in(held) == LET_IN_MOST // 2
     for _ in range(10):
         arrivals.measured()
-    assert not any(t.paused for t in held + later if not t.closing) and arrivals.waiting == 0
-    assert arrivals.held_total == 21
-    _busy(admission, True)
+    assert let_in(held) == 64 + 32 + 16 + 8 + 4 + 6 * LET_IN_LEAST  # halved down to the least
+    _busy(admission, False)
+    before = let_in(held)
+    arrivals.measured()  # on time again: one more each time
+    assert let_in(held) - before == LET_IN_LEAST + 1
+    held[before + LET_IN_LEAST + 1].closing = True  # its peer left while it waited: skipped
     arrivals.measured()
-    assert not any(t.paused for t in _arrive(arrivals, 1)[:0])  # nothing held: no change
+    assert let_in(held) - before == 2 * LET_IN_LEAST + 3
+    later = _arrive(arrivals, 1)  # others wait before it: it waits too
+    assert later[0].paused
+    while arrivals.waiting:
+        arrivals.measured()
+    assert not any(t.paused for t in held + later if not t.closing)
+    assert arrivals.held_total == 304
+    arrivals.measured()  # nobody waits: the door wide open again
+    assert let_in(_arrive(arrivals, LET_IN_MOST)) == LET_IN_MOST
 
 
 async def test_many_hellos_waiting_for_admission_hold_the_door_and_a_full_door_closes() -> None:
