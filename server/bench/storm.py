@@ -232,6 +232,17 @@ async def _paced(
             return
 
 
+async def _settle(players: list[_Player], acked: dict[int, tuple[int, str]]) -> None:
+    """At the end: note in ``acked`` each player's game and the ``(seq, status)`` of its last
+    acknowledged STATE, and close their sockets."""
+    for player in players:
+        if player.state is not None:
+            state = player.state
+            acked[state["game_id"]] = (state["seq"], state["status"])
+        if player.ws is not None:
+            await player.ws.close()
+
+
 @dataclass
 class _StayedReport:
     """What the players who stayed connected measured, sent back by their own process."""
@@ -291,12 +302,7 @@ async def _stayed(
         listener = asyncio.create_task(listen())
         await asyncio.gather(*(play(p) for p in players))
         await listener
-        for player in players:
-            if player.state is not None:
-                state = player.state
-                report.acked[state["game_id"]] = (state["seq"], state["status"])
-            if player.ws is not None:
-                await player.ws.close()
+        await _settle(players, report.acked)
     pipe.send(report)
 
 
@@ -384,12 +390,7 @@ async def storm(
         result.busy_in_play += report.busy
         result.errors += report.errors
         result.acked.update(report.acked)
-        for player in cut:
-            if player.state is not None:
-                state = player.state
-                result.acked[state["game_id"]] = (state["seq"], state["status"])
-            if player.ws is not None:
-                await player.ws.close()
+        await _settle(cut, result.acked)
     _print(result, stayed, after_acks)
     return result
 
