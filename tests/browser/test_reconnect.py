@@ -70,11 +70,11 @@ async def test_a_page_turned_away_while_the_server_sheds_comes_back_by_itself(
         turned_away: list[int] = []
         real_turn = Admission.turn
 
-        def shedding_turn(self: Admission) -> Any:
+        def shedding_turn(self: Admission, greeting: bool = False) -> Any:
             turned_away.append(1)
             if len(turned_away) <= 2:  # the first two hellos are turned away
-                return real_turn(Admission(limit=1, wait_s=0.001, queue=0))
-            return real_turn(self)
+                return real_turn(Admission(limit=1, wait_s=0.001, queue=0), greeting)
+            return real_turn(self, greeting)
 
         monkeypatch.setattr(Admission, "turn", shedding_turn)
         await page.evaluate("() => window.tripeaks.connection.drop()")
