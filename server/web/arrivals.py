@@ -104,8 +104,9 @@ class Arrivals:
             return
         transport.pause_reading()
         # It cannot send its headers while held. (On the loop's next turn: aiohttp arms its
-        # header timer as this call returns.)
-        asyncio.get_running_loop().call_soon(_header_timer, handler, None)
+        # header timer as this call returns; by then a measure may have let it in, with its
+        # timer armed afresh, which stays.)
+        asyncio.get_running_loop().call_soon(_stop_header_timer_while_held, handler, transport)
         self._held.append((handler, transport))
         self.held_total += 1
         metrics.ARRIVALS_HELD.inc()
@@ -149,6 +150,12 @@ def _header_timer(handler: RequestHandler, deadline: float | None) -> None:
         handler._keepalive_handle = asyncio.get_running_loop().call_at(
             deadline, handler._process_keepalive
         )
+
+
+def _stop_header_timer_while_held(handler: RequestHandler, transport: asyncio.Transport) -> None:
+    """Stop ``handler``'s header timer if its connection is still held (its reading paused)."""
+    if not transport.is_reading() and not transport.is_closing():
+        _header_timer(handler, None)
 
 
 def hold_arrivals(server: web.Server, arrivals: Arrivals) -> None:

@@ -13,6 +13,12 @@ from aiohttp import web
 
 from server.web.per_address import GatedAppRunner
 
+#: Connections the kernel keeps waiting to be accepted (capped by ``net.core.somaxconn``).
+#: aiohttp's default of 128 overflows in a storm before the process sees the connections: the
+#: kernel drops their handshakes, and a client that sends nothing first waits for its own
+#: time-out. Accepted, they wait at the door (:mod:`server.web.arrivals`) instead.
+LISTEN_BACKLOG = 4096
+
 
 def run_app(
     app: web.Application,
@@ -41,7 +47,9 @@ def run_app(
         )
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+            await web.TCPSite(
+                runner, host, port, reuse_port=reuse_port, backlog=LISTEN_BACKLOG
+            ).start()
             on_listening()
             await asyncio.Event().wait()  # until cancelled, or a signal ends the loop
         finally:
@@ -85,4 +93,4 @@ def _cancel_tasks(tasks: set[asyncio.Task[Any]], loop: asyncio.AbstractEventLoop
             )
 
 
-__all__ = ["run_app"]
+__all__ = ["LISTEN_BACKLOG", "run_app"]

@@ -30,6 +30,9 @@ class _Transport:
     def pause_reading(self) -> None:
         self.paused = True
 
+    def is_reading(self) -> bool:
+        return not self.paused and not self.is_closing()
+
     def resume_reading(self) -> None:
         self.paused = False
 
@@ -141,3 +144,42 @@ async def test_a_connection_held_past_its_header_time_out_is_served_once_let_in(
         assert welcome["type"] == "welcome"
         assert app[ARRIVALS].held_total == 1 and app[ADMISSION].turned_away == 0
         await player.ws.close()
+
+
+class _TimedHandler:
+    """A request handler with aiohttp's header timer, armed at the accept."""
+
+    def __init__(self, deadline: float) -> None:
+        self._next_keepalive_close_time = deadline
+        self._keepalive_handle: asyncio.TimerHandle | None = asyncio.get_running_loop().call_at(
+            deadline, self._process_keepalive
+        )
+        self.expired = False
+
+    def _process_keepalive(self) -> None:
+        self.expired = True
+
+
+async def test_a_connection_let_in_before_its_timer_was_stopped_keeps_the_timer_armed_afresh() -> (
+    None
+):
+    """Held and let in within one turn of the loop: the stop meant for a held connection comes
+    after the fresh timer and leaves it be (a silent client must still be cut off)."""
+    admission = Admission(limit=1)
+    _busy(admission, True)
+    loop = asyncio.get_running_loop()
+    arrivals = Arrivals(admission, header_timeout_s=30)
+    handler, transport = _TimedHandler(loop.time() + 10), _Transport()
+    arrivals.arrived(cast(RequestHandler, handler), cast(Any, transport))
+    _busy(admission, False)
+    arrivals.measured()  # let in at once, its timer armed for 30 s from now
+    await asyncio.sleep(0)  # the stop meant for a held connection runs now
+    timer = handler._keepalive_handle
+    assert not transport.paused and timer is not None and not timer.cancelled()
+    assert handler._next_keepalive_close_time > loop.time() + 20
+    held_handler, held = _TimedHandler(loop.time() + 10), _Transport()
+    _busy(admission, True)
+    arrivals.arrived(cast(RequestHandler, held_handler), cast(Any, held))
+    await asyncio.sleep(0)
+    assert held.paused and held_handler._keepalive_handle is None  # no time-out while held
+    timer.cancel()
