@@ -152,6 +152,12 @@ class Admission:
         """The share of one core the process used over its last measures (0 before any)."""
         return sum(self._cpu_shares) / len(self._cpu_shares) if self._cpu_shares else 0.0
 
+    def late_for_own_work(self, lag_s: float) -> bool:
+        """Whether the event loop ran ``lag_s`` late or more at its last measure while the
+        process used :data:`SHED_CPU_SHARE` of a core or more: late for its own work, not for
+        the machine's other work."""
+        return self.lag_s >= lag_s and self.last_cpu_share >= SHED_CPU_SHARE
+
     @property
     def shedding(self) -> bool:
         """Whether newcomers are turned away at once: the event loop ran late by

@@ -27,13 +27,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from server.web import metrics
-from server.web.admission import SHED_CPU_SHARE, Admission
+from server.web.admission import Admission
 
 log = logging.getLogger(__name__)
 
@@ -58,18 +57,11 @@ class Arrivals:
         admission: whose measures of the event loop (lag, CPU share) decide.
         header_timeout_s: the time a connection has for its first request's headers (s),
             counted again from the moment it is let in.
-        clock: the event loop's clock (s), for the header time-out.
     """
 
-    def __init__(
-        self,
-        admission: Admission,
-        header_timeout_s: float,
-        clock: Callable[[], float] | None = None,
-    ) -> None:
+    def __init__(self, admission: Admission, header_timeout_s: float) -> None:
         self._admission = admission
         self._header_timeout_s = header_timeout_s
-        self._clock = clock
         self._held: deque[tuple[RequestHandler, asyncio.Transport]] = deque()
         self._let_in = LET_IN_MOST
         #: Connections that may still come in before the next measure.
@@ -87,9 +79,7 @@ class Arrivals:
         """Whether the loop ran late at its last measure for the process's own work, or
         :data:`HOLD_WAITING` hellos wait at admission."""
         admission = self._admission
-        return admission.waiting >= HOLD_WAITING or (
-            admission.lag_s >= HOLD_LAG_S and admission.last_cpu_share >= SHED_CPU_SHARE
-        )
+        return admission.waiting >= HOLD_WAITING or admission.late_for_own_work(HOLD_LAG_S)
 
     def arrived(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         """A connection was accepted: it is read at once, unless the process is busy or
@@ -121,22 +111,20 @@ class Arrivals:
         else:
             self._let_in = min(LET_IN_MOST, self._let_in + 1)
         self._allowance = self._let_in
-        loop = asyncio.get_running_loop()
-        clock = self._clock or loop.time
         while self._held and self._allowance > 0:
             handler, transport = self._held.popleft()
             if transport.is_closing():
                 continue  # its peer left while it waited
-            _header_timer(handler, clock() + self._header_timeout_s)
+            _header_timer(handler, self._header_timeout_s)
             transport.resume_reading()
             self._allowance -= 1
 
 
-def _header_timer(handler: RequestHandler, deadline: float | None) -> None:
+def _header_timer(handler: RequestHandler, timeout_s: float | None) -> None:
     """Stop the timer by which ``handler``'s connection must have sent its first request's
-    headers (None), or arm it for ``deadline`` (on the loop's clock). aiohttp keeps the timer
-    and its deadline in these attributes and arms it at the accept; an aiohttp without them
-    leaves the connection its time-out from its accept."""
+    headers (None), or arm it for ``timeout_s`` from now. aiohttp keeps the timer and its
+    deadline in these attributes and arms it at the accept; an aiohttp without them leaves the
+    connection its time-out from its accept."""
     if not all(
         hasattr(handler, name)
         for name in ("_keepalive_handle", "_next_keepalive_close_time", "_process_keepalive")
@@ -145,11 +133,10 @@ def _header_timer(handler: RequestHandler, deadline: float | None) -> None:
     if handler._keepalive_handle is not None:
         handler._keepalive_handle.cancel()
         handler._keepalive_handle = None
-    if deadline is not None:
-        handler._next_keepalive_close_time = deadline
-        handler._keepalive_handle = asyncio.get_running_loop().call_at(
-            deadline, handler._process_keepalive
-        )
+    if timeout_s is not None:
+        loop = asyncio.get_running_loop()
+        handler._next_keepalive_close_time = deadline = loop.time() + timeout_s
+        handler._keepalive_handle = loop.call_at(deadline, handler._process_keepalive)
 
 
 def _stop_header_timer_while_held(handler: RequestHandler, transport: asyncio.Transport) -> None:

@@ -119,8 +119,8 @@ class Collector:
     def start(self) -> None:
         """Collect, freeze every object alive now (modules, the schema, compiled statements:
         some hundreds of thousands), set the thresholds (:data:`GC_YOUNG_THRESHOLD`,
-        :data:`GC_OLDEST_THRESHOLD`) and freeze the survivors of every full collection from
-        now on."""
+        :data:`GC_MIDDLE_THRESHOLD`, :data:`GC_OLDEST_THRESHOLD`) and freeze the survivors
+        of every full collection from now on."""
         gc.collect()
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, GC_MIDDLE_THRESHOLD, GC_OLDEST_THRESHOLD)
@@ -183,8 +183,10 @@ class Collector:
 
 
 __all__ = [
+    "GC_MIDDLE_THRESHOLD",
     "GC_OLDEST_THRESHOLD",
     "GC_YOUNG_THRESHOLD",
     "RECLAIM_CHECK_S",
     "Collector",
+    "resident_bytes",
 ]

@@ -61,7 +61,7 @@ def _busy(admission: Admission, busy: bool) -> None:
 
 async def test_while_the_process_is_busy_new_connections_wait_and_are_let_in_at_its_pace() -> None:
     admission = Admission(limit=5)
-    arrivals = Arrivals(admission, header_timeout_s=10, clock=lambda: 100.0)
+    arrivals = Arrivals(admission, header_timeout_s=10)
 
     def let_in(transports: list[_Transport]) -> int:
         return sum(not t.paused for t in transports)
