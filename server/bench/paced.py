@@ -4,6 +4,7 @@ process carries with its ack p99 under a target."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -18,7 +19,7 @@ import aiohttp
 
 from server.bench import percentile
 from server.bench.crowd import Refused, Start, connect_player, crowd, send_action, start_game
-from server.bench.process import cpu_s, cpu_since
+from server.bench.process import cpu_s, cpu_since, spawned
 from server.bench.stats import Stats
 
 #: A paced send this much later than planned counts as late (ms).
@@ -141,20 +142,24 @@ async def run_paced_split(
     the load generator keeps its own pace), all starting their clock together once every
     player is connected; their merged stats (with the server's CPU time while they played)
     and the time spent playing (s)."""
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(clients + 1)
-    pipes: list[multiprocessing.connection.Connection] = []
-    processes = []
-    for i in range(clients):
-        ours, theirs = context.Pipe()
-        count = players // clients + (1 if i < players % clients else 0)
-        args = (base, count, seconds, pace, jitter, i * players, barrier, theirs)
-        process = context.Process(target=_paced_process, args=args, daemon=True)
-        process.start()
-        pipes.append(ours)
-        processes.append(process)
+    barrier = multiprocessing.get_context("spawn").Barrier(clients + 1)
     stats = Stats()
-    try:
+    async with contextlib.AsyncExitStack() as processes:
+        pipes = [
+            await processes.enter_async_context(
+                spawned(
+                    _paced_process,
+                    base,
+                    players // clients + (1 if i < players % clients else 0),
+                    seconds,
+                    pace,
+                    jitter,
+                    i * players,
+                    barrier,
+                )
+            )
+            for i in range(clients)
+        ]
         await asyncio.to_thread(barrier.wait)
         began = time.monotonic()
         server_before = cpu_s(pid) if pid else None
@@ -163,11 +168,6 @@ async def run_paced_split(
         spent = time.monotonic() - began
         if server_before is not None and pid:
             stats.server_cpu_s = cpu_since(pid, server_before)
-    finally:
-        for process in processes:
-            await asyncio.to_thread(process.join, 30)
-            if process.is_alive():
-                process.kill()
     return stats, spent
 
 

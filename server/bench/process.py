@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
+import multiprocessing.connection
 import os
 import secrets
 import signal
@@ -16,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +88,29 @@ def cpu_since(pid: int, before: float | None) -> float | None:
     None when either reading is missing."""
     now = cpu_s(pid)
     return None if before is None or now is None else now - before
+
+
+#: Seconds a load process gets to end by itself before it is killed.
+JOIN_S = 30.0
+
+
+@contextlib.asynccontextmanager
+async def spawned(
+    target: Callable[..., None], *args: object
+) -> AsyncIterator[multiprocessing.connection.Connection]:
+    """``target(*args, pipe)`` in a process of its own (spawned: a fresh interpreter with its
+    own event loop, so that a load generator keeps its own pace), yielding this end of its
+    pipe; on exit, joined (killed after :data:`JOIN_S` s)."""
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    process = context.Process(target=target, args=(*args, theirs), daemon=True)
+    process.start()
+    try:
+        yield ours
+    finally:
+        await asyncio.to_thread(process.join, JOIN_S)
+        if process.is_alive():
+            process.kill()
 
 
 def free_port() -> int:

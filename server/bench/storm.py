@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import multiprocessing
 import multiprocessing.connection
 import random
 import statistics
@@ -30,7 +29,7 @@ import aiohttp
 from server.bench import percentile
 from server.bench.burst import REGISTER_CONCURRENCY, register
 from server.bench.crowd import choose_action
-from server.bench.process import cpu_s
+from server.bench.process import cpu_s, cpu_since, spawned
 
 #: The page's reconnection delays (ms) by attempt, before its jitter (connection.js).
 BACKOFF_MS = (250, 500, 1000, 2000, 4000, 8000)
@@ -334,16 +333,10 @@ async def storm(
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=GIVE_UP_S)
     result = StormResult(cut=count)
-    context = multiprocessing.get_context("spawn")
-    ours, theirs = context.Pipe()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         tokens = await register(http, base, count + stayed)
         cut = [_Player(token, random.Random(i)) for i, token in enumerate(tokens[:count])]
-        kept = context.Process(
-            target=_stayed_process, args=(base, tokens[count:], pace, theirs), daemon=True
-        )
-        kept.start()
-        try:
+        async with spawned(_stayed_process, base, tokens[count:], pace) as ours:
             gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
 
             async def seat(player: _Player) -> None:
@@ -362,7 +355,8 @@ async def storm(
                 _cut(player.ws)
             await asyncio.gather(*(_come_back(http, ws_url, p, cut_at, result) for p in cut))
             result.storm_s = time.monotonic() - cut_at
-            cpu_after = cpu_s(pid) if pid else None
+            if cpu_before is not None and pid:
+                result.server_cpu_s = cpu_since(pid, cpu_before)
             counts_after = await _server_counts(http, base)
             result.server_counts = {
                 name: counts_after[name] - counts_before.get(name, 0.0)
@@ -370,8 +364,6 @@ async def storm(
                 if counts_after[name] != counts_before.get(name, 0.0)
             }
             ours.send("over")
-            if cpu_before is not None and cpu_after is not None:
-                result.server_cpu_s = cpu_after - cpu_before
             # Everyone plays on at a human pace for a while: the storm leaves nothing behind.
             until = time.monotonic() + after_s
             back = [p for p in cut if p.back_at is not None]
@@ -381,10 +373,6 @@ async def storm(
             )
             ours.send("stop")
             report: _StayedReport = await asyncio.to_thread(ours.recv)
-        finally:
-            await asyncio.to_thread(kept.join, 30)
-            if kept.is_alive():
-                kept.kill()
         result.stayed_acks_ms = report.acks_ms
         after_acks += report.after_acks_ms
         result.busy_in_play += report.busy
