@@ -28,11 +28,13 @@ from server.web.admission import Admission
 from server.web.arrivals import Arrivals
 from server.web.background import periodically
 from server.web.collector import RECLAIM_CHECK_S, Collector
+from server.web.departures import Departures
 from server.web.hub import Hub
 from server.web.keys import (
     ADMISSION,
     ARRIVALS,
     CLOCK,
+    DEPARTURES,
     HUB,
     METRICS,
     PLAYER_SOCKETS,
@@ -150,6 +152,7 @@ def create_app(
         retry_max_s=settings.admission_retry_max_s,
     )
     app[ARRIVALS] = Arrivals(app[ADMISSION], settings.http_header_timeout_s)
+    app[DEPARTURES] = Departures()
     app.cleanup_ctx.append(_database(run_migrations, analyzer, daily_secret))
     if freeze_startup:
         app.cleanup_ctx.append(_collect_garbage)

@@ -12,6 +12,7 @@ from server.services.clock import Clock
 from server.services.connections import ConnectionLimit
 from server.web.admission import Admission
 from server.web.arrivals import Arrivals
+from server.web.departures import Departures
 from server.web.hub import Hub
 from server.web.metrics import ActivityReader
 
@@ -23,6 +24,7 @@ HUB = web.AppKey("hub", Hub)
 ADMISSION = web.AppKey("admission", Admission)
 #: New connections held at the door while the process is busy.
 ARRIVALS = web.AppKey("arrivals", Arrivals)
+DEPARTURES = web.AppKey("departures", Departures)
 SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
 #: Open authenticated websockets per player, in this process, and their limit.
 PLAYER_SOCKETS = web.AppKey("player_sockets", ConnectionLimit)

@@ -304,6 +304,11 @@ ARRIVALS_TURNED_AWAY = Counter(
     "tripeaks_arrivals_turned_away",
     "New connections closed as they arrived because the door already held as many as it may",
 )
+DEPARTURES_WAITED = Counter(
+    "tripeaks_departures_waited",
+    "Closed connections that waited for a later turn of the event loop to be let go (a cut "
+    "that ended many at once, let go a few at a time)",
+)
 
 # ------------------------------------------------------------------------- background tasks
 

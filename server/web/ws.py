@@ -31,9 +31,11 @@ from server.protocol.client import (
     peek_request_id,
 )
 from server.web import metrics
+from server.web.departures import Departures
 from server.web.handlers import answer
 from server.web.keys import (
     ADMISSION,
+    DEPARTURES,
     HUB,
     PLAYER_SOCKETS,
     SERVICES,
@@ -96,7 +98,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     metrics.WEBSOCKETS_OPEN.inc()
     reason = CloseReason.CONNECTION_LOST
     try:
-        reason = await _serve(session)
+        reason = await _serve(session, request.app[DEPARTURES])
     except (ConnectionResetError, asyncio.CancelledError):
         # The connection was lost under the handler (aiohttp then cancels it), for one of the
         # server's reasons (its heartbeat, a slow reader cut off, the shutdown) or the peer's.
@@ -167,8 +169,9 @@ async def _offline(session: WsSession) -> None:
         log.warning("online: the close of %s was not recorded at once", session.key)
 
 
-async def _serve(session: WsSession) -> CloseReason:
-    """Read the connection's frames. Reading never waits on a request being served: requests go
+async def _serve(session: WsSession, departures: Departures) -> CloseReason:
+    """Read the connection's frames; once it ends, wait for its turn to be let go
+    (``departures``) and stop its worker. Reading never waits on a request being served: requests go
     to the connection's worker, which serves them one at a time in order, while this loop keeps
     reading, so pings (websocket and ``ping`` messages) are answered at once even while an
     action waits for its commit.
@@ -227,7 +230,12 @@ async def _serve(session: WsSession) -> CloseReason:
             await _accept(session, msg.data)
         return _why_closed(session, None)
     finally:
-        await session.stop_worker()
+        try:
+            # A cut can end thousands of connections in one turn of the loop: they are let
+            # go a few at a time (server.web.departures).
+            await departures.turn()
+        finally:
+            await session.stop_worker()
 
 
 def _why_closed(session: WsSession, msg: WSMessage | None) -> CloseReason:

@@ -1,0 +1,132 @@
+"""Closed connections let go a few at a time (:mod:`server.web.departures`): a cut that ends
+many connections at once is spread over turns of the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import ClientSession, ClientWebSocketResponse
+
+from server.web.departures import Departures
+from server.web.keys import DEPARTURES, SOCKETS
+from tests.conftest import ServerFactory
+from tests.helpers import WsPlayer, eventually
+
+
+class _Turns:
+    """Counts the turns of the running loop: one callback a turn, scheduled again each time."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self._stopped = False
+        asyncio.get_running_loop().call_soon(self._tick)
+
+    def _tick(self) -> None:
+        if not self._stopped:
+            self.now += 1
+            asyncio.get_running_loop().call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._stopped = True
+
+
+async def test_at_most_per_turn_are_let_go_in_a_turn_of_the_loop_in_the_order_they_closed() -> None:
+    departures = Departures(per_turn=3)
+    turns = _Turns()
+    let_go: list[tuple[int, int]] = []
+
+    async def closed(n: int) -> None:
+        await departures.turn()
+        let_go.append((turns.now, n))
+
+    await asyncio.gather(*(closed(n) for n in range(10)))
+    turns.stop()
+    assert [n for _, n in let_go] == list(range(10))
+    per_turn: dict[int, int] = {}
+    for turn, _ in let_go:
+        per_turn[turn] = per_turn.get(turn, 0) + 1
+    assert max(per_turn.values()) == 3 and len(per_turn) == 4  # 3 + 3 + 3 + 1
+    assert departures.waited_total == 7 and departures.waiting == 0
+
+
+async def test_a_closed_connection_is_let_go_at_once_while_the_turn_has_room() -> None:
+    departures = Departures(per_turn=2)
+    first, second, third = departures.turn(), departures.turn(), departures.turn()
+    for coroutine in (first, second):
+        with pytest.raises(StopIteration):  # returned without waiting
+            coroutine.send(None)
+    waiter = third.send(None)  # the turn is full: it waits
+    assert departures.waiting == 1 and not waiter.done()
+    await asyncio.sleep(0)  # the next turn gives it its turn
+    assert waiter.done() and departures.waiting == 0
+    with pytest.raises(StopIteration):
+        third.send(None)
+    assert departures.waited_total == 1
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    again = departures.turn()  # a later turn with nobody waiting: at once again
+    with pytest.raises(StopIteration):
+        again.send(None)
+
+
+async def test_a_connection_cancelled_while_it_waits_gives_its_place_to_the_next() -> None:
+    departures = Departures(per_turn=1)
+    let_go: list[str] = []
+
+    async def closed(name: str) -> None:
+        await departures.turn()
+        let_go.append(name)
+
+    tasks = {name: asyncio.create_task(closed(name)) for name in ("a", "b", "c", "d")}
+    await asyncio.sleep(0)  # they all closed in one turn: "a" is let go, the others wait
+    assert departures.waiting == 3
+    tasks["c"].cancel()
+    await asyncio.gather(tasks["a"], tasks["b"], tasks["d"])
+    assert let_go == ["a", "b", "d"] and tasks["c"].cancelled() and departures.waiting == 0
+
+
+def test_a_turn_lets_go_at_least_one() -> None:
+    with pytest.raises(ValueError, match="per_turn must be at least 1, not 0"):
+        Departures(per_turn=0)
+
+
+#: Connections cut at once in the test on a live server.
+CUT = 40
+
+
+def _cut(ws: ClientWebSocketResponse) -> None:
+    """End a socket as a network would: no close frame."""
+    connection = ws._response.connection
+    assert connection is not None and connection.transport is not None
+    connection.transport.abort()
+
+
+async def test_sockets_cut_at_once_are_all_let_go_while_a_player_who_stayed_is_served(
+    make_server: ServerFactory,
+) -> None:
+    server = await make_server()
+    app = server.app
+    app[DEPARTURES]._per_turn = 1  # any two closes seen in one turn: the second waits
+    base = str(server.make_url("")).rstrip("/")
+    async with ClientSession() as http:
+        tokens = []
+        for n in range(CUT + 1):
+            async with http.post(f"{base}/api/v1/players", json={"name": f"Cut {n}"}) as resp:
+                assert resp.status == 201
+                tokens.append((await resp.json())["token"])
+        players = [WsPlayer(await http.ws_connect(f"{base}/ws")) for _ in tokens]
+        for player, token in zip(players, tokens, strict=True):
+            welcome = await player.request({"type": "hello", "token": token})
+            assert welcome["type"] == "welcome"
+        stayed, cut = players[0], players[1:]
+        await eventually(lambda: len(app[SOCKETS]) == CUT + 1, "every socket is open")
+        for player in cut:
+            _cut(player.ws)
+        await eventually(lambda: len(app[SOCKETS]) == 1, "every cut connection is let go")
+        assert app[DEPARTURES].waited_total > 0 and app[DEPARTURES].waiting == 0
+        pong = await stayed.request({"type": "ping"})
+        assert pong["type"] == "pong"
+        game = await stayed.request({"type": "new_game"})
+        assert game["type"] == "game"
+        await stayed.ws.close()
