@@ -19,7 +19,7 @@ import aiohttp
 
 from server.bench import percentile
 from server.bench.crowd import Refused, Start, connect_player, crowd, send_action, start_game
-from server.bench.process import cpu_s, cpu_since, spawned
+from server.bench.process import cpu_s, cpu_since, rss_kb, spawned
 from server.bench.stats import Stats
 
 #: A paced send this much later than planned counts as late (ms).
@@ -184,6 +184,8 @@ class PacedRow:
     errors: int
     server_cpu_share: float | None
     client_cpu_share: float | None
+    #: The server's resident memory after the step (MiB; every worker's), None if unread.
+    server_rss_mib: float | None = None
 
 
 async def paced_ladder(
@@ -205,7 +207,10 @@ async def paced_ladder(
         f"human pace: {pace:g} action/s per player, gaps ±{jitter:.0%}, {seconds:g} s per step; "
         "ack latency from the planned send"
     )
-    print(" players    acks    p50 ms    p95 ms    p99 ms   late  errors  server CPU  client CPU")
+    print(
+        " players    acks    p50 ms    p95 ms    p99 ms   late  errors  server CPU  client CPU"
+        "  server RSS"
+    )
     for count in counts:
         client_before = cpu_s(os.getpid(), descendants=False)
         if clients > 1:
@@ -218,6 +223,7 @@ async def paced_ladder(
             if client_before is None or client_after is None or clients > 1
             else client_after - client_before
         )
+        rss = rss_kb(pid) if pid else None
         lat = stats.latencies_ms
         acks = len(lat)
         row = PacedRow(
@@ -230,13 +236,15 @@ async def paced_ladder(
             errors=sum(stats.errors.values()),
             server_cpu_share=None if stats.server_cpu_s is None else stats.server_cpu_s / spent,
             client_cpu_share=None if client_cpu is None else client_cpu / spent,
+            server_rss_mib=None if rss is None else rss / 1024,
         )
         rows.append(row)
         server = "-" if row.server_cpu_share is None else f"{row.server_cpu_share:.0%}"
         client = "-" if row.client_cpu_share is None else f"{row.client_cpu_share:.0%}"
+        memory = "-" if row.server_rss_mib is None else f"{row.server_rss_mib:.0f} MiB"
         print(
             f"{count:8d} {acks:7d} {row.p50:9.2f} {row.p95:9.2f} {row.p99:9.2f} "
-            f"{row.late_share:6.1%} {row.errors:7d} {server:>11} {client:>11}"
+            f"{row.late_share:6.1%} {row.errors:7d} {server:>11} {client:>11} {memory:>11}"
         )
         if stats.errors:
             print(f"          errors: {dict(stats.errors)}")
