@@ -475,10 +475,12 @@ async def _bounded(what: str, step: Awaitable[object]) -> None:
 
 async def _collect_garbage(app: web.Application) -> AsyncIterator[None]:
     """After the database context has started: freeze what is alive, set the collector's
-    thresholds and freeze the survivors of its full collections (:class:`Collector`); while
+    thresholds and freeze the survivors of its full collections, and of its middle ones while
+    connections wait at the door or to be let go (:class:`Collector`); while
     the app runs, reclaim the frozen objects when due and the process is quiet (not shedding,
     nobody waiting for admission, its loop on time)."""
-    collector = Collector()
+    arrivals, departures = app[ARRIVALS], app[DEPARTURES]
+    collector = Collector(in_storm=lambda: arrivals.waiting > 0 or departures.waiting > 0)
     collector.start()
     admission = app[ADMISSION]
 

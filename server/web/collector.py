@@ -19,6 +19,17 @@ again. A reclaim walks the whole heap, so it is rare: once the process's memory 
 memory is read from ``/proc/self/statm``, a few µs, where counting the frozen objects would walk
 them all), no sooner than ``reclaim_every_s`` after it, and only while the process is quiet (a
 storm is not the time).
+
+In a storm (``in_storm()``: connections waiting at the door or to be let go) the survivors of
+the middle generation's collections are frozen too. A storm's objects are nearly all long-lived
+(reconnected players' connections and sessions), and each was otherwise walked a third time by
+the full collections a storm sets off, one every few tenths of a second. Side by side in two
+runs of ``benchmarks/action_path.py --closed 0 --storm 5000 --rounds 2``, without and with
+this: 1.64 and 1.39 ms of CPU per hello against 1.03 and 1.40 ms, the players who stayed
+connected at an ack p99 of 0.90 and 0.75 s against 0.54 and 0.37 s, all back in 11.3 and 9.5 s
+against 8.6 and 8.7 s. Outside a storm it is not done: connections that closed before a
+full collection reached them (a slow client's, cut at its hello deadline) are freed by it, not
+kept until a reclaim.
 """
 
 from __future__ import annotations
@@ -87,6 +98,9 @@ class Collector:
         reclaim_every_s: the shortest time between two reclaims (s).
         clock: the monotonic clock reclaims are timed on (s).
         memory: the process's memory now (bytes; :func:`resident_bytes`).
+        in_storm: whether the process is in a storm now, when the survivors of the middle
+            generation are frozen too (called after each of its collections; a few attribute
+            reads at most).
 
     Raises:
         ValueError: a growth under 1 or a negative time.
@@ -98,6 +112,7 @@ class Collector:
         reclaim_every_s: float = RECLAIM_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
         memory: Callable[[], int] = resident_bytes,
+        in_storm: Callable[[], bool] = lambda: False,
     ) -> None:
         if reclaim_growth < 1 or reclaim_every_s < 0:
             raise ValueError(
@@ -108,11 +123,14 @@ class Collector:
         self._every_s = reclaim_every_s
         self._clock = clock
         self._memory = memory
+        self._in_storm = in_storm
         #: The process's memory after the start or the last reclaim (bytes).
         self.baseline = 0
         self._reclaimed_at = -float("inf")
-        #: Full collections whose survivors were frozen, and reclaims done, so far.
+        #: Full collections whose survivors were frozen, middle ones whose survivors were
+        #: frozen in a storm, and reclaims done, so far.
         self.frozen_collections = 0
+        self.frozen_in_storm = 0
         self.reclaims = 0
         self._started = False
 
@@ -140,10 +158,16 @@ class Collector:
             self._started = False
 
     def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
-        """A full collection's survivors leave the collector's reach as it ends."""
-        if phase == "stop" and info["generation"] == 2:
+        """A full collection's survivors leave the collector's reach as it ends, and in a
+        storm a middle one's."""
+        if phase != "stop":
+            return
+        if info["generation"] == 2:
             gc.freeze()
             self.frozen_collections += 1
+        elif info["generation"] == 1 and self._in_storm():
+            gc.freeze()
+            self.frozen_in_storm += 1
 
     @property
     def due(self) -> bool:

@@ -7,11 +7,12 @@ stopped, its session forgotten, its player's online record and rooms told, aioht
 the request) costs some hundreds of µs: 5,000 cut at once kept the loop busy for nearly two
 seconds in a few long turns, and the frames of players still connected, each needing several
 turns to be answered, waited behind all of them (their ack p99 was 1.96 s, and 0.62 and 0.68 s
-in two runs with this: ``benchmarks/action_path.py --closed 0 --storm 5000``). So a closed connection takes its turn here first:
-at most :data:`LET_GO_PER_TURN` are let go in one turn of the loop, the others wait in the
-order they closed; the turns stay short and the players still connected are served between
-them. Waiting costs a closed connection nothing a player sees: its player is reconnecting, and
-a reconnection is not held up by the old connection being let go.
+in two runs with this: ``benchmarks/action_path.py --closed 0 --storm 5000``). So a closed
+connection takes its turn here first: at most :data:`LET_GO_PER_TURN` are let go in one turn of
+the loop, the others wait in the order they closed; the turns stay short and the players still
+connected are served between them. A closed connection that waits still counts towards its
+player's connections on this process (``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``, 8 by default) until
+it is let go; a page that comes back at once holds one more meanwhile.
 """
 
 from __future__ import annotations

@@ -163,3 +163,24 @@ def test_a_reclaim_is_due_once_the_memory_grew_enough_and_not_sooner_than_asked(
 
 def test_the_memory_read_is_the_process_s() -> None:
     assert resident_bytes() > 10 << 20  # a Python process with the server's modules
+
+
+@pytest.mark.usefixtures("collector")
+def test_in_a_storm_the_survivors_of_a_middle_collection_are_frozen_too() -> None:
+    storm = [False]
+    collector = Collector(memory=lambda: 1, in_storm=lambda: storm[0])
+    collector.start()
+    try:
+        calm = _Cycle()
+        gc.collect(1)  # no storm: its survivors stay in the collector's reach
+        assert collector.frozen_in_storm == 0
+        assert any(o is calm for o in gc.get_objects(generation=2))
+        storm[0] = True
+        stormy = _Cycle()
+        frozen = gc.get_freeze_count()
+        gc.collect(1)
+        assert collector.frozen_in_storm == 1 and gc.get_freeze_count() > frozen
+        assert not any(o is stormy or o is calm for o in gc.get_objects())
+        assert collector.frozen_collections == 0  # no full collection was asked for
+    finally:
+        collector.stop()
