@@ -48,6 +48,10 @@ LET_IN_LEAST = 2
 LET_IN_MOST = 128
 #: Connections waiting at the door at most.
 HELD_AT_MOST = 10_000
+#: Connections arriving between two measures from which they are a crowd: a late loop then
+#: holds them whatever share of a core the process had (on a machine whose cores are all busy,
+#: workers and load alike, none may reach it, and a storm went in unheld).
+CROWD = 32
 
 
 class Arrivals:
@@ -66,9 +70,14 @@ class Arrivals:
         self._let_in = LET_IN_MOST
         #: Connections that may still come in before the next measure.
         self._allowance = LET_IN_MOST
+        #: Connections that arrived since the last measure, and at the one before.
+        self._arrived = 0
+        self._arrived_before = 0
         #: Connections that waited at the door, and those closed for a full door, so far.
         self.held_total = 0
         self.turned_away = 0
+        #: When a connection last had to wait at the door (the loop's clock, s).
+        self.last_held_at = -float("inf")
 
     @property
     def waiting(self) -> int:
@@ -76,14 +85,21 @@ class Arrivals:
         return len(self._held)
 
     def _busy(self) -> bool:
-        """Whether the loop ran late at its last measure for the process's own work, or
-        :data:`HOLD_WAITING` hellos wait at admission."""
+        """Whether :data:`HOLD_WAITING` hellos wait at admission, or the loop ran late at its
+        last measure either for the process's own work or while a crowd arrives (connections
+        wait at the door, or :data:`CROWD` arrived between the last two measures)."""
         admission = self._admission
-        return admission.waiting >= HOLD_WAITING or admission.late_for_own_work(HOLD_LAG_S)
+        if admission.waiting >= HOLD_WAITING:
+            return True
+        if admission.lag_s < HOLD_LAG_S:
+            return False
+        crowd = bool(self._held) or max(self._arrived, self._arrived_before) >= CROWD
+        return crowd or admission.late_for_own_work(HOLD_LAG_S)
 
     def arrived(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         """A connection was accepted: it is read at once, unless the process is busy or
         others wait before it (then it waits), or the door is full (then it is closed)."""
+        self._arrived += 1
         if not self._held and self._allowance > 0 and not self._busy():
             self._allowance -= 1
             return
@@ -99,11 +115,13 @@ class Arrivals:
         asyncio.get_running_loop().call_soon(_stop_header_timer_while_held, handler, transport)
         self._held.append((handler, transport))
         self.held_total += 1
+        self.last_held_at = asyncio.get_running_loop().time()
         metrics.ARRIVALS_HELD.inc()
 
     def measured(self) -> None:
         """After each measure of the loop: let connections in (see the module's
         docstring)."""
+        self._arrived_before, self._arrived = self._arrived, 0
         if self._busy():
             self._let_in = max(LET_IN_LEAST, self._let_in // 2)
         elif not self._held:
@@ -158,6 +176,7 @@ def hold_arrivals(server: web.Server, arrivals: Arrivals) -> None:
 
 
 __all__ = [
+    "CROWD",
     "HELD_AT_MOST",
     "HOLD_LAG_S",
     "HOLD_WAITING",

@@ -13,7 +13,14 @@ from aiohttp.web_protocol import RequestHandler
 
 from server.web import arrivals as door
 from server.web.admission import Admission
-from server.web.arrivals import HELD_AT_MOST, HOLD_WAITING, LET_IN_LEAST, LET_IN_MOST, Arrivals
+from server.web.arrivals import (
+    CROWD,
+    HELD_AT_MOST,
+    HOLD_WAITING,
+    LET_IN_LEAST,
+    LET_IN_MOST,
+    Arrivals,
+)
 from server.web.keys import ADMISSION, ARRIVALS
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, eventually
@@ -93,6 +100,26 @@ async def test_while_the_process_is_busy_new_connections_wait_and_are_let_in_at_
     assert arrivals.held_total == 304
     arrivals.measured()  # nobody waits: the door wide open again
     assert let_in(_arrive(arrivals, LET_IN_MOST)) == LET_IN_MOST
+
+
+async def test_a_late_loop_holds_a_crowd_whatever_share_of_a_core_the_process_had() -> None:
+    """On a machine whose cores are all busy the process may never reach its share of a core
+    for its own work: a late loop still holds connections once a crowd arrives (and while
+    some wait), but not a trickle."""
+    admission = Admission(limit=5)
+    arrivals = Arrivals(admission, header_timeout_s=10)
+    admission.lag_s, admission.last_cpu_share = 0.5, 0.2  # late, for the machine's work
+    trickle = _arrive(arrivals, CROWD - 1)
+    assert not any(t.paused for t in trickle)  # a few connections: read at once
+    crowd = _arrive(arrivals, 10)
+    assert all(t.paused for t in crowd) and arrivals.waiting == 10
+    arrivals.measured()  # still late, some waiting: half the door's width
+    assert arrivals.waiting == 0 and arrivals.held_total == 10
+    assert _arrive(arrivals, 1)[0].paused  # the crowd before the last measure still counts
+    arrivals.measured()
+    arrivals.measured()  # two measures without a crowd: a late loop alone holds nobody
+    assert not _arrive(arrivals, 1)[0].paused
+    assert arrivals.last_held_at > 0
 
 
 async def test_many_hellos_waiting_for_admission_hold_the_door_and_a_full_door_closes() -> None:
