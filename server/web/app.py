@@ -27,7 +27,7 @@ from server.web import faults, http, metrics, page_rules, per_address, routes, w
 from server.web.admission import Admission
 from server.web.arrivals import Arrivals
 from server.web.background import periodically
-from server.web.collector import RECLAIM_CHECK_S, Collector
+from server.web.collector import RECLAIM_CHECK_S, STORM_LINGER_S, Collector
 from server.web.departures import Departures
 from server.web.hub import Hub
 from server.web.keys import (
@@ -475,12 +475,19 @@ async def _bounded(what: str, step: Awaitable[object]) -> None:
 
 async def _collect_garbage(app: web.Application) -> AsyncIterator[None]:
     """After the database context has started: freeze what is alive, set the collector's
-    thresholds and freeze the survivors of its full collections, and of its middle ones while
-    connections wait at the door or to be let go (:class:`Collector`); while
+    thresholds and freeze the survivors of its full collections, and of its middle ones until
+    :data:`STORM_LINGER_S` after a connection last waited at the door or to be let go
+    (:class:`Collector`); while
     the app runs, reclaim the frozen objects when due and the process is quiet (not shedding,
     nobody waiting for admission, its loop on time)."""
     arrivals, departures = app[ARRIVALS], app[DEPARTURES]
-    collector = Collector(in_storm=lambda: arrivals.waiting > 0 or departures.waiting > 0)
+    loop = asyncio.get_running_loop()
+
+    def in_storm() -> bool:
+        last = max(arrivals.last_held_at, departures.last_waited_at)
+        return loop.time() - last < STORM_LINGER_S
+
+    collector = Collector(in_storm=in_storm)
     collector.start()
     admission = app[ADMISSION]
 

@@ -20,8 +20,9 @@ memory is read from ``/proc/self/statm``, a few µs, where counting the frozen o
 them all), no sooner than ``reclaim_every_s`` after it, and only while the process is quiet (a
 storm is not the time).
 
-In a storm (``in_storm()``: connections waiting at the door or to be let go) the survivors of
-the middle generation's collections are frozen too. A storm's objects are nearly all long-lived
+In a storm (``in_storm()``: until :data:`STORM_LINGER_S` after a connection last waited at the
+door or to be let go, the time a storm's pages take to come back) the survivors of the middle
+generation's collections are frozen too. A storm's objects are nearly all long-lived
 (reconnected players' connections and sessions), and each was otherwise walked a third time by
 the full collections a storm sets off, one every few tenths of a second. Side by side in two
 runs of ``benchmarks/action_path.py --closed 0 --storm 5000 --rounds 2``, without and with
@@ -70,6 +71,10 @@ GC_MIDDLE_THRESHOLD = 2
 #: tracebacks, the frames they hold, the transports those hold): 250,000 objects, 60 MiB more
 #: memory that never came back, under benchmarks/slowloris.py's attack from 8 addresses.
 GC_OLDEST_THRESHOLD = 0
+
+#: How long a storm lasts after a connection last waited at the door or to be let go (s): its
+#: pages are still coming back and saying hello for seconds after the door stopped holding them.
+STORM_LINGER_S = 10.0
 
 #: A reclaim is due once the process's memory is this many times what it was after the last.
 RECLAIM_GROWTH = 1.5
@@ -211,6 +216,7 @@ __all__ = [
     "GC_OLDEST_THRESHOLD",
     "GC_YOUNG_THRESHOLD",
     "RECLAIM_CHECK_S",
+    "STORM_LINGER_S",
     "Collector",
     "resident_bytes",
 ]

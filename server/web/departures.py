@@ -46,8 +46,10 @@ class Departures:
         self._this_turn = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._next_turn_due = False
-        #: Closed connections that had to wait for a later turn, since the start.
+        #: Closed connections that had to wait for a later turn, since the start, and when
+        #: one last had to (the loop's clock, s).
         self.waited_total = 0
+        self.last_waited_at = -float("inf")
 
     @property
     def waiting(self) -> int:
@@ -67,9 +69,11 @@ class Departures:
             self._this_turn += 1
             self._at_next_turn()
             return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         self._waiting.append(waiter)
         self.waited_total += 1
+        self.last_waited_at = loop.time()
         metrics.DEPARTURES_WAITED.inc()
         self._at_next_turn()
         await waiter

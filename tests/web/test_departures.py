@@ -48,6 +48,7 @@ async def test_at_most_per_turn_are_let_go_in_a_turn_of_the_loop_in_the_order_th
         per_turn[turn] = per_turn.get(turn, 0) + 1
     assert max(per_turn.values()) == 3 and len(per_turn) == 4  # 3 + 3 + 3 + 1
     assert departures.waited_total == 7 and departures.waiting == 0
+    assert departures.last_waited_at > 0  # on the loop's clock: the collector's storm
 
 
 async def test_a_closed_connection_is_let_go_at_once_while_the_turn_has_room() -> None:
