@@ -8,8 +8,10 @@ only after that work is done, and each refused page comes back to cost it again.
 
 So while the event loop runs late (:data:`HOLD_LAG_S` or more at its last measure) because of
 the process's own work (it used :data:`~server.web.admission.SHED_CPU_SHARE` of a core or more
-meanwhile), or :data:`HOLD_WAITING` hellos already wait for their turn at admission (the
-database is what holds them up), a new connection is accepted but not read: its reading is paused
+meanwhile) or while a crowd arrives (:data:`CROWD` connections between two measures, or some
+already waiting: on a machine whose cores are all busy the process may never reach its share),
+or :data:`HOLD_WAITING` hellos already wait for their turn at admission (the database is what
+holds them up), a new connection is accepted but not read: its reading is paused
 (:meth:`asyncio.ReadTransport.pause_reading`) and it waits at the door, first come first
 served, costing a file descriptor and a few KiB, while its request waits in the kernel. The
 door lets connections in by the measure of the loop (every 50 ms): one more each time than the
