@@ -9,7 +9,7 @@ import contextlib
 import os
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -39,8 +39,8 @@ class ListeningSite(web.TCPSite):
 
     async def start(self) -> None:
         await super().start()
-        server = self._server  # aiohttp's asyncio server, set by start()
-        assert isinstance(server, asyncio.Server)
+        # aiohttp's server, set by start(): asyncio's, or uvloop's of the same shape.
+        server = cast(asyncio.Server, self._server)
         for listening in server.sockets:
             # listen() again on the same socket (a duplicate of its descriptor) changes its
             # backlog; asyncio goes on accepting ACCEPT_BATCH at a time.
