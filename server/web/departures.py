@@ -10,9 +10,10 @@ turns to be answered, waited behind all of them (their ack p99 was 1.96 s, and 0
 in two runs with this: ``benchmarks/action_path.py --closed 0 --storm 5000``). So a closed
 connection takes its turn here first: at most :data:`LET_GO_PER_TURN` are let go in one turn of
 the loop, the others wait in the order they closed; the turns stay short and the players still
-connected are served between them. A closed connection that waits still counts towards its
-player's connections on this process (``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``, 8 by default) until
-it is let go; a page that comes back at once holds one more meanwhile.
+connected are served between them. A closed connection gives its place among its player's
+connections on this process (``TRIPEAKS_MAX_SOCKETS_PER_PLAYER``) back before it waits, so a
+page that comes back at once is let in (unless a hello of the closed connection was still
+being answered: its place is given back once its worker stopped).
 """
 
 from __future__ import annotations

@@ -105,8 +105,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         reason = _why_closed(session, None)
     finally:
         metrics.websocket_closed(reason)
+        session.release_place()  # if it was not given back before its turn came
         if session.player is not None:
-            session.connections.release(session.player.id)
             session.hub.signed_off(session)
             # In a task of its own, as below; a close not recorded is the sweep's.
             session.hub.spawn(_offline(session))
@@ -230,6 +230,11 @@ async def _serve(session: WsSession, departures: Departures) -> CloseReason:
             await _accept(session, msg.data)
         return _why_closed(session, None)
     finally:
+        if not session.hellos_pending:
+            # Its player may be back on another connection before this one is let go: its
+            # place among their connections is free at once (a hello still being answered
+            # could take one after this; then it is given back once the worker stopped).
+            session.release_place()
         try:
             # A cut can end thousands of connections in one turn of the loop: they are let
             # go a few at a time (server.web.departures).

@@ -88,6 +88,15 @@ class WsSession:
     followed: bool = False
     #: ``hello`` messages read but not yet answered (the hello deadline waits for them).
     hellos_pending: int = 0
+    #: Whether the connection's place among its player's connections was given back.
+    place_released: bool = False
+
+    def release_place(self) -> None:
+        """Give the connection's place among its player's connections on this process back,
+        once (a later call does nothing)."""
+        if self.player is not None and not self.place_released:
+            self.connections.release(self.player.id)
+            self.place_released = True
 
     @property
     def player_id(self) -> int | None:

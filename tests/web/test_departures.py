@@ -9,7 +9,7 @@ import pytest
 from aiohttp import ClientSession, ClientWebSocketResponse
 
 from server.web.departures import Departures
-from server.web.keys import DEPARTURES, SOCKETS
+from server.web.keys import DEPARTURES, PLAYER_SOCKETS, SOCKETS
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, eventually
 
@@ -131,3 +131,45 @@ async def test_sockets_cut_at_once_are_all_let_go_while_a_player_who_stayed_is_s
         game = await stayed.request({"type": "new_game"})
         assert game["type"] == "game"
         await stayed.ws.close()
+
+
+async def test_a_player_cut_off_gets_back_in_while_their_closed_connections_wait_their_turn(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A closed connection gives its place among its player's connections back before it waits
+    to be let go: a page that comes back at once is not refused ``too_many_connections``."""
+    server = await make_server(max_sockets_per_player=2)
+    app = server.app
+    let_go = asyncio.Event()
+    waiting: list[int] = []
+
+    async def held_turn() -> None:  # every closed connection waits until the test says
+        waiting.append(1)
+        await let_go.wait()
+
+    monkeypatch.setattr(app[DEPARTURES], "turn", held_turn)
+    base = str(server.make_url("")).rstrip("/")
+    async with ClientSession() as http:
+        async with http.post(f"{base}/api/v1/players", json={"name": "Back"}) as resp:
+            assert resp.status == 201
+            token = (await resp.json())["token"]
+            player_id = (await resp.json())["id"]
+
+        async def page() -> WsPlayer:
+            player = WsPlayer(await http.ws_connect(f"{base}/ws"))
+            welcome = await player.request({"type": "hello", "token": token})
+            assert welcome["type"] == "welcome", welcome
+            return player
+
+        before = [await page(), await page()]  # as many as the player may hold
+        for player in before:
+            _cut(player.ws)
+        await eventually(lambda: len(waiting) == 2, "both closed connections wait their turn")
+        assert len(app[SOCKETS]) == 2  # not let go yet
+        after = [await page(), await page()]
+        let_go.set()
+        await eventually(lambda: len(app[SOCKETS]) == 2, "the closed connections are let go")
+        assert app[PLAYER_SOCKETS].open(player_id) == 2  # each place given back once
+        for player in after:
+            await player.ws.close()
+        await eventually(lambda: app[PLAYER_SOCKETS].open(player_id) == 0, "all given back")
