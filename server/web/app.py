@@ -477,9 +477,9 @@ async def _collect_garbage(app: web.Application) -> AsyncIterator[None]:
     """After the database context has started: freeze what is alive, set the collector's
     thresholds and freeze the survivors of its full collections, and of its middle ones until
     :data:`STORM_LINGER_S` after a connection last waited at the door or to be let go
-    (:class:`Collector`); while
-    the app runs, reclaim the frozen objects when due and the process is quiet (not shedding,
-    nobody waiting for admission, its loop on time)."""
+    (:class:`Collector`); while the app runs, reclaim the frozen objects when due and the
+    process is quiet (not shedding, nobody waiting for admission, its loop on time, not in a
+    storm)."""
     arrivals, departures = app[ARRIVALS], app[DEPARTURES]
     loop = asyncio.get_running_loop()
 

@@ -203,11 +203,12 @@ class Collector:
         return freed
 
     async def watch(self, every_s: float, quiet: Callable[[], bool]) -> None:
-        """Every ``every_s`` seconds until cancelled, reclaim if one is :attr:`due` and the
-        process is ``quiet()`` (not in the middle of a storm)."""
+        """Every ``every_s`` seconds until cancelled, reclaim if one is :attr:`due`, the
+        process is ``quiet()`` (nobody waiting, its loop on time) and not in a storm
+        (``in_storm``: a reclaim's pause of most of a second is not for then)."""
         while True:
             await asyncio.sleep(every_s)
-            if self.due and quiet():
+            if self.due and quiet() and not self._in_storm():
                 self.reclaim()
 
 

@@ -184,3 +184,22 @@ def test_in_a_storm_the_survivors_of_a_middle_collection_are_frozen_too() -> Non
         assert collector.frozen_collections == 0  # no full collection was asked for
     finally:
         collector.stop()
+
+
+@pytest.mark.usefixtures("collector")
+async def test_no_reclaim_is_made_in_a_storm_however_due_and_quiet() -> None:
+    storm = [True]
+    collector = Collector(
+        reclaim_growth=1.0, reclaim_every_s=0, memory=lambda: 1, in_storm=lambda: storm[0]
+    )
+    collector.start()
+    watcher = asyncio.create_task(collector.watch(0.001, quiet=lambda: True))
+    try:
+        for _ in range(20):
+            await asyncio.sleep(0.002)
+        assert collector.due and collector.reclaims == 0
+        storm[0] = False
+        await eventually(lambda: collector.reclaims > 0, "a reclaim once the storm is over")
+    finally:
+        watcher.cancel()
+        collector.stop()
