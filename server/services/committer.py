@@ -4,10 +4,9 @@ and ``tests/fakes/games.py`` in memory."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Protocol
 
-from server.storage.commits import ActionWrite
+from server.storage.commits import ActionWrite, WriteOutcome
 
 
 class Committer(Protocol):
@@ -26,15 +25,16 @@ class Committer(Protocol):
         seconds."""
         ...
 
-    def submit(self, write: ActionWrite) -> asyncio.Future[None]:
-        """Queue one write; the future is done once it is committed (result None) or failed:
+    def submit(self, write: ActionWrite) -> WriteOutcome:
+        """Queue one write; the outcome is done once it is committed (result None) or failed:
         :class:`~server.storage.commits.GameMovedOn` (the row had moved on),
         :class:`~server.storage.commits.DailyClosed` (the daily's date is over),
         :class:`~server.storage.commits.GameBusy` (the row stayed locked for ``timeout_s``),
         :class:`~server.errors.StorageOutcomeUnknown` (the write was sent, its commit not
         confirmed, and the database could not be asked since: it may be stored; reading the
         row again tells), another :class:`~server.errors.StorageError` (the database failed;
-        nothing was stored). Nothing was stored but on success or an unknown outcome.
+        nothing was stored). Nothing was stored but on success or an unknown outcome. A task
+        awaiting the outcome that is cancelled still waits for it.
 
         Raises:
             EventTooLargeError: the event does not fit a notification (nothing is queued; see

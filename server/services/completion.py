@@ -8,20 +8,26 @@ import contextlib
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from server.storage.commits import WriteOutcome
+
 T = TypeVar("T")
 
 
-async def settled(future: asyncio.Future[None]) -> bool:
-    """Wait until ``future`` is done (its result or exception left in it), even through
+async def settled(outcome: WriteOutcome) -> bool:
+    """Wait until ``outcome`` is done (its result or exception left in it), even through
     cancellations of the caller; returns whether the caller was cancelled meanwhile (the
-    cancellation is then the caller's to raise once it has dealt with the outcome)."""
+    cancellation is then the caller's to raise once it has dealt with the outcome).
+
+    A cancellation of the caller does not cancel ``outcome`` (:class:`WriteOutcome` refuses
+    it): asyncio delivers it once ``outcome`` is done, here."""
     cancelled = False
-    while not future.done():
+    while not outcome.done():
         try:
-            await asyncio.shield(future)  # a future, not a coroutine: no task is made
+            await outcome
         except asyncio.CancelledError:
-            cancelled = cancelled or not future.cancelled()
-        except Exception:  # left in the future for the caller
+            # Refused by the outcome, delivered once it is done; or the writer withdrew it.
+            cancelled = cancelled or not outcome.cancelled()
+        except Exception:  # left in the outcome for the caller
             break
     return cancelled
 

@@ -236,6 +236,24 @@ class GameBusy(Exception):
     write changed nothing."""
 
 
+class WriteOutcome(asyncio.Future[None]):
+    """The outcome of a queued write (result None once committed, else its error), which a
+    cancellation of the task awaiting it does not cancel: that task is cancelled only once the
+    outcome is in (see :func:`~server.services.completion.settled`), so a commit is never left
+    unaccounted for, without a second future and a turn of the loop to shield it.
+
+    Only :meth:`withdraw` cancels it: the writer's own way to drop a write it will not store.
+    """
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        """Refuse: the write runs to its outcome (a waiting task is cancelled after it)."""
+        return False
+
+    def withdraw(self) -> bool:
+        """Cancel the outcome: the write was dropped unstored (the writer is closing)."""
+        return super().cancel()
+
+
 @dataclass(slots=True, eq=False)
 class _Pending:
     """A queued write: its event encoded once (checked for size when queued), the future its
@@ -244,7 +262,7 @@ class _Pending:
 
     write: ActionWrite
     event: Outgoing | None
-    future: asyncio.Future[None]
+    future: WriteOutcome
     deadline: float
     delay_s: float = 0.0
 
@@ -355,17 +373,17 @@ class GroupCommitter:
         """
         await self.submit(write)
 
-    def submit(self, write: ActionWrite) -> asyncio.Future[None]:
-        """Queue one action for storing; the future is done once it is committed or failed,
-        with the outcomes and errors of :meth:`write`. Cancelling the future does not take
-        the write back once its batch is sent.
+    def submit(self, write: ActionWrite) -> WriteOutcome:
+        """Queue one action for storing; the outcome is done once it is committed or failed,
+        with the outcomes and errors of :meth:`write`. A task awaiting it that is cancelled
+        still waits for it (see :class:`WriteOutcome`).
 
         Raises:
             EventTooLargeError: the event does not fit a NOTIFY payload (nothing is queued).
         """
         event = None if write.event is None else outgoing(write.event)
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future = WriteOutcome(loop=loop)
         self._enqueue(_Pending(write, event, future, loop.time() + self._timeout_s))
         return future
 
@@ -404,7 +422,7 @@ class GroupCommitter:
             handle.cancel()
         self._waiting.clear()
         for pending in self._retrying:
-            pending.future.cancel()
+            pending.future.withdraw()
         self._retrying.clear()
         if self._task is not None:
             self._task.cancel()
@@ -412,7 +430,7 @@ class GroupCommitter:
                 await self._task
             self._task = None
         while self._queue is not None and not self._queue.empty():
-            self._queue.get_nowait().future.cancel()
+            self._queue.get_nowait().future.withdraw()
 
     async def _run(self) -> None:
         """The writer: takes the queued writes a batch at a time, stores each batch in one
@@ -807,7 +825,7 @@ def _fate_unknown(exc: Exception, link: _Link) -> bool:
 def _cancel(writes: Sequence[_Pending]) -> None:
     """Cancel the writes of a writer that is cancelled itself."""
     for pending in writes:
-        pending.future.cancel()
+        pending.future.withdraw()
 
 
 def _arguments(batch: Sequence[_Pending]) -> list[Any]:

@@ -17,6 +17,10 @@ a few bytes each, aside), and the kernel is asked when
 that bound would put the connection past the limit, or when the transport holds bytes (the
 kernel took no more: the peer is behind).
 
+A reply that finds the writer waiting, nothing queued and nothing in the transport is written
+at once by the task that sends it (:meth:`Outbox.send`), instead of waking the writer for it:
+one turn of the loop fewer for each reply of a player who keeps up.
+
 A peer that does not read even the close frame is cut off after :data:`CLOSE_GRACE_S`: a
 stalled socket must not hold its connection and buffers for ever.
 """
@@ -64,6 +68,10 @@ def unsent_in_kernel(transport: asyncio.BaseTransport | None) -> int:
         return 0
     return held
 
+
+#: Longest text (characters) written at once by :meth:`Outbox.send`: well under the
+#: transport's high-water mark (64 KiB), so the write never waits for the peer.
+DIRECT_MAX_CHARS = 16 * 1024
 
 #: Bytes a server frame's header takes at most (no mask; 8 bytes of length).
 _FRAME_HEADER_BYTES = 10
@@ -114,6 +122,8 @@ class Outbox:
         self._idle = asyncio.Event()
         self._serial = count()
         self._closed = False
+        #: Whether the writer waits for something to be queued (not in the middle of a write).
+        self._writer_waits = False
         self.overflowed = False
         self._closing: asyncio.Task[None] | None = None
         self._writer = asyncio.create_task(self._drain(), name="ws-writer")
@@ -179,6 +189,36 @@ class Outbox:
             return
         self._ready.set()
 
+    async def send(self, text: str) -> None:
+        """Queue a message without a key, or write it at once when nothing is ahead of it:
+        the writer waiting, nothing queued, nothing in the transport, and the text short
+        enough (:data:`DIRECT_MAX_CHARS`) that the write cannot wait for the peer. The bounds
+        are those of :meth:`put` (past one, the connection is closed with 1008)."""
+        transport = self._transport
+        if not (
+            self._writer_waits
+            and not self._queue
+            and not self._closed
+            and transport is not None
+            and transport.get_write_buffer_size() == 0
+            and len(text) <= DIRECT_MAX_CHARS
+            and not self._ws.closed
+        ):
+            self.put(text)
+            return
+        if self._byte_limit is not None:
+            self._queued_chars = len(text)  # counted as queued while the bound is checked
+            waiting = self._over_byte_limit(self._byte_limit)
+            self._queued_chars = 0
+            if waiting is not None:
+                self._overflow(f"has {waiting} bytes waiting for it")
+                return
+        self._unsent_bound += _frame_bytes(text)
+        try:
+            await self._ws.send_str(text)
+        except (ConnectionError, RuntimeError):
+            self._closed = True  # the peer vanished: drop quietly, as the writer does
+
     def _overflow(self, why: str = "is too slow") -> None:
         log.info("closing a websocket whose reader %s", why)
         self._queue.clear()
@@ -239,7 +279,11 @@ class Outbox:
     async def _drain(self) -> None:
         try:
             while not self._closed:
-                await self._ready.wait()
+                self._writer_waits = True
+                try:
+                    await self._ready.wait()
+                finally:
+                    self._writer_waits = False
                 self._ready.clear()
                 while self._queue and not self._closed:
                     _, text = self._queue.popitem(last=False)

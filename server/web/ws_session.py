@@ -168,7 +168,7 @@ class WsSession:
         """Queue a reply. A connection whose own replies pile up waits for its reader (its
         requests slow down, nobody else's); one whose reader does not catch up within the
         grace time is closed with 1008."""
-        self.push(message)
+        await self.outbox.send(out.encode(message))
         if self.outbox.pending > self.outbox.limit // 2:
             await self.outbox.wait_sent(timeout=CLOSE_GRACE_S)
             if self.outbox.pending > self.outbox.limit // 2:

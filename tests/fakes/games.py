@@ -18,7 +18,13 @@ from collections.abc import Sequence
 
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
-from server.storage.commits import ActionWrite, DailyClosed, GameMovedOn, SignedOut
+from server.storage.commits import (
+    ActionWrite,
+    DailyClosed,
+    GameMovedOn,
+    SignedOut,
+    WriteOutcome,
+)
 from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress, encode_event
 from server.storage.games import (
@@ -280,10 +286,10 @@ class MemoryCommitter:
         """How long a write would wait for a locked game row, in seconds."""
         return self._timeout_s
 
-    def submit(self, write: ActionWrite) -> asyncio.Future[None]:
+    def submit(self, write: ActionWrite) -> WriteOutcome:
         if write.event is not None:
             encode_event(write.event)  # EventTooLargeError: nothing is queued
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future = WriteOutcome(loop=asyncio.get_running_loop())
         task = asyncio.create_task(self._store(write, future), name="memory-commit")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -296,11 +302,11 @@ class MemoryCommitter:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _store(self, write: ActionWrite, future: asyncio.Future[None]) -> None:
+    async def _store(self, write: ActionWrite, future: WriteOutcome) -> None:
         try:
             await self._db.query()
         except asyncio.CancelledError:
-            future.cancel()
+            future.withdraw()
             raise
         except Exception as exc:  # the database is down: nothing was stored
             if not future.done():
