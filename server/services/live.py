@@ -12,8 +12,6 @@ import asyncio
 import datetime as dt
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from server.engine.codes import GameCode
@@ -99,6 +97,10 @@ class LiveGames:
                 break
             del self._cache[oldest_id]
 
+    def cached(self, game_id: int) -> LiveGame | None:
+        """The copy of a game held in memory, if any (not read)."""
+        return self._cache.get(game_id)
+
     def forget(self, game_id: int) -> None:
         """Drop the copy of a game (read again on its next use)."""
         self._cache.pop(game_id, None)
@@ -163,20 +165,41 @@ class LiveGames:
             raise ForbiddenError(f"game {game_id} is not yours", code=ErrorCode.NOT_YOUR_GAME)
         return live
 
-    @asynccontextmanager
-    async def locked(self, player_id: int, game_id: int) -> AsyncIterator[LiveGame]:
-        """The player's game with its lock held: the copy the cache holds at that moment.
+    def locked(self, player_id: int, game_id: int) -> LockedGame:
+        """The player's game with its lock held, as ``async with``: the copy the cache holds
+        at that moment.
 
         Raises:
-            NotFoundError, ForbiddenError, StorageError: see :meth:`owned`.
+            NotFoundError, ForbiddenError, StorageError: see :meth:`owned` (on entering).
         """
+        return LockedGame(self, player_id, game_id)
+
+
+class LockedGame:
+    """``async with`` a player's game and its lock (see :meth:`LiveGames.locked`): a class
+    rather than a generator, the lock being taken on every action."""
+
+    __slots__ = ("_game_id", "_games", "_live", "_player_id")
+
+    def __init__(self, games: LiveGames, player_id: int, game_id: int) -> None:
+        self._games = games
+        self._player_id = player_id
+        self._game_id = game_id
+        self._live: LiveGame | None = None
+
+    async def __aenter__(self) -> LiveGame:
+        games = self._games
         while True:
-            live = await self.owned(player_id, game_id)
+            live = await games.owned(self._player_id, self._game_id)
             await live.lock.acquire()
-            if self._cache.get(game_id) is live:
+            if games.cached(self._game_id) is live:
                 break
             live.lock.release()  # reloaded by another request while we waited: use the new copy
-        try:
-            yield live
-        finally:
-            live.lock.release()
+        self._live = live
+        return live
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        live = self._live
+        assert live is not None
+        self._live = None
+        live.lock.release()
