@@ -13,7 +13,11 @@ already waiting: on a machine whose cores are all busy the process may never rea
 or :data:`HOLD_WAITING` hellos already wait for their turn at admission (the database is what
 holds them up), a new connection is accepted but not read: its reading is paused
 (:meth:`asyncio.ReadTransport.pause_reading`) and it waits at the door, first come first
-served, costing a file descriptor and a few KiB, while its request waits in the kernel. The
+served, costing a file descriptor and a few KiB, while its request waits in the kernel. A held
+connection whose peer closed or reset it before sending anything (a page given up, a
+connect-and-abort flood) is dropped when its turn comes, without taking a place: the kernel
+tells (its TCP state, and the bytes waiting to be read), since the server reads nothing from it
+while it waits. The
 door lets connections in by the measure of the loop (every 50 ms): one more each time than the
 last while the loop is on time (up to :data:`LET_IN_MOST`, the door's width when nobody waits),
 half as many (at least :data:`LET_IN_LEAST`) while it is late, so the door finds and keeps the
@@ -27,7 +31,11 @@ closed as it arrives (its page comes back later, as after any failed connection)
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import socket
+import struct
+import sys
 from collections import deque
 
 from aiohttp import web
@@ -37,6 +45,14 @@ from server.web import metrics
 from server.web.admission import Admission
 
 log = logging.getLogger(__name__)
+
+if sys.platform == "linux":
+    import termios
+
+    #: The ioctl that tells how many bytes a socket holds that were received and not read.
+    _UNREAD: int | None = termios.FIONREAD
+else:  # elsewhere a held connection's peer is not looked at
+    _UNREAD = None
 
 #: How late the event loop must run at its last measure (s), the process busy, for new
 #: connections to wait at the door.
@@ -50,6 +66,11 @@ LET_IN_LEAST = 2
 LET_IN_MOST = 128
 #: Connections waiting at the door at most.
 HELD_AT_MOST = 10_000
+#: TCP states (``tcpi_state`` of ``TCP_INFO``, Linux) of a connection still open both ways,
+#: and of one whose peer closed its side.
+_ESTABLISHED = 1
+_CLOSE_WAIT = 8
+
 #: Connections arriving between two measures from which they are a crowd: a late loop then
 #: holds them whatever share of a core the process had (on a machine whose cores are all busy,
 #: workers and load alike, none may reach it, and a storm went in unheld).
@@ -78,6 +99,8 @@ class Arrivals:
         #: Connections that waited at the door, and those closed for a full door, so far.
         self.held_total = 0
         self.turned_away = 0
+        #: Held connections dropped at their turn because their peer had left.
+        self.left_while_held = 0
         #: When a connection last had to wait at the door (the loop's clock, s).
         self.last_held_at = -float("inf")
 
@@ -134,10 +157,35 @@ class Arrivals:
         while self._held and self._allowance > 0:
             handler, transport = self._held.popleft()
             if transport.is_closing():
-                continue  # its peer left while it waited
+                continue  # closed while it waited
+            if peer_left(transport):
+                transport.abort()
+                self.left_while_held += 1
+                metrics.ARRIVALS_LEFT.inc()
+                continue
             _header_timer(handler, self._header_timeout_s)
             transport.resume_reading()
             self._allowance -= 1
+
+
+def peer_left(transport: asyncio.BaseTransport) -> bool:
+    """Whether the peer of a connection that has not been read closed or reset it without
+    anything left to read: its TCP state is neither established nor, with bytes waiting to be
+    read, closed by the peer after sending them (a request followed by a half-close). False
+    where the system does not tell (not Linux, not TCP, a socket closed meanwhile)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or _UNREAD is None:
+        return False
+    try:
+        state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        if state == _ESTABLISHED:
+            return False
+        if state != _CLOSE_WAIT:
+            return True  # reset, or gone
+        unread: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), _UNREAD, b"\0\0\0\0"))[0]
+    except (OSError, ValueError):
+        return False
+    return unread == 0
 
 
 def _header_timer(handler: RequestHandler, timeout_s: float | None) -> None:
@@ -186,4 +234,5 @@ __all__ = [
     "LET_IN_MOST",
     "Arrivals",
     "hold_arrivals",
+    "peer_left",
 ]

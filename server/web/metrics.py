@@ -304,6 +304,11 @@ ARRIVALS_TURNED_AWAY = Counter(
     "tripeaks_arrivals_turned_away",
     "New connections closed as they arrived because the door already held as many as it may",
 )
+ARRIVALS_LEFT = Counter(
+    "tripeaks_arrivals_left",
+    "Connections held at the door whose peer had closed or reset them, unread, when their turn "
+    "came: dropped without taking a place",
+)
 DEPARTURES_WAITED = Counter(
     "tripeaks_departures_waited",
     "Closed connections that waited for a later turn of the event loop to be let go (a cut "

@@ -4,6 +4,9 @@ busy with the players in play, and are let in at the pace it greets them."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
+from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
@@ -29,10 +32,14 @@ from tests.helpers import WsPlayer, eventually
 class _Transport:
     """A connection as the door sees it: paused, resumed, closing, aborted."""
 
-    def __init__(self) -> None:
+    def __init__(self, sock: socket.socket | None = None) -> None:
         self.paused = False
         self.closing = False
         self.aborted = False
+        self.sock = sock
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.sock if name == "socket" else default
 
     def pause_reading(self) -> None:
         self.paused = True
@@ -120,6 +127,57 @@ async def test_a_late_loop_holds_a_crowd_whatever_share_of_a_core_the_process_ha
     arrivals.measured()  # two measures without a crowd: a late loop alone holds nobody
     assert not _arrive(arrivals, 1)[0].paused
     assert arrivals.last_held_at > 0
+
+
+@pytest.fixture
+def tcp_pairs() -> Iterator[list[tuple[socket.socket, socket.socket]]]:
+    """Connected loopback TCP pairs (client, accepted), closed after the test."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    made: list[tuple[socket.socket, socket.socket]] = []
+    made_sockets: list[socket.socket] = []
+
+    def pair() -> tuple[socket.socket, socket.socket]:
+        client = socket.create_connection(listener.getsockname())
+        accepted, _ = listener.accept()
+        made_sockets.extend((client, accepted))
+        return client, accepted
+
+    made.extend(pair() for _ in range(4))
+    yield made
+    for sock in made_sockets:
+        sock.close()
+    listener.close()
+
+
+async def test_a_held_connection_whose_peer_left_is_dropped_without_taking_a_place(
+    tcp_pairs: list[tuple[socket.socket, socket.socket]],
+) -> None:
+    """A page given up (its connection closed, or reset) while it waited at the door takes no
+    place among those let in at the next measure; one that sent its request and then closed
+    its side is let in, as is one that sent nothing yet."""
+    (closed, a), (reset, b), (sent_then_closed, c), (_silent, d) = tcp_pairs
+    closed.close()
+    reset.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    reset.close()  # an RST, not a FIN
+    sent_then_closed.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    sent_then_closed.shutdown(socket.SHUT_WR)
+    admission = Admission(limit=5)
+    arrivals = Arrivals(admission, header_timeout_s=10)
+    _busy(admission, True)
+    transports = [_Transport(sock) for sock in (a, b, c, d)]
+    for transport in transports:
+        arrivals.arrived(cast(RequestHandler, _Handler()), cast(Any, transport))
+    assert all(t.paused for t in transports) and arrivals.waiting == 4
+
+    async def peers_seen() -> bool:  # the FIN and the RST have reached the accepted sockets
+        return door.peer_left(cast(Any, transports[0])) and door.peer_left(cast(Any, transports[1]))
+
+    await eventually(peers_seen, "the peers' close and reset seen")
+    arrivals.measured()  # busy: the door lets LET_IN_LEAST in
+    assert LET_IN_LEAST == 2
+    assert [t.aborted for t in transports] == [True, True, False, False]
+    assert [t.paused for t in transports] == [True, True, False, False]
+    assert arrivals.waiting == 0 and arrivals.left_while_held == 2
 
 
 async def test_many_hellos_waiting_for_admission_hold_the_door_and_a_full_door_closes() -> None:
