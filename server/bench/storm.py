@@ -146,7 +146,7 @@ async def _act(player: _Player, busy: Counter[str] | None = None) -> float:
     return elapsed
 
 
-def _cut(ws: aiohttp.ClientWebSocketResponse) -> None:
+def cut_off(ws: aiohttp.ClientWebSocketResponse) -> None:
     """Cut a socket as a network would: no close frame, the connection just ends."""
     connection = ws._response.connection
     if connection is not None and connection.transport is not None:
@@ -352,7 +352,7 @@ async def storm(
             cut_at = time.monotonic()
             for player in cut:
                 assert player.ws is not None
-                _cut(player.ws)
+                cut_off(player.ws)
             await asyncio.gather(*(_come_back(http, ws_url, p, cut_at, result) for p in cut))
             result.storm_s = time.monotonic() - cut_at
             if cpu_before is not None and pid:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiohttp import ClientSession, ClientWebSocketResponse
+from aiohttp import ClientSession
 
+from server.bench.storm import cut_off
 from server.web.departures import Departures
 from server.web.keys import DEPARTURES, PLAYER_SOCKETS, SOCKETS
 from tests.conftest import ServerFactory
@@ -96,13 +97,6 @@ def test_a_turn_lets_go_at_least_one() -> None:
 CUT = 40
 
 
-def _cut(ws: ClientWebSocketResponse) -> None:
-    """End a socket as a network would: no close frame."""
-    connection = ws._response.connection
-    assert connection is not None and connection.transport is not None
-    connection.transport.abort()
-
-
 async def test_sockets_cut_at_once_are_all_let_go_while_a_player_who_stayed_is_served(
     make_server: ServerFactory,
 ) -> None:
@@ -123,7 +117,7 @@ async def test_sockets_cut_at_once_are_all_let_go_while_a_player_who_stayed_is_s
         stayed, cut = players[0], players[1:]
         await eventually(lambda: len(app[SOCKETS]) == CUT + 1, "every socket is open")
         for player in cut:
-            _cut(player.ws)
+            cut_off(player.ws)
         await eventually(lambda: len(app[SOCKETS]) == 1, "every cut connection is let go")
         assert app[DEPARTURES].waited_total > 0 and app[DEPARTURES].waiting == 0
         pong = await stayed.request({"type": "ping"})
@@ -163,7 +157,7 @@ async def test_a_player_cut_off_gets_back_in_while_their_closed_connections_wait
 
         before = [await page(), await page()]  # as many as the player may hold
         for player in before:
-            _cut(player.ws)
+            cut_off(player.ws)
         await eventually(lambda: len(waiting) == 2, "both closed connections wait their turn")
         assert len(app[SOCKETS]) == 2  # not let go yet
         after = [await page(), await page()]
