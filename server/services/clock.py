@@ -41,7 +41,8 @@ class SystemClock:
 
     def now(self) -> dt.datetime:
         """The current time, timezone-aware, in UTC."""
-        return dt.datetime.now(dt.UTC) + self._offset
+        now = dt.datetime.now(dt.UTC)
+        return now + self._offset if self._offset else now
 
 
 class FakeClock:
@@ -77,6 +78,9 @@ class FakeClock:
         self._now = when.astimezone(dt.UTC)
 
 
+_MS = dt.timedelta(milliseconds=1)
+
+
 def elapsed_ms(start: dt.datetime, end: dt.datetime) -> int:
     """Whole milliseconds from ``start`` to ``end`` (never negative)."""
-    return max(0, (end - start) // dt.timedelta(milliseconds=1))
+    return max(0, (end - start) // _MS)
