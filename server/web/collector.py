@@ -18,7 +18,11 @@ again. A reclaim walks the whole heap, so it is rare: once the process's memory 
 ``reclaim_growth`` times what it was after the last reclaim (what frozen garbage costs; the
 memory is read from ``/proc/self/statm``, a few µs, where counting the frozen objects would walk
 them all), no sooner than ``reclaim_every_s`` after it, and only while the process is quiet (a
-storm is not the time).
+storm is not the time). Churn that never lets the process be quiet (connections cut and made
+again without end keep it in a storm) would let frozen garbage grow without bound, so once the
+memory reaches ``reclaim_force_growth`` times the baseline the reclaim is made whatever the
+process is doing: a pause of most of a second once in a while, rather than a process killed
+for its memory with every player on it.
 
 In a storm (``in_storm()``: until :data:`STORM_LINGER_S` after a connection last waited at the
 door or to be let go, the time a storm's pages take to come back) the survivors of the middle
@@ -78,6 +82,9 @@ STORM_LINGER_S = 10.0
 
 #: A reclaim is due once the process's memory is this many times what it was after the last.
 RECLAIM_GROWTH = 1.5
+#: A reclaim is made even while the process is busy or in a storm once its memory is this
+#: many times what it was after the last (at most one every :data:`RECLAIM_EVERY_S` too).
+RECLAIM_FORCE_GROWTH = 3.0
 #: The shortest time between two reclaims (s).
 RECLAIM_EVERY_S = 300.0
 #: How often the process asks whether a reclaim is due (s).
@@ -100,6 +107,8 @@ class Collector:
     Args:
         reclaim_growth: a reclaim is due once the process's memory is this many times what it
             was after the last reclaim (or the start), at least 1.
+        reclaim_force_growth: a due reclaim is made whatever the process is doing once its
+            memory is this many times the baseline, at least ``reclaim_growth``.
         reclaim_every_s: the shortest time between two reclaims (s).
         clock: the monotonic clock reclaims are timed on (s).
         memory: the process's memory now (bytes; :func:`resident_bytes`).
@@ -108,12 +117,13 @@ class Collector:
             reads at most).
 
     Raises:
-        ValueError: a growth under 1 or a negative time.
+        ValueError: a growth under 1, a forced growth under the growth, or a negative time.
     """
 
     def __init__(
         self,
         reclaim_growth: float = RECLAIM_GROWTH,
+        reclaim_force_growth: float = RECLAIM_FORCE_GROWTH,
         reclaim_every_s: float = RECLAIM_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
         memory: Callable[[], int] = resident_bytes,
@@ -124,7 +134,13 @@ class Collector:
                 f"reclaim_growth must be at least 1 and reclaim_every_s not negative, not "
                 f"{reclaim_growth} and {reclaim_every_s}"
             )
+        if reclaim_force_growth < reclaim_growth:
+            raise ValueError(
+                f"reclaim_force_growth must be at least reclaim_growth ({reclaim_growth}), "
+                f"not {reclaim_force_growth}"
+            )
         self._growth = reclaim_growth
+        self._force_growth = reclaim_force_growth
         self._every_s = reclaim_every_s
         self._clock = clock
         self._memory = memory
@@ -133,10 +149,12 @@ class Collector:
         self.baseline = 0
         self._reclaimed_at = -float("inf")
         #: Full collections whose survivors were frozen, middle ones whose survivors were
-        #: frozen in a storm, and reclaims done, so far.
+        #: frozen in a storm, reclaims done, and those of them made while the process was
+        #: busy or in a storm, so far.
         self.frozen_collections = 0
         self.frozen_in_storm = 0
         self.reclaims = 0
+        self.forced_reclaims = 0
         self._started = False
 
     def start(self) -> None:
@@ -184,6 +202,11 @@ class Collector:
             and self._memory() >= self._growth * self.baseline
         )
 
+    @property
+    def pressing(self) -> bool:
+        """Whether the process's memory reached ``reclaim_force_growth`` times the baseline."""
+        return self._memory() >= self._force_growth * self.baseline
+
     def reclaim(self) -> int:
         """Give every frozen object back to the collector, collect them all and freeze the
         survivors again (a pause that walks the whole heap); returns the objects freed."""
@@ -205,10 +228,21 @@ class Collector:
     async def watch(self, every_s: float, quiet: Callable[[], bool]) -> None:
         """Every ``every_s`` seconds until cancelled, reclaim if one is :attr:`due`, the
         process is ``quiet()`` (nobody waiting, its loop on time) and not in a storm
-        (``in_storm``: a reclaim's pause of most of a second is not for then)."""
+        (``in_storm``: a reclaim's pause of most of a second is not for then), or if one is
+        due and :attr:`pressing` whatever the process is doing."""
         while True:
             await asyncio.sleep(every_s)
-            if self.due and quiet() and not self._in_storm():
+            if not self.due:
+                continue
+            if quiet() and not self._in_storm():
+                self.reclaim()
+            elif self.pressing:
+                log.warning(
+                    "collector: memory at %.1f times its baseline while the process is busy: "
+                    "reclaiming now",
+                    self._memory() / max(1, self.baseline),
+                )
+                self.forced_reclaims += 1
                 self.reclaim()
 
 
@@ -217,6 +251,7 @@ __all__ = [
     "GC_OLDEST_THRESHOLD",
     "GC_YOUNG_THRESHOLD",
     "RECLAIM_CHECK_S",
+    "RECLAIM_FORCE_GROWTH",
     "STORM_LINGER_S",
     "Collector",
     "resident_bytes",

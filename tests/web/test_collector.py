@@ -203,3 +203,34 @@ async def test_no_reclaim_is_made_in_a_storm_however_due_and_quiet() -> None:
     finally:
         watcher.cancel()
         collector.stop()
+
+
+@pytest.mark.usefixtures("collector")
+async def test_memory_past_the_ceiling_is_reclaimed_however_busy_the_process_is() -> None:
+    """Churn that keeps a process busy and in a storm must not let frozen garbage grow for
+    ever: past ``reclaim_force_growth`` times the baseline the due reclaim is made anyway,
+    and not before."""
+    memory = [100]
+    collector = Collector(
+        reclaim_growth=1.5,
+        reclaim_force_growth=3.0,
+        reclaim_every_s=0,
+        memory=lambda: memory[0],
+        in_storm=lambda: True,
+    )
+    collector.start()
+    watcher = asyncio.create_task(collector.watch(0.001, quiet=lambda: False))
+    try:
+        memory[0] = 299  # due, but the process is busy and in a storm
+        for _ in range(20):
+            await asyncio.sleep(0.002)
+        assert collector.due and not collector.pressing and collector.reclaims == 0
+        memory[0] = 300
+        await eventually(lambda: collector.reclaims > 0, "a reclaim at the ceiling")
+        assert collector.forced_reclaims == collector.reclaims
+        assert collector.baseline == 300  # the new baseline: the next ceiling is 900
+    finally:
+        watcher.cancel()
+        collector.stop()
+    with pytest.raises(ValueError, match="reclaim_force_growth"):
+        Collector(reclaim_growth=2.0, reclaim_force_growth=1.5)
