@@ -22,21 +22,19 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-import asyncpg
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.engine.codes import GameCode
 from server.engine.game import ActionKind, Status
-from server.errors import StorageOutcomeUnknown
-from server.storage import moderation, replication
-from server.storage.driver_errors import database_error
+from server.storage import moderation
 from server.storage.enums import RaceStatus
 from server.storage.events import RaceProgress, publish
 from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
 from server.storage.moderation import PlayerRecord
-from server.storage.sessions import Sessions, storage_errors
+from server.storage.sessions import Sessions
+from server.storage.single import write_single
 from server.storage.today import DATABASE_TODAY_SQL, today_sql
 from server.storage.transactions import Transaction, session_of
 
@@ -350,35 +348,8 @@ class PostgresGameStore:
         if daily_date is not None:
             arguments += [daily_date, pinned_today]
             statement = INSERT_DAILY_GAME_SQL
-        # One statement through the driver, its own implicit transaction (one round trip), as
-        # the group commit's batch: SQLAlchemy's transaction and statement execution around it
-        # cost more of the process's CPU than the insert itself. The driver prepares it once
-        # per connection (unnamed behind a transaction pooler, see create_engine); its errors
-        # are raised as the engine's (:mod:`server.storage.driver_errors`).
-        with storage_errors():
-            async with self._sessions.engine.connect() as conn:
-                raw = await conn.get_raw_connection()
-                driver = raw.driver_connection
-                assert driver is not None  # a connection just checked out is attached
-
-                async def insert() -> int | None:
-                    try:
-                        game_id: int | None = await driver.fetchval(statement, *arguments)
-                    except (
-                        asyncpg.PostgresError,
-                        asyncpg.InterfaceError,
-                        asyncpg.InternalClientError,
-                    ) as exc:
-                        raise database_error(
-                            exc, statement, connection_invalidated=driver.is_closed()
-                        ) from exc
-                    return game_id
-
-                try:
-                    game_id = await replication.acknowledged(driver, insert, None)
-                except StorageOutcomeUnknown:
-                    await conn.invalidate()  # (its state is unknown: never reused)
-                    raise
+        # One statement through the driver, its own implicit transaction (one round trip).
+        game_id: int | None = await write_single(self._sessions.engine, statement, arguments)
         return game_id
 
     async def daily_game_id(self, player_id: int, date: dt.date) -> int | None:

@@ -24,6 +24,7 @@ from server.storage.events import RaceInvited, publish
 from server.storage.models import PlayerConnection, ServerInstance
 from server.storage.players import MAX_PLAYER_ID
 from server.storage.sessions import Sessions
+from server.storage.single import write_single
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,19 +37,26 @@ class OnlineConnection:
     at: dt.datetime
 
 
-_FORGET = text(
-    "DELETE FROM player_connections"
-    " WHERE instance_id = :instance AND connection = ANY(CAST(:keys AS varchar[]))"
-)
-_PROCESS = text("INSERT INTO server_instances (id) VALUES (:instance) ON CONFLICT DO NOTHING")
-_RECORD = text(
-    "INSERT INTO player_connections (instance_id, connection, player_id, connected_at)"
-    " SELECT :instance, c.key, c.player_id, c.at"
-    " FROM unnest(CAST(:keys AS varchar[]), CAST(:players AS bigint[]),"
-    " CAST(:ats AS timestamptz[])) AS c(key, player_id, at)"
-    " JOIN players ON players.id = c.player_id"
-    " ON CONFLICT DO NOTHING"
-)
+#: A batch of changes in one statement, its own transaction: forget process $1's connections
+#: $2 (keys), make the process's record again if it was dropped (only when connections are
+#: added), and record the connections $3 (keys), $4 (players), $5 (when) whose player exists.
+#: A batch never names a key in both: keys are never reused, and a connection that closes
+#: before its batch is written leaves it (:class:`~server.services.online.OnlineRecorder`).
+RECORD_SQL = """
+    WITH forgotten AS (
+        DELETE FROM player_connections
+        WHERE instance_id = $1 AND connection = ANY($2::varchar[])
+    ), process AS (
+        INSERT INTO server_instances (id)
+        SELECT $1 WHERE cardinality($3::varchar[]) > 0
+        ON CONFLICT DO NOTHING
+    )
+    INSERT INTO player_connections (instance_id, connection, player_id, connected_at)
+    SELECT $1, c.key, c.player_id, c.at
+    FROM unnest($3::varchar[], $4::bigint[], $5::timestamptz[]) AS c(key, player_id, at)
+    JOIN players ON players.id = c.player_id
+    ON CONFLICT DO NOTHING
+"""
 
 
 class OnlineStore(Protocol):
@@ -99,29 +107,26 @@ class PostgresOnlineStore:
         added: Sequence[OnlineConnection],
         removed: Collection[str],
     ) -> None:
-        """See :meth:`OnlineStore.record`: at most three statements whatever the batch's size
-        (the process's record, one ``DELETE`` of the keys, one ``INSERT … SELECT`` from arrays).
+        """See :meth:`OnlineStore.record`: one statement through the driver whatever the
+        batch's size (:data:`RECORD_SQL`, its own transaction, one round trip).
 
         Raises:
-            StorageError: the database failed; nothing of the batch is stored.
+            StorageError: the database failed; nothing of the batch is stored (or, for
+                :class:`~server.errors.StorageOutcomeUnknown`, it may all be).
         """
         if not added and not removed:
             return
-        async with self._sessions() as session:
-            if removed:
-                await session.execute(_FORGET, {"instance": instance, "keys": sorted(set(removed))})
-            if added:
-                await session.execute(_PROCESS, {"instance": instance})
-                await session.execute(
-                    _RECORD,
-                    {
-                        "instance": instance,
-                        "keys": [c.key for c in added],
-                        "players": [c.player_id for c in added],
-                        "ats": [c.at for c in added],
-                    },
-                )
-            await session.commit()
+        await write_single(
+            self._sessions.engine,
+            RECORD_SQL,
+            (
+                instance,
+                sorted(set(removed)),
+                [c.key for c in added],
+                [c.player_id for c in added],
+                [c.at for c in added],
+            ),
+        )
 
     async def own_keys(self, instance: str) -> list[str]:
         """See :meth:`OnlineStore.own_keys`.

@@ -21,7 +21,8 @@ stays unknown (:class:`~server.errors.StorageOutcomeUnknown`).
 
 Every commit of the server's writes is made through :func:`acknowledged`, the one place of
 that rule: the group commit's batches, the engine's ``COMMIT`` of its transactions (sessions,
-``engine.begin()``: :func:`server.storage.db.create_engine`) and a new game's insert. A commit
+``engine.begin()``: :func:`server.storage.db.create_engine`) and the writes of one statement
+(:func:`server.storage.single.write_single`: a new game, the online connections). A commit
 sent and never answered (:func:`~server.storage.driver_errors.commit_unconfirmed`) is outcome
 unknown there too, unless its caller finds out itself what became of it (the group commit
 reads its writes' rows).
