@@ -96,6 +96,9 @@ Environment variables (all optional):
   hello) waits for their turn before being told ``server_busy`` and when to come back (10).
 - ``TRIPEAKS_METRICS``: serve ``GET /metrics`` (Prometheus text format) on the main port
   (on by default; ``false`` removes the route).
+- ``TRIPEAKS_OPS_PORT``: a port of its own for ``/healthz``, ``/readyz`` and ``/metrics``
+  (unset by default), read at once whatever waits on the main port (see
+  :mod:`server.web.operations`).
 """
 
 from __future__ import annotations
@@ -153,6 +156,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".tripeaks")
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    ops_port: int | None = Field(default=None, ge=1, le=65535)
     daily_secret: str | None = None
     daily_rules: Literal["E", "C"] = "E"
     daily_prepare_ahead_s: int = Field(default=3600, ge=0, le=86_400)
@@ -269,6 +273,15 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _direct_url_behind_a_pooler(self) -> Settings:
         self.check_pooler()
+        return self
+
+    @model_validator(mode="after")
+    def _ops_port_of_its_own(self) -> Settings:
+        if self.ops_port is not None and self.ops_port == self.port:
+            raise ValueError(
+                f"TRIPEAKS_OPS_PORT must differ from the main port ({self.port}): the "
+                "operations port is a port of its own"
+            )
         return self
 
     def database_deadlines(self) -> DatabaseDeadlines:

@@ -108,3 +108,12 @@ def test_read_urls_split_at_each_url_keeping_a_multi_host_url_whole() -> None:
 def test_a_read_url_of_another_database_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="'r2/db' is not a PostgreSQL URL"):
         Settings(database_read_urls="postgresql://u@r1/db,mysql://u@r2/db")
+
+
+def test_the_operations_port_is_a_port_of_its_own() -> None:
+    assert Settings().ops_port is None
+    assert Settings(port=8080, ops_port=9090).ops_port == 9090
+    with pytest.raises(ValueError, match="TRIPEAKS_OPS_PORT must differ from the main port"):
+        Settings(port=8080, ops_port=8080)
+    with pytest.raises(ValueError, match="ops_port"):
+        Settings(ops_port=0)

@@ -56,6 +56,11 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
         check_port(settings.host, settings.port)
     except PortTaken as exc:
         raise click.ClickException(f"{exc}; choose another with --port or TRIPEAKS_PORT") from None
+    if settings.ops_port is not None:
+        try:
+            check_port(settings.host, settings.ops_port)
+        except PortTaken as exc:
+            raise click.ClickException(f"{exc}; choose another with TRIPEAKS_OPS_PORT") from None
     status = run_workers(settings.workers, with_database(settings), daily_secret, _worker_main)
     log.info("stopped")
     if status:
@@ -67,7 +72,7 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
     from server.errors import StorageError
     from server.storage.sessions import as_storage_error
     from server.web.app import StartupTimeout, create_app
-    from server.web.serving import run_app
+    from server.web.serving import OperationsPortError, run_app
 
     try:
         loop = new_event_loop(settings.event_loop)
@@ -84,12 +89,13 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
             port=settings.port,
             reuse_port=worker is not None,
             shutdown_timeout=8.0,
-            on_listening=lambda: log.info(
-                "serving on http://%s:%s (Ctrl-C to stop)", settings.host, settings.port
-            ),
+            on_listening=lambda: _listening(settings),
+            ops_port=settings.ops_port,
         )
     except StartupTimeout as exc:
         raise click.ClickException(f"could not start: {exc}") from None
+    except OperationsPortError as exc:
+        raise click.ClickException(f"{exc}; choose another with TRIPEAKS_OPS_PORT") from None
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             raise click.ClickException(
@@ -111,6 +117,16 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
         ) from None
     if worker is None:
         log.info("stopped")
+
+
+def _listening(settings: Settings) -> None:
+    log.info("serving on http://%s:%s (Ctrl-C to stop)", settings.host, settings.port)
+    if settings.ops_port is not None:
+        log.info(
+            "health and metrics also on http://%s:%s (the operations port)",
+            settings.host,
+            settings.ops_port,
+        )
 
 
 def _worker_main(number: int, dumped: dict[str, Any], daily_secret: bytes) -> None:

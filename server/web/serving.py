@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from aiohttp import web
 
+from server.web.operations import operations_app
 from server.web.per_address import GatedAppRunner
 
 #: Connections the kernel keeps waiting to be accepted (capped by ``net.core.somaxconn``).
@@ -28,6 +29,11 @@ LISTEN_BACKLOG = 4096
 #: which no player's frame was read (two workers, 10,000 pages cut). So the socket is opened with
 #: this backlog, and told :data:`LISTEN_BACKLOG` afterwards.
 ACCEPT_BATCH = 32
+
+
+class OperationsPortError(Exception):
+    """The operations port cannot be listened on; the message names the address and the
+    reason (its ``OSError`` is the ``__cause__``)."""
 
 
 class ListeningSite(web.TCPSite):
@@ -57,14 +63,18 @@ def run_app(
     shutdown_timeout: float,
     on_listening: Callable[[], None],
     loop: asyncio.AbstractEventLoop | None = None,
+    ops_port: int | None = None,
 ) -> None:
     """Serve ``app`` on ``host``:``port`` until SIGINT or SIGTERM (or Ctrl-C), then shut it
     down (its websockets closed, its requests given ``shutdown_timeout`` s to end, its clean-up
     run) and return. ``on_listening`` is called once the port is open. It runs on ``loop``
-    (closed at the end), else on a new asyncio event loop.
+    (closed at the end), else on a new asyncio event loop. With ``ops_port``, its health and
+    metrics are served on ``host``:``ops_port`` too (:mod:`server.web.operations`), from when
+    the main port is open until the shutdown begins.
 
     Raises:
         OSError: the port cannot be listened on (``EADDRINUSE``…).
+        OperationsPortError: ``ops_port`` cannot be listened on.
         Exception: whatever the application's start raised (the database's failures,
             :class:`server.web.app.StartupTimeout`).
     """
@@ -74,12 +84,26 @@ def run_app(
             app, handle_signals=True, access_log=None, shutdown_timeout=shutdown_timeout
         )
         await runner.setup()
+        ops: web.AppRunner | None = None
         try:
             await ListeningSite(runner, host, port, reuse_port=reuse_port).start()
+            if ops_port is not None:
+                ops = web.AppRunner(operations_app(app), handle_signals=False, access_log=None)
+                await ops.setup()
+                try:
+                    await ListeningSite(ops, host, ops_port, reuse_port=reuse_port).start()
+                except OSError as exc:
+                    raise OperationsPortError(
+                        f"cannot listen on {host}:{ops_port}: {exc.strerror or exc}"
+                    ) from exc
             on_listening()
             await asyncio.Event().wait()  # until cancelled, or a signal ends the loop
         finally:
-            await runner.cleanup()
+            try:
+                if ops is not None:
+                    await ops.cleanup()
+            finally:
+                await runner.cleanup()
 
     loop = loop or asyncio.new_event_loop()
     main = loop.create_task(serve())
@@ -119,4 +143,10 @@ def _cancel_tasks(tasks: set[asyncio.Task[Any]], loop: asyncio.AbstractEventLoop
             )
 
 
-__all__ = ["ACCEPT_BATCH", "LISTEN_BACKLOG", "ListeningSite", "run_app"]
+__all__ = [
+    "ACCEPT_BATCH",
+    "LISTEN_BACKLOG",
+    "ListeningSite",
+    "OperationsPortError",
+    "run_app",
+]

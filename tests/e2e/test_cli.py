@@ -171,6 +171,51 @@ async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
         await conn.close()
 
 
+async def test_serve_answers_health_and_metrics_on_the_operations_port_of_each_worker(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    ops_port = free_port()
+    proc, port = await _two_workers(
+        database_url, tmp_path, processes, TRIPEAKS_OPS_PORT=str(ops_port)
+    )
+    await _play_a_little(f"http://127.0.0.1:{port}")
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+        for _ in range(20):  # new connections each: they land on either worker
+            async with http.get(f"http://127.0.0.1:{ops_port}/readyz") as resp:
+                assert resp.status == 200
+                assert await resp.json() == {"status": "ok", "database": "ok"}
+            async with http.get(f"http://127.0.0.1:{ops_port}/metrics") as resp:
+                assert resp.status == 200
+                assert "tripeaks_" in await resp.text()
+        async with http.get(f"http://127.0.0.1:{ops_port}/api/v1/daily") as resp:
+            assert resp.status == 404
+    assert "health and metrics also on" in (tmp_path / "server.log").read_text()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+
+
+def test_serve_refuses_an_operations_port_listened_on(database_url: str, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ops_port = taken.getsockname()[1]
+        for workers in ("1", "2"):
+            env = _on_database(
+                tmp_path,
+                free_port(),
+                database_url,
+                TRIPEAKS_OPS_PORT=str(ops_port),
+                TRIPEAKS_WORKERS=workers,
+                TRIPEAKS_SOLVER_WORKERS="0",
+            )
+            done = subprocess.run(
+                [*TRIPEAKS, "serve"], env=env, capture_output=True, text=True, timeout=120
+            )
+            assert done.returncode != 0, workers
+            assert f"cannot listen on 127.0.0.1:{ops_port}" in done.stderr, done.stderr
+            assert "TRIPEAKS_OPS_PORT" in done.stderr
+
+
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 async def test_serve_runs_on_the_event_loop_chosen(
     database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]], loop: str
