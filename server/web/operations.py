@@ -7,15 +7,26 @@ a probe sent then waited behind thousands of pages (26.5 s in a burst of 8,000 c
 two workers), long enough for a load balancer to take a process that was serving its players
 for dead, and send its players elsewhere into the next storm. The operations port has no door
 and no per-address limit: its connections are read as they come. It answers nothing else
-(404), so it gives a client nothing the main port does not.
+(404), so it gives a client nothing the main port does not. A connection that has not sent its
+request's headers within ``TRIPEAKS_HTTP_HEADER_TIMEOUT_S`` is closed, as on the main port, and
+at most :data:`OPS_CONNECTIONS_MOST` are open at once (one more is closed as it is accepted): a
+flood of connections to it costs the process a few file descriptors, not all of them.
 """
 
 from __future__ import annotations
 
-from aiohttp import web
+import asyncio
 
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from server.web import faults
 from server.web.api import healthz, readyz, scrape_metrics
+from server.web.faults import Fault, client_fault
 from server.web.keys import METRICS, SERVICES, SETTINGS
+
+#: Connections open at once on the operations port at most (probes and scrapers need a few).
+OPS_CONNECTIONS_MOST = 64
 
 
 def operations_app(main: web.Application) -> web.Application:
@@ -23,13 +34,21 @@ def operations_app(main: web.Application) -> web.Application:
     :func:`server.web.app.create_app`, whose services and metrics it answers from):
     ``GET /healthz``, ``GET /readyz`` and, with ``TRIPEAKS_METRICS``, ``GET /metrics``, as on
     the main port."""
-    ops = web.Application()
-    ops[SETTINGS] = main[SETTINGS]
+    settings = main[SETTINGS]
+    ops = web.Application(
+        client_max_size=1024,
+        handler_args={
+            "logger": faults.HTTP_LAYER_LOG,
+            "keepalive_timeout": settings.http_header_timeout_s,
+            "lingering_time": settings.http_body_timeout_s,
+        },
+    )
+    ops[SETTINGS] = settings
     ops[SERVICES] = main[SERVICES]
     ops[METRICS] = main[METRICS]
     ops.router.add_get("/healthz", healthz)
     ops.router.add_get("/readyz", readyz)
-    if main[SETTINGS].metrics:
+    if settings.metrics:
         ops.router.add_get("/metrics", scrape_metrics)
     ops.on_response_prepare.append(_no_store)
     return ops
@@ -40,4 +59,28 @@ async def _no_store(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Cache-Control"] = "no-store"
 
 
-__all__ = ["operations_app"]
+class OperationsRunner(web.AppRunner):
+    """The runner of the operations port: a connection past :data:`OPS_CONNECTIONS_MOST` open
+    is closed as it is accepted (nothing read from it, nothing sent), counted as a
+    ``connection_limit`` client fault."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        made = server.connection_made
+
+        def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
+            made(handler, transport)  # the server's own record, which its connection_lost ends
+            if len(server.connections) > OPS_CONNECTIONS_MOST:
+                client_fault(
+                    Fault.CONNECTION_LIMIT,
+                    f"a connection to the operations port closed as it was accepted: "
+                    f"{OPS_CONNECTIONS_MOST} already open",
+                )
+                # On the loop's next turn, as at the main port's limit.
+                asyncio.get_running_loop().call_soon(transport.abort)
+
+        server.connection_made = connection_made  # type: ignore[method-assign]
+        return server
+
+
+__all__ = ["OPS_CONNECTIONS_MOST", "OperationsRunner", "operations_app"]

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from aiohttp import web
 
-from server.web.operations import operations_app
+from server.web.operations import OperationsRunner, operations_app
 from server.web.per_address import GatedAppRunner
 
 #: Connections the kernel keeps waiting to be accepted (capped by ``net.core.somaxconn``).
@@ -84,11 +84,11 @@ def run_app(
             app, handle_signals=True, access_log=None, shutdown_timeout=shutdown_timeout
         )
         await runner.setup()
-        ops: web.AppRunner | None = None
+        ops: OperationsRunner | None = None
         try:
             await ListeningSite(runner, host, port, reuse_port=reuse_port).start()
             if ops_port is not None:
-                ops = web.AppRunner(operations_app(app), handle_signals=False, access_log=None)
+                ops = OperationsRunner(operations_app(app), handle_signals=False, access_log=None)
                 await ops.setup()
                 try:
                     await ListeningSite(ops, host, ops_port, reuse_port=reuse_port).start()

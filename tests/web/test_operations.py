@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiohttp import ClientSession, TCPConnector
+from aiohttp import ClientSession, TCPConnector, web
 from aiohttp.test_utils import TestServer
 
 from server.web import arrivals as door
+from server.web import operations
 from server.web.arrivals import Arrivals
 from server.web.keys import ARRIVALS
-from server.web.operations import operations_app
+from server.web.operations import OperationsRunner, operations_app
 from tests.conftest import ServerFactory
-from tests.helpers import eventually
+from tests.helpers import WAIT_S, eventually
 
 
 async def test_health_and_metrics_answer_on_the_operations_port_while_the_door_holds(
@@ -73,3 +74,49 @@ async def test_metrics_turned_off_are_not_on_the_operations_port_either(
                 assert resp.status == 200
     finally:
         await ops.close()
+
+
+async def _serve_operations(
+    make_server: ServerFactory, header_timeout_s: float
+) -> tuple[OperationsRunner, web.Server, int]:
+    server = await make_server(http_header_timeout_s=header_timeout_s)
+    runner = OperationsRunner(operations_app(server.app), handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    assert runner.server is not None
+    return runner, runner.server, runner.addresses[0][1]
+
+
+async def test_past_the_most_connections_the_operations_port_closes_the_next_at_once(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flood of idle connections holds no more of the process than the few it may keep."""
+    monkeypatch.setattr(operations, "OPS_CONNECTIONS_MOST", 3)
+    runner, held, port = await _serve_operations(make_server, header_timeout_s=600)
+    try:
+        idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+        await eventually(lambda: len(held.connections) == 3, "three held open")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await asyncio.wait_for(reader.read(), WAIT_S) == b""  # closed as accepted
+        writer.close()
+        assert len(held.connections) == 3 and not any(r.at_eof() for r, _ in idle)
+        for _, idle_writer in idle:
+            idle_writer.close()
+        await eventually(lambda: not held.connections, "the idle ones gone")
+        async with ClientSession() as http, http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+            assert resp.status == 200
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_operations_port_closes_a_connection_silent_past_the_header_time_out(
+    make_server: ServerFactory,
+) -> None:
+    runner, _, port = await _serve_operations(make_server, header_timeout_s=0.5)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+        assert await asyncio.wait_for(reader.read(), WAIT_S) == b""
+        writer.close()
+    finally:
+        await runner.cleanup()
