@@ -31,6 +31,13 @@ LISTEN_BACKLOG = 4096
 ACCEPT_BATCH = 32
 
 
+#: How long the operations port's requests in flight may take at shutdown (s). It is closed
+#: first, so that probes stop answering at once, and its requests must not hold up the main
+#: port's: a scraper that keeps its connection busy would otherwise be waited for up to
+#: aiohttp's default of 60 s before a single websocket was told the server is going away.
+OPS_SHUTDOWN_S = 1.0
+
+
 class OperationsPortError(Exception):
     """The operations port cannot be listened on; the message names the address and the
     reason (its ``OSError`` is the ``__cause__``)."""
@@ -88,7 +95,12 @@ def run_app(
         try:
             await ListeningSite(runner, host, port, reuse_port=reuse_port).start()
             if ops_port is not None:
-                ops = OperationsRunner(operations_app(app), handle_signals=False, access_log=None)
+                ops = OperationsRunner(
+                    operations_app(app),
+                    handle_signals=False,
+                    access_log=None,
+                    shutdown_timeout=OPS_SHUTDOWN_S,
+                )
                 await ops.setup()
                 try:
                     await ListeningSite(ops, host, ops_port, reuse_port=reuse_port).start()
@@ -146,6 +158,7 @@ def _cancel_tasks(tasks: set[asyncio.Task[Any]], loop: asyncio.AbstractEventLoop
 __all__ = [
     "ACCEPT_BATCH",
     "LISTEN_BACKLOG",
+    "OPS_SHUTDOWN_S",
     "ListeningSite",
     "OperationsPortError",
     "run_app",

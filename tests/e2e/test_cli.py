@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -192,6 +193,44 @@ async def test_serve_answers_health_and_metrics_on_the_operations_port_of_each_w
     assert "health and metrics also on" in (tmp_path / "server.log").read_text()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
+
+
+async def test_a_request_held_open_on_the_operations_port_does_not_hold_up_the_shutdown(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    """The operations port is closed first and gives its requests in flight a second: a client
+    that keeps one going (its body never ends, and the body time-out is long) does not keep
+    the players from being told the server is going away."""
+    port, ops_port = free_port(), free_port()
+    env = _on_database(
+        tmp_path,
+        port,
+        database_url,
+        TRIPEAKS_OPS_PORT=str(ops_port),
+        TRIPEAKS_HTTP_BODY_TIMEOUT_S="300",
+    )
+    proc = _start(env, port, tmp_path / "server.log")
+    processes.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    await _play_a_little(base)
+    reader, writer = await asyncio.open_connection("127.0.0.1", ops_port)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nabc")
+    assert (await reader.readline()).startswith(b"HTTP/1.1 200")  # answered; its body lingers
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{base}/api/v1/players", json={"name": "Going"}) as resp:
+            token = (await resp.json())["token"]
+        async with http.ws_connect(f"{base}/ws") as ws:
+            await ws.send_json({"type": "hello", "token": token})
+            assert (await ws.receive_json())["type"] == "welcome"
+            proc.send_signal(signal.SIGTERM)
+            msg = await ws.receive(timeout=30)  # aiohttp's own wait would be 60 s
+            assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
+    assert proc.wait(timeout=30) == 0
+    await asyncio.wait_for(reader.read(), 30)  # what is left of the answer, then the end
+    assert reader.at_eof()  # closed by the server going
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
 
 
 def test_serve_refuses_an_operations_port_listened_on(database_url: str, tmp_path: Path) -> None:
