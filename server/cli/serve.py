@@ -47,20 +47,20 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
         daily_secret = load_or_create_daily_secret(settings, generate=not settings.database_url)
     except SecretError as exc:
         raise click.UsageError(f"invalid configuration: {exc}") from None
-    if settings.workers == 1:
-        _serve(with_database(settings), daily_secret)
-        return
     from server.workers import PortTaken, check_port, run_workers
 
-    try:
-        check_port(settings.host, settings.port)
-    except PortTaken as exc:
-        raise click.ClickException(f"{exc}; choose another with --port or TRIPEAKS_PORT") from None
-    if settings.ops_port is not None:
+    if settings.ops_port is not None:  # before anything starts (the app takes a while)
         try:
             check_port(settings.host, settings.ops_port)
         except PortTaken as exc:
             raise click.ClickException(f"{exc}; choose another with TRIPEAKS_OPS_PORT") from None
+    if settings.workers == 1:
+        _serve(with_database(settings), daily_secret)
+        return
+    try:
+        check_port(settings.host, settings.port)
+    except PortTaken as exc:
+        raise click.ClickException(f"{exc}; choose another with --port or TRIPEAKS_PORT") from None
     status = run_workers(settings.workers, with_database(settings), daily_secret, _worker_main)
     log.info("stopped")
     if status:
