@@ -18,12 +18,11 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
 from server.web import faults
 from server.web.api import healthz, readyz, scrape_metrics
-from server.web.faults import Fault, client_fault
 from server.web.keys import METRICS, SERVICES, SETTINGS
+from server.web.per_address import close_at_accept
 
 #: Connections open at once on the operations port at most (probes and scrapers need a few).
 OPS_CONNECTIONS_MOST = 64
@@ -66,20 +65,16 @@ class OperationsRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        made = server.connection_made
 
-        def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
-            made(handler, transport)  # the server's own record, which its connection_lost ends
-            if len(server.connections) > OPS_CONNECTIONS_MOST:
-                client_fault(
-                    Fault.CONNECTION_LIMIT,
-                    f"a connection to the operations port closed as it was accepted: "
-                    f"{OPS_CONNECTIONS_MOST} already open",
-                )
-                # On the loop's next turn, as at the main port's limit.
-                asyncio.get_running_loop().call_soon(transport.abort)
+        def too_many(transport: asyncio.Transport) -> str | None:
+            if len(server.connections) <= OPS_CONNECTIONS_MOST:
+                return None
+            return (
+                f"a connection to the operations port closed as it was accepted: "
+                f"{OPS_CONNECTIONS_MOST} already open"
+            )
 
-        server.connection_made = connection_made  # type: ignore[method-assign]
+        close_at_accept(server, too_many)
         return server
 
 

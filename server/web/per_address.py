@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -101,8 +102,7 @@ async def limit_middleware(request: web.Request, handler: Handler) -> web.Stream
 def refuse_at_accept(server: web.Server, app: web.Application) -> None:
     """Make ``server`` (``app``'s connections, :class:`GatedAppRunner`) close each connection
     whose address already has ``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS`` in use the moment it is
-    accepted: nothing is read from it nor sent on it (its peer sees the connection closed), and
-    it is counted and logged quietly as a ``connection_limit`` client fault, as a 429 is.
+    accepted (see :func:`close_at_accept`).
 
     Behind a trusted proxy (``TRIPEAKS_TRUST_FORWARDED_FOR``) every connection comes from the
     proxy, whose clients are known only once a request's headers are read: nothing is refused
@@ -110,20 +110,34 @@ def refuse_at_accept(server: web.Server, app: web.Application) -> None:
     if app[SETTINGS].trust_forwarded_for:
         return
     counts = app[ADDRESS_CONNECTIONS]
+
+    def over_its_address(transport: asyncio.Transport) -> str | None:
+        peer = transport.get_extra_info("peername")
+        if not isinstance(peer, tuple) or not peer:
+            return None  # not an IP connection (a Unix socket)
+        address = address_group(str(peer[0])) or str(peer[0])
+        if counts.in_use(address) < counts.per_address:
+            return None
+        return (
+            f"a connection from {address} closed as it was accepted: over its "
+            f"{counts.per_address} connections"
+        )
+
+    close_at_accept(server, over_its_address)
+
+
+def close_at_accept(server: web.Server, refusal: Callable[[asyncio.Transport], str | None]) -> None:
+    """Make ``server`` close each connection for which ``refusal`` gives a reason the moment
+    it is accepted: nothing is read from it nor sent on it (its peer sees the connection
+    closed), and it is counted and logged quietly, with that reason, as a ``connection_limit``
+    client fault, as a 429 is."""
     made = server.connection_made
 
     def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
         made(handler, transport)  # the server's own record, which its connection_lost ends
-        peer = transport.get_extra_info("peername")
-        if not isinstance(peer, tuple) or not peer:
-            return  # not an IP connection (a Unix socket)
-        address = address_group(str(peer[0])) or str(peer[0])
-        if counts.in_use(address) >= counts.per_address:
-            client_fault(
-                Fault.CONNECTION_LIMIT,
-                f"a connection from {address} closed as it was accepted: over its "
-                f"{counts.per_address} connections",
-            )
+        why = refusal(transport)
+        if why is not None:
+            client_fault(Fault.CONNECTION_LIMIT, why)
             # On the loop's next turn: the handler's task, created as this returns, must start
             # before the close reaches the handler, as for a client that leaves at once.
             asyncio.get_running_loop().call_soon(transport.abort)
@@ -148,6 +162,7 @@ __all__ = [
     "ADDRESS_CONNECTIONS",
     "AddressConnections",
     "GatedAppRunner",
+    "close_at_accept",
     "limit_middleware",
     "refuse_at_accept",
 ]

@@ -140,6 +140,18 @@ async def test_serve_without_database_url_starts_an_embedded_postgres(
     assert proc.wait(timeout=15) == 0
 
 
+async def _welcomed(
+    http: aiohttp.ClientSession, base: str, name: str
+) -> aiohttp.ClientWebSocketResponse:
+    """A new player's websocket on ``base``, welcomed."""
+    async with http.post(f"{base}/api/v1/players", json={"name": name}) as resp:
+        token = (await resp.json())["token"]
+    ws = await http.ws_connect(f"{base}/ws")
+    await ws.send_json({"type": "hello", "token": token})
+    assert (await ws.receive_json())["type"] == "welcome"
+    return ws
+
+
 async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
     database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
@@ -151,16 +163,11 @@ async def test_serve_with_database_url_and_sigterm_closes_sockets_with_1001(
     assert "objects alive after start moved out" in (tmp_path / "server.log").read_text()
     base = f"http://127.0.0.1:{port}"
     await _play_a_little(base)
-    async with aiohttp.ClientSession() as http:
-        async with http.post(f"{base}/api/v1/players", json={"name": "Sigterm"}) as resp:
-            token = (await resp.json())["token"]
-        async with http.ws_connect(f"{base}/ws") as ws:
-            await ws.send_json({"type": "hello", "token": token})
-            assert (await ws.receive_json())["type"] == "welcome"
-            started = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            msg = await ws.receive(timeout=10)
-            assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
+    async with aiohttp.ClientSession() as http, await _welcomed(http, base, "Sigterm") as ws:
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        msg = await ws.receive(timeout=10)
+        assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
     assert proc.wait(timeout=10) == 0
     assert time.monotonic() - started < 10
     # The whole clean-up ran (aiohttp stops by cancelling its main task): the process took its
@@ -216,15 +223,10 @@ async def test_a_request_held_open_on_the_operations_port_does_not_hold_up_the_s
     reader, writer = await asyncio.open_connection("127.0.0.1", ops_port)
     writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nabc")
     assert (await reader.readline()).startswith(b"HTTP/1.1 200")  # answered; its body lingers
-    async with aiohttp.ClientSession() as http:
-        async with http.post(f"{base}/api/v1/players", json={"name": "Going"}) as resp:
-            token = (await resp.json())["token"]
-        async with http.ws_connect(f"{base}/ws") as ws:
-            await ws.send_json({"type": "hello", "token": token})
-            assert (await ws.receive_json())["type"] == "welcome"
-            proc.send_signal(signal.SIGTERM)
-            msg = await ws.receive(timeout=30)  # aiohttp's own wait would be 60 s
-            assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
+    async with aiohttp.ClientSession() as http, await _welcomed(http, base, "Going") as ws:
+        proc.send_signal(signal.SIGTERM)
+        msg = await ws.receive(timeout=30)  # aiohttp's own wait would be 60 s
+        assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
     assert proc.wait(timeout=30) == 0
     await asyncio.wait_for(reader.read(), 30)  # what is left of the answer, then the end
     assert reader.at_eof()  # closed by the server going

@@ -18,15 +18,24 @@ from tests.conftest import ServerFactory
 from tests.helpers import WAIT_S, eventually
 
 
+async def _serve_operations(main: TestServer) -> tuple[OperationsRunner, web.Server, int]:
+    """The operations port of ``main``'s app on a free loopback port: its runner, its server
+    and the port."""
+    runner = OperationsRunner(operations_app(main.app), handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    assert runner.server is not None
+    return runner, runner.server, runner.addresses[0][1]
+
+
 async def test_health_and_metrics_answer_on_the_operations_port_while_the_door_holds(
     make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = await make_server()
     app = server.app
-    ops = TestServer(operations_app(app), host="127.0.0.1")
-    await ops.start_server()
+    runner, _, port = await _serve_operations(server)
     base = str(server.make_url("")).rstrip("/")
-    ops_base = str(ops.make_url("")).rstrip("/")
+    ops_base = f"http://127.0.0.1:{port}"
     try:
         async with ClientSession(connector=TCPConnector(force_close=True)) as http:
             busy = [True]
@@ -57,34 +66,21 @@ async def test_health_and_metrics_answer_on_the_operations_port_while_the_door_h
             async with await probe as resp:
                 assert resp.status == 200
     finally:
-        await ops.close()
+        await runner.cleanup()
 
 
 async def test_metrics_turned_off_are_not_on_the_operations_port_either(
     make_server: ServerFactory,
 ) -> None:
-    server = await make_server(metrics=False)
-    ops = TestServer(operations_app(server.app), host="127.0.0.1")
-    await ops.start_server()
+    runner, _, port = await _serve_operations(await make_server(metrics=False))
     try:
         async with ClientSession() as http:
-            async with http.get(str(ops.make_url("/metrics"))) as resp:
+            async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
                 assert resp.status == 404
-            async with http.get(str(ops.make_url("/healthz"))) as resp:
+            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
                 assert resp.status == 200
     finally:
-        await ops.close()
-
-
-async def _serve_operations(
-    make_server: ServerFactory, header_timeout_s: float
-) -> tuple[OperationsRunner, web.Server, int]:
-    server = await make_server(http_header_timeout_s=header_timeout_s)
-    runner = OperationsRunner(operations_app(server.app), handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    assert runner.server is not None
-    return runner, runner.server, runner.addresses[0][1]
+        await runner.cleanup()
 
 
 async def test_past_the_most_connections_the_operations_port_closes_the_next_at_once(
@@ -92,7 +88,7 @@ async def test_past_the_most_connections_the_operations_port_closes_the_next_at_
 ) -> None:
     """A flood of idle connections holds no more of the process than the few it may keep."""
     monkeypatch.setattr(operations, "OPS_CONNECTIONS_MOST", 3)
-    runner, held, port = await _serve_operations(make_server, header_timeout_s=600)
+    runner, held, port = await _serve_operations(await make_server(http_header_timeout_s=600))
     try:
         idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
         await eventually(lambda: len(held.connections) == 3, "three held open")
@@ -112,7 +108,7 @@ async def test_past_the_most_connections_the_operations_port_closes_the_next_at_
 async def test_the_operations_port_closes_a_connection_silent_past_the_header_time_out(
     make_server: ServerFactory,
 ) -> None:
-    runner, _, port = await _serve_operations(make_server, header_timeout_s=0.5)
+    runner, _, port = await _serve_operations(await make_server(http_header_timeout_s=0.5))
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the rest
