@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import signal
 import socket
 from collections.abc import Callable
 from typing import Any, cast
@@ -15,6 +17,8 @@ from aiohttp import web
 
 from server.web.operations import OperationsRunner, operations_app
 from server.web.per_address import GatedAppRunner
+
+log = logging.getLogger(__name__)
 
 #: Connections the kernel keeps waiting to be accepted (capped by ``net.core.somaxconn``).
 #: aiohttp's default of 128 overflows in a storm before the process sees the connections: the
@@ -88,7 +92,7 @@ def run_app(
 
     async def serve() -> None:
         runner = GatedAppRunner(
-            app, handle_signals=True, access_log=None, shutdown_timeout=shutdown_timeout
+            app, handle_signals=False, access_log=None, shutdown_timeout=shutdown_timeout
         )
         await runner.setup()
         ops: OperationsRunner | None = None
@@ -119,6 +123,7 @@ def run_app(
 
     loop = loop or asyncio.new_event_loop()
     main = loop.create_task(serve())
+    restore = _stop_on_signals(loop)
     try:
         asyncio.set_event_loop(loop)
         loop.run_until_complete(main)
@@ -133,8 +138,42 @@ def run_app(
         finally:
             _cancel_tasks(asyncio.all_tasks(loop), loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
+            restore()  # (before the loop's close, which would leave them at their defaults)
             asyncio.set_event_loop(None)
             loop.close()
+
+
+def _stop_on_signals(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+    """Make the first SIGINT or SIGTERM stop the server (:class:`aiohttp.web.GracefulExit`
+    out of the loop) and every later one change nothing until the shutdown is over: ``timeout``
+    and process managers send SIGTERM to the process and to its group at once, and a second
+    signal cut the shutdown short (aiohttp's handler raised again: status 1, the clean-up
+    undone, the presence record left behind; once aiohttp had removed it, the signal's default
+    action ended the process). The shutdown has bounds of its own. Returns what puts the
+    handlers the process had before back."""
+    stopping = False
+
+    def on_signal() -> None:
+        nonlocal stopping
+        if stopping:
+            log.info("already stopping: a signal that comes again changes nothing")
+            return
+        stopping = True
+        raise web.GracefulExit()
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for sig in before:
+            loop.add_signal_handler(sig, on_signal)
+    except NotImplementedError:  # no signal handlers on this loop (Windows)
+        return lambda: None
+
+    def restore() -> None:
+        for sig, handler in before.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+    return restore
 
 
 def _cancel_tasks(tasks: set[asyncio.Task[Any]], loop: asyncio.AbstractEventLoop) -> None:

@@ -78,11 +78,19 @@ def test_deal_rejects_a_bad_code_naming_it() -> None:
     assert "TP1-Q-AAAAAAA" in result.stderr
 
 
-def _start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[str]:
-    """Run ``tripeaks serve`` (output to ``log``) and wait until it accepts connections."""
+def _start(
+    env: dict[str, str], port: int, log: Path, *, new_session: bool = False
+) -> subprocess.Popen[str]:
+    """Run ``tripeaks serve`` (output to ``log``; in a process group of its own with
+    ``new_session``) and wait until it accepts connections."""
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [*TRIPEAKS, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+            [*TRIPEAKS, "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=new_session,
         )
     deadline = time.monotonic() + 120
     while True:
@@ -255,6 +263,34 @@ def test_serve_refuses_an_operations_port_listened_on(database_url: str, tmp_pat
             assert done.returncode != 0, workers
             assert f"cannot listen on 127.0.0.1:{ops_port}" in done.stderr, done.stderr
             assert "TRIPEAKS_OPS_PORT" in done.stderr
+
+
+@pytest.mark.parametrize("how", ["with its group at once", "during the shutdown"])
+async def test_a_second_sigterm_does_not_cut_the_shutdown_short(
+    database_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]], how: str
+) -> None:
+    """``timeout`` and process managers send SIGTERM to the process and to its group at once,
+    and a supervisor may send it again while the server stops: the shutdown runs to its end
+    all the same (a second signal ended it with status 1, its clean-up undone and its presence
+    record left behind)."""
+    port = free_port()
+    log = tmp_path / "server.log"
+    proc = _start(_on_database(tmp_path, port, database_url), port, log, new_session=True)
+    processes.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as http, await _welcomed(http, base, "Twice") as ws:
+        os.kill(proc.pid, signal.SIGTERM)
+        if how == "with its group at once":
+            os.killpg(proc.pid, signal.SIGTERM)
+        msg = await ws.receive(timeout=30)
+        assert msg.type is aiohttp.WSMsgType.CLOSE and msg.data == 1001
+        if how == "during the shutdown":
+            for _ in range(5):  # again and again while it stops
+                os.kill(proc.pid, signal.SIGTERM)
+                await asyncio.sleep(0)
+    assert proc.wait(timeout=30) == 0
+    assert "stopped" in log.read_text()
+    assert await _instances(database_url) == 0
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
