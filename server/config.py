@@ -98,7 +98,8 @@ Environment variables (all optional):
   (on by default; ``false`` removes the route).
 - ``TRIPEAKS_OPS_PORT``: a port of its own for ``/healthz``, ``/readyz`` and ``/metrics``
   (unset by default), read at once whatever waits on the main port (see
-  :mod:`server.web.operations`).
+  :mod:`server.web.operations`); ``TRIPEAKS_OPS_HOST``: its address (default
+  ``TRIPEAKS_HOST``'s), e.g. a private one while the main port listens on every address.
 """
 
 from __future__ import annotations
@@ -157,6 +158,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     ops_port: int | None = Field(default=None, ge=1, le=65535)
+    ops_host: str | None = None
     daily_secret: str | None = None
     daily_rules: Literal["E", "C"] = "E"
     daily_prepare_ahead_s: int = Field(default=3600, ge=0, le=86_400)
@@ -274,6 +276,12 @@ class Settings(BaseSettings):
     def _direct_url_behind_a_pooler(self) -> Settings:
         self.check_pooler()
         return self
+
+    @property
+    def operations_host(self) -> str:
+        """The address the operations port listens on (``TRIPEAKS_OPS_HOST``, else the main
+        port's)."""
+        return self.ops_host or self.host
 
     @model_validator(mode="after")
     def _ops_port_of_its_own(self) -> Settings:

@@ -117,3 +117,6 @@ def test_the_operations_port_is_a_port_of_its_own() -> None:
         Settings(port=8080, ops_port=8080)
     with pytest.raises(ValueError, match="ops_port"):
         Settings(ops_port=0)
+    assert Settings(host="0.0.0.0", ops_port=9090).operations_host == "0.0.0.0"
+    private = Settings(host="0.0.0.0", ops_port=9090, ops_host="10.0.0.5")
+    assert private.operations_host == "10.0.0.5"

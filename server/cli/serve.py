@@ -49,18 +49,19 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, workers: in
         raise click.UsageError(f"invalid configuration: {exc}") from None
     from server.workers import PortTaken, check_port, run_workers
 
-    if settings.ops_port is not None:  # before anything starts (the app takes a while)
+    # The ports before anything starts (the embedded database, the app: some seconds).
+    try:
+        check_port(settings.host, settings.port)
+    except PortTaken as exc:
+        raise click.ClickException(f"{exc}; choose another with --port or TRIPEAKS_PORT") from None
+    if settings.ops_port is not None:
         try:
-            check_port(settings.host, settings.ops_port)
+            check_port(settings.operations_host, settings.ops_port)
         except PortTaken as exc:
             raise click.ClickException(f"{exc}; choose another with TRIPEAKS_OPS_PORT") from None
     if settings.workers == 1:
         _serve(with_database(settings), daily_secret)
         return
-    try:
-        check_port(settings.host, settings.port)
-    except PortTaken as exc:
-        raise click.ClickException(f"{exc}; choose another with --port or TRIPEAKS_PORT") from None
     status = run_workers(settings.workers, with_database(settings), daily_secret, _worker_main)
     log.info("stopped")
     if status:
@@ -91,6 +92,7 @@ def _serve(settings: Settings, daily_secret: bytes, *, worker: int | None = None
             shutdown_timeout=8.0,
             on_listening=lambda: _listening(settings),
             ops_port=settings.ops_port,
+            ops_host=settings.operations_host,
         )
     except StartupTimeout as exc:
         raise click.ClickException(f"could not start: {exc}") from None
@@ -124,7 +126,7 @@ def _listening(settings: Settings) -> None:
     if settings.ops_port is not None:
         log.info(
             "health and metrics also on http://%s:%s (the operations port)",
-            settings.host,
+            settings.operations_host,
             settings.ops_port,
         )
 

@@ -75,13 +75,14 @@ def run_app(
     on_listening: Callable[[], None],
     loop: asyncio.AbstractEventLoop | None = None,
     ops_port: int | None = None,
+    ops_host: str | None = None,
 ) -> None:
     """Serve ``app`` on ``host``:``port`` until SIGINT or SIGTERM (or Ctrl-C), then shut it
     down (its websockets closed, its requests given ``shutdown_timeout`` s to end, its clean-up
     run) and return. ``on_listening`` is called once the port is open. It runs on ``loop``
     (closed at the end), else on a new asyncio event loop. With ``ops_port``, its health and
-    metrics are served on ``host``:``ops_port`` too (:mod:`server.web.operations`), from when
-    the main port is open until the shutdown begins.
+    metrics are served on ``ops_host`` (else ``host``):``ops_port`` too
+    (:mod:`server.web.operations`), from when the main port is open until the shutdown begins.
 
     Raises:
         OSError: the port cannot be listened on (``EADDRINUSE``…).
@@ -106,11 +107,12 @@ def run_app(
                     shutdown_timeout=OPS_SHUTDOWN_S,
                 )
                 await ops.setup()
+                where = ops_host or host
                 try:
-                    await ListeningSite(ops, host, ops_port, reuse_port=reuse_port).start()
+                    await ListeningSite(ops, where, ops_port, reuse_port=reuse_port).start()
                 except OSError as exc:
                     raise OperationsPortError(
-                        f"cannot listen on {host}:{ops_port}: {exc.strerror or exc}"
+                        f"cannot listen on {where}:{ops_port}: {exc.strerror or exc}"
                     ) from exc
             on_listening()
             await asyncio.Event().wait()  # until cancelled, or a signal ends the loop

@@ -192,20 +192,27 @@ async def test_serve_answers_health_and_metrics_on_the_operations_port_of_each_w
 ) -> None:
     ops_port = free_port()
     proc, port = await _two_workers(
-        database_url, tmp_path, processes, TRIPEAKS_OPS_PORT=str(ops_port)
+        database_url,
+        tmp_path,
+        processes,
+        TRIPEAKS_OPS_PORT=str(ops_port),
+        TRIPEAKS_OPS_HOST="127.0.0.2",  # an address of its own (the main port's: 127.0.0.1)
     )
     await _play_a_little(f"http://127.0.0.1:{port}")
+    ops = f"http://127.0.0.2:{ops_port}"
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
         for _ in range(20):  # new connections each: they land on either worker
-            async with http.get(f"http://127.0.0.1:{ops_port}/readyz") as resp:
+            async with http.get(f"{ops}/readyz") as resp:
                 assert resp.status == 200
                 assert await resp.json() == {"status": "ok", "database": "ok"}
-            async with http.get(f"http://127.0.0.1:{ops_port}/metrics") as resp:
+            async with http.get(f"{ops}/metrics") as resp:
                 assert resp.status == 200
                 assert "tripeaks_" in await resp.text()
-        async with http.get(f"http://127.0.0.1:{ops_port}/api/v1/daily") as resp:
+        async with http.get(f"{ops}/api/v1/daily") as resp:
             assert resp.status == 404
-    assert "health and metrics also on" in (tmp_path / "server.log").read_text()
+        with pytest.raises(aiohttp.ClientConnectionError):  # not on the main port's address
+            await http.get(f"http://127.0.0.1:{ops_port}/healthz")
+    assert f"health and metrics also on {ops}" in (tmp_path / "server.log").read_text()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
 
