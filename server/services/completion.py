@@ -20,16 +20,16 @@ async def settled(outcome: WriteOutcome) -> bool:
 
     A cancellation of the caller does not cancel ``outcome`` (:class:`WriteOutcome` refuses
     it): asyncio delivers it once ``outcome`` is done, here."""
-    cancelled = False
-    while not outcome.done():
-        try:
-            await outcome
-        except asyncio.CancelledError:
-            # Refused by the outcome, delivered once it is done; or the writer withdrew it.
-            cancelled = cancelled or not outcome.cancelled()
-        except Exception:  # left in the outcome for the caller
-            break
-    return cancelled
+    if outcome.done():
+        return False
+    try:
+        await outcome
+    except asyncio.CancelledError:
+        # Refused by the outcome and delivered once it is done; or the writer withdrew it.
+        return not outcome.cancelled()
+    except Exception:  # left in the outcome for the caller
+        pass
+    return False
 
 
 async def to_completion(work: Coroutine[Any, Any, T]) -> T:

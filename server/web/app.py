@@ -122,18 +122,7 @@ def create_app(
             http.origin_middleware,
         ],
         client_max_size=64 * 1024,
-        handler_args={
-            # aiohttp's HTTP layer logs through this logger, which logs what a client did
-            # wrong (a request it cannot read) quietly (server.web.faults).
-            "logger": faults.HTTP_LAYER_LOG,
-            # A connection that has not sent a whole request's headers this long after it
-            # opened, or after its previous answer, is closed: a client sending its headers a
-            # byte at a time holds nothing for long (slowloris), nor does an idle one.
-            "keepalive_timeout": settings.http_header_timeout_s,
-            # A body a route does not read is read and dropped for at most this long after
-            # the answer, then the connection is closed.
-            "lingering_time": settings.http_body_timeout_s,
-        },
+        handler_args=faults.handler_args(settings),
     )
     app[SETTINGS] = settings
     app[CLOCK] = clock or SystemClock()

@@ -20,11 +20,14 @@ import logging
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp.http import HttpProcessingError
 
 from server.web import metrics
+
+if TYPE_CHECKING:
+    from server.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +147,24 @@ class _ClientFaults(logging.Filter):
 HTTP_LAYER_LOG = logging.getLogger("server.web.http_layer")
 if not any(isinstance(f, _ClientFaults) for f in HTTP_LAYER_LOG.filters):
     HTTP_LAYER_LOG.addFilter(_ClientFaults())
+
+
+def handler_args(settings: Settings) -> dict[str, Any]:
+    """The ``handler_args`` of an application's connections (the main port's, the operations
+    port's): what aiohttp's HTTP layer logs goes through :data:`HTTP_LAYER_LOG`, and a slow or
+    silent client holds its connection only so long."""
+    return {
+        # What a client did wrong (a request that cannot be read) is logged quietly.
+        "logger": HTTP_LAYER_LOG,
+        # A connection that has not sent a whole request's headers this long after it opened,
+        # or after its previous answer, is closed: a client sending its headers a byte at a
+        # time holds nothing for long (slowloris), nor does an idle one.
+        "keepalive_timeout": settings.http_header_timeout_s,
+        # A body a route does not read is read and dropped for at most this long after the
+        # answer, then the connection is closed.
+        "lingering_time": settings.http_body_timeout_s,
+    }
+
 
 __all__ = [
     "ACCEPT_FAILED",

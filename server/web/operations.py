@@ -34,14 +34,7 @@ def operations_app(main: web.Application) -> web.Application:
     ``GET /healthz``, ``GET /readyz`` and, with ``TRIPEAKS_METRICS``, ``GET /metrics``, as on
     the main port."""
     settings = main[SETTINGS]
-    ops = web.Application(
-        client_max_size=1024,
-        handler_args={
-            "logger": faults.HTTP_LAYER_LOG,
-            "keepalive_timeout": settings.http_header_timeout_s,
-            "lingering_time": settings.http_body_timeout_s,
-        },
-    )
+    ops = web.Application(client_max_size=1024, handler_args=faults.handler_args(settings))
     ops[SETTINGS] = settings
     ops[SERVICES] = main[SERVICES]
     ops[METRICS] = main[METRICS]

@@ -146,13 +146,14 @@ class Outbox:
         buffered = 0 if transport is None else transport.get_write_buffer_size()
         return self._queued_chars + buffered + unsent_in_kernel(transport)
 
-    def _over_byte_limit(self, limit: int) -> int | None:
-        """The bytes waiting for the peer (as :attr:`waiting_bytes`) if they are past
-        ``limit``, else None. The kernel is asked only when the transport holds bytes or the
-        upper bound of its share would be past the limit; its answer then replaces the bound."""
+    def _over_byte_limit(self, limit: int, more: int = 0) -> int | None:
+        """The bytes waiting for the peer (as :attr:`waiting_bytes`, with ``more`` characters
+        about to be written) if they are past ``limit``, else None. The kernel is asked only
+        when the transport holds bytes or the upper bound of its share would be past the
+        limit; its answer then replaces the bound."""
         transport = self._transport
         buffered = 0 if transport is None else transport.get_write_buffer_size()
-        cheap = self._queued_chars + buffered
+        cheap = self._queued_chars + more + buffered
         if buffered == 0 and cheap + self._unsent_bound <= limit:
             return None
         self._unsent_bound = unsent_in_kernel(transport)
@@ -182,12 +183,19 @@ class Outbox:
             if len(self._queue) > self._limit:
                 self._overflow(f"fell {len(self._queue)} messages behind")
                 return
-        if self._byte_limit is not None and (
-            (waiting := self._over_byte_limit(self._byte_limit)) is not None
-        ):
-            self._overflow(f"has {waiting} bytes waiting for it")
-            return
-        self._ready.set()
+        if not self._overflowed_bytes():
+            self._ready.set()
+
+    def _overflowed_bytes(self, more: int = 0) -> bool:
+        """Close the connection (1008) if the bytes waiting for the peer, with ``more``
+        characters about to be written, are past ``byte_limit``; whether it did."""
+        if self._byte_limit is None:
+            return False
+        waiting = self._over_byte_limit(self._byte_limit, more)
+        if waiting is None:
+            return False
+        self._overflow(f"has {waiting} bytes waiting for it")
+        return True
 
     async def send(self, text: str) -> None:
         """Queue a message without a key, or write it at once when nothing is ahead of it:
@@ -206,13 +214,8 @@ class Outbox:
         ):
             self.put(text)
             return
-        if self._byte_limit is not None:
-            self._queued_chars = len(text)  # counted as queued while the bound is checked
-            waiting = self._over_byte_limit(self._byte_limit)
-            self._queued_chars = 0
-            if waiting is not None:
-                self._overflow(f"has {waiting} bytes waiting for it")
-                return
+        if self._overflowed_bytes(len(text)):
+            return
         self._unsent_bound += _frame_bytes(text)
         try:
             await self._ws.send_str(text)
