@@ -4,6 +4,8 @@ the main port's door holds new connections."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import ClientSession, TCPConnector, web
@@ -18,14 +20,18 @@ from tests.conftest import ServerFactory
 from tests.helpers import WAIT_S, eventually
 
 
-async def _serve_operations(main: TestServer) -> tuple[OperationsRunner, web.Server, int]:
-    """The operations port of ``main``'s app on a free loopback port: its runner, its server
-    and the port."""
+@contextlib.asynccontextmanager
+async def _operations_port(main: TestServer) -> AsyncIterator[tuple[web.Server, int]]:
+    """The operations port of ``main``'s app on a free loopback port, for the block: its
+    server and the port."""
     runner = OperationsRunner(operations_app(main.app), handle_signals=False)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    assert runner.server is not None
-    return runner, runner.server, runner.addresses[0][1]
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        assert runner.server is not None
+        yield runner.server, runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
 
 
 async def test_health_and_metrics_answer_on_the_operations_port_while_the_door_holds(
@@ -33,10 +39,9 @@ async def test_health_and_metrics_answer_on_the_operations_port_while_the_door_h
 ) -> None:
     server = await make_server()
     app = server.app
-    runner, _, port = await _serve_operations(server)
     base = str(server.make_url("")).rstrip("/")
-    ops_base = f"http://127.0.0.1:{port}"
-    try:
+    async with _operations_port(server) as (_, port):
+        ops_base = f"http://127.0.0.1:{port}"
         async with ClientSession(connector=TCPConnector(force_close=True)) as http:
             busy = [True]
             monkeypatch.setattr(Arrivals, "_busy", lambda self: busy[0])
@@ -65,22 +70,17 @@ async def test_health_and_metrics_answer_on_the_operations_port_while_the_door_h
             busy[0] = False
             async with await probe as resp:
                 assert resp.status == 200
-    finally:
-        await runner.cleanup()
 
 
 async def test_metrics_turned_off_are_not_on_the_operations_port_either(
     make_server: ServerFactory,
 ) -> None:
-    runner, _, port = await _serve_operations(await make_server(metrics=False))
-    try:
-        async with ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
-                assert resp.status == 404
-            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
-                assert resp.status == 200
-    finally:
-        await runner.cleanup()
+    server = await make_server(metrics=False)
+    async with _operations_port(server) as (_, port), ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+            assert resp.status == 404
+        async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+            assert resp.status == 200
 
 
 async def test_past_the_most_connections_the_operations_port_closes_the_next_at_once(
@@ -88,8 +88,7 @@ async def test_past_the_most_connections_the_operations_port_closes_the_next_at_
 ) -> None:
     """A flood of idle connections holds no more of the process than the few it may keep."""
     monkeypatch.setattr(operations, "OPS_CONNECTIONS_MOST", 3)
-    runner, held, port = await _serve_operations(await make_server(http_header_timeout_s=600))
-    try:
+    async with _operations_port(await make_server(http_header_timeout_s=600)) as (held, port):
         idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
         await eventually(lambda: len(held.connections) == 3, "three held open")
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -101,18 +100,13 @@ async def test_past_the_most_connections_the_operations_port_closes_the_next_at_
         await eventually(lambda: not held.connections, "the idle ones gone")
         async with ClientSession() as http, http.get(f"http://127.0.0.1:{port}/healthz") as resp:
             assert resp.status == 200
-    finally:
-        await runner.cleanup()
 
 
 async def test_the_operations_port_closes_a_connection_silent_past_the_header_time_out(
     make_server: ServerFactory,
 ) -> None:
-    runner, _, port = await _serve_operations(await make_server(http_header_timeout_s=0.5))
-    try:
+    async with _operations_port(await make_server(http_header_timeout_s=0.5)) as (_, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the rest
         assert await asyncio.wait_for(reader.read(), WAIT_S) == b""
         writer.close()
-    finally:
-        await runner.cleanup()
