@@ -33,7 +33,10 @@ from server.engine import (
 )
 from server.services.daily import MAX_CANDIDATES, derive_daily_code, level_for
 from server.storage.models import Race
-from server.web.keys import SERVICES
+from server.web import arrivals as door
+from server.web.admission import Admission
+from server.web.arrivals import Arrivals
+from server.web.keys import ARRIVALS, SERVICES
 
 TIMEOUT = 10.0
 #: Longest a test polls for a condition to come about (see :func:`eventually`): generous, as a
@@ -427,3 +430,15 @@ class RawWs:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def hold_the_door(app: Any, monkeypatch: Any) -> list[bool]:
+    """Make ``app``'s door (:mod:`server.web.arrivals`) hold every new connection and let
+    nobody in while the returned flag's one item is True (the process busy with its own work);
+    set it to False to let them in at the next measure."""
+    busy = [True]
+    monkeypatch.setattr(Arrivals, "_busy", lambda self: busy[0])
+    monkeypatch.setattr(Admission, "late_for_own_work", lambda self, lag_s: busy[0])
+    monkeypatch.setattr(door, "LET_IN_LEAST", 0)  # nobody let in while it is busy
+    app[ARRIVALS]._let_in = 0
+    return busy

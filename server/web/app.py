@@ -149,6 +149,7 @@ def create_app(
     app.cleanup_ctx.append(_watch_loop_lag)
     app.on_shutdown.append(_close_sockets)
     app.on_response_prepare.append(_cache_headers)
+    app.on_response_prepare.append(_through_door)
     routes.add_routes(app)
     app.router.add_get("/ws", ws.websocket_handler)
     app.router.add_get("/i18n/{locale}.json", _catalogue)
@@ -529,6 +530,14 @@ async def _close_sockets(app: web.Application) -> None:
                 await socket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")
 
     await asyncio.gather(*(close(socket) for socket in list(sockets)))
+
+
+async def _through_door(request: web.Request, response: web.StreamResponse) -> None:
+    """A request's response begins: its connection is through the door
+    (:meth:`server.web.arrivals.Arrivals.through`), unless it is a websocket's upgrade (that
+    one is through once its first message is read)."""
+    if response.status != 101:
+        request.app[ARRIVALS].through(request.protocol)
 
 
 async def _cache_headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -18,14 +18,27 @@ connection whose peer closed or reset it before sending anything (a page given u
 connect-and-abort flood) is dropped when its turn comes, without taking a place: the kernel
 tells (its TCP state, and the bytes waiting to be read), since the server reads nothing from it
 while it waits. The
-door lets connections in by the measure of the loop (every 50 ms): one more each time than the
-last while the loop is on time (up to :data:`LET_IN_MOST`, the door's width when nobody waits),
-half as many (at least :data:`LET_IN_LEAST`) while it is late, so the door finds and keeps the
+door lets connections in by the measure of the loop (every 50 ms): a quarter more each time
+than the last (at least one more) while the loop is on time (up to :data:`LET_IN_MOST`, the
+door's width when nobody waits), half as many (at least :data:`LET_IN_LEAST`) while it is late
+for the process's own work or :data:`HOLD_WAITING` hellos wait, so the door finds and keeps the
 pace at which the process greets a storm without making the players in play wait. Connections
 arriving faster than that between two measures wait too: a storm's first thousands arrive
 within one. A connection let in has its whole header time-out
 (``TRIPEAKS_HTTP_HEADER_TIMEOUT_S``) from then. At most :data:`HELD_AT_MOST` wait; one more is
 closed as it arrives (its page comes back later, as after any failed connection).
+
+The door's width follows the process's own work only: a loop late while the process used
+little of a core (the machine busy with other work, a load generator on the same cores) does
+not narrow it, since holding connections back would not make that loop any sooner (it holds
+new arrivals, though, while a crowd arrives). What bounds the work let in is the
+number of connections *entering*: let in, and their first request not through yet (a page's
+or the API's: its response begun; the websocket's: its first message read, a hello then waiting
+for its turn at admission, where :data:`HOLD_WAITING` bounds it). While
+:data:`ENTERING_MOST` are entering, the door lets nobody more in: a process that greets slowly
+(its database slow, its core shared) is sent connections as fast as it greets them, and a
+storm's pages do not pile up as hellos it must turn away. A connection counts as entering for
+:data:`ENTERING_S` at most, so silent connections let in cannot keep the door shut.
 """
 
 from __future__ import annotations
@@ -66,6 +79,11 @@ LET_IN_LEAST = 2
 LET_IN_MOST = 128
 #: Connections waiting at the door at most.
 HELD_AT_MOST = 10_000
+#: Connections entering (let in, their first request not through yet) from which the door
+#: lets nobody more in.
+ENTERING_MOST = 512
+#: How long a connection let in counts as entering at most (s).
+ENTERING_S = 2.0
 #: TCP states (``tcpi_state`` of ``TCP_INFO``, Linux) of a connection still open both ways,
 #: and of one whose peer closed its side.
 _ESTABLISHED = 1
@@ -90,6 +108,10 @@ class Arrivals:
         self._admission = admission
         self._header_timeout_s = header_timeout_s
         self._held: deque[tuple[RequestHandler, asyncio.Transport]] = deque()
+        #: Connections let in whose first request is not through yet, and, oldest first,
+        #: when each was let in (the loop's clock, s; some may be through already).
+        self._entering: set[RequestHandler] = set()
+        self._let_in_at: deque[tuple[float, RequestHandler]] = deque()
         self._let_in = LET_IN_MOST
         #: Connections that may still come in before the next measure.
         self._allowance = LET_IN_MOST
@@ -109,12 +131,35 @@ class Arrivals:
         """Connections waiting at the door now (some may have closed meanwhile)."""
         return len(self._held)
 
+    @property
+    def entering(self) -> int:
+        """Connections let in whose first request is not through yet (for at most
+        :data:`ENTERING_S`)."""
+        return len(self._entering)
+
+    def through(self, handler: RequestHandler) -> None:
+        """``handler``'s connection is through the door: its first request is through (a
+        response begun, a websocket's first message read), or it closed. Any later call
+        changes nothing."""
+        self._entering.discard(handler)
+
+    def _enter(self, handler: RequestHandler, now: float) -> None:
+        self._entering.add(handler)
+        self._let_in_at.append((now, handler))
+
+    def _forget_entered_before(self, when: float) -> None:
+        """Connections let in before ``when`` count as entering no more."""
+        let_in_at = self._let_in_at
+        while let_in_at and let_in_at[0][0] < when:
+            self._entering.discard(let_in_at.popleft()[1])
+
     def _busy(self) -> bool:
-        """Whether :data:`HOLD_WAITING` hellos wait at admission, or the loop ran late at its
+        """Whether :data:`HOLD_WAITING` hellos wait at admission or :data:`ENTERING_MOST`
+        connections are entering, or the loop ran late at its
         last measure either for the process's own work or while a crowd arrives (connections
         wait at the door, or :data:`CROWD` arrived between the last two measures)."""
         admission = self._admission
-        if admission.waiting >= HOLD_WAITING:
+        if admission.waiting >= HOLD_WAITING or len(self._entering) >= ENTERING_MOST:
             return True
         if admission.lag_s < HOLD_LAG_S:
             return False
@@ -127,6 +172,7 @@ class Arrivals:
         self._arrived += 1
         if not self._held and self._allowance > 0 and not self._busy():
             self._allowance -= 1
+            self._enter(handler, asyncio.get_running_loop().time())
             return
         if len(self._held) >= HELD_AT_MOST:
             self.turned_away += 1
@@ -147,14 +193,17 @@ class Arrivals:
         """After each measure of the loop: let connections in (see the module's
         docstring)."""
         self._arrived_before, self._arrived = self._arrived, 0
-        if self._busy():
+        now = asyncio.get_running_loop().time()
+        self._forget_entered_before(now - ENTERING_S)
+        admission = self._admission
+        if admission.waiting >= HOLD_WAITING or admission.late_for_own_work(HOLD_LAG_S):
             self._let_in = max(LET_IN_LEAST, self._let_in // 2)
         elif not self._held:
             self._let_in = LET_IN_MOST
         else:
-            self._let_in = min(LET_IN_MOST, self._let_in + 1)
+            self._let_in = min(LET_IN_MOST, max(self._let_in + 1, self._let_in * 5 // 4))
         self._allowance = self._let_in
-        while self._held and self._allowance > 0:
+        while self._held and self._allowance > 0 and len(self._entering) < ENTERING_MOST:
             handler, transport = self._held.popleft()
             if transport.is_closing():
                 continue  # closed while it waited
@@ -165,6 +214,7 @@ class Arrivals:
                 continue
             _header_timer(handler, self._header_timeout_s)
             transport.resume_reading()
+            self._enter(handler, now)
             self._allowance -= 1
 
 
@@ -214,19 +264,27 @@ def _stop_header_timer_while_held(handler: RequestHandler, transport: asyncio.Tr
 
 
 def hold_arrivals(server: web.Server, arrivals: Arrivals) -> None:
-    """Make ``server`` hand each connection it accepts to ``arrivals`` (:class:`Arrivals`)."""
-    made = server.connection_made
+    """Make ``server`` hand each connection it accepts to ``arrivals`` (:class:`Arrivals`),
+    and tell it of each one that closed (:meth:`Arrivals.through`)."""
+    made, lost = server.connection_made, server.connection_lost
 
     def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
         made(handler, transport)
         if not transport.is_closing():
             arrivals.arrived(handler, transport)
 
+    def connection_lost(handler: RequestHandler, exc: BaseException | None = None) -> None:
+        lost(handler, exc)
+        arrivals.through(handler)
+
     server.connection_made = connection_made  # type: ignore[method-assign]
+    server.connection_lost = connection_lost  # type: ignore[method-assign]
 
 
 __all__ = [
     "CROWD",
+    "ENTERING_MOST",
+    "ENTERING_S",
     "HELD_AT_MOST",
     "HOLD_LAG_S",
     "HOLD_WAITING",

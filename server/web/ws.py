@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from functools import partial
 from itertools import count
 
 from aiohttp import WebSocketError, WSCloseCode, WSMessage, WSMsgType, web
@@ -35,6 +37,7 @@ from server.web.departures import Departures
 from server.web.handlers import answer
 from server.web.keys import (
     ADMISSION,
+    ARRIVALS,
     DEPARTURES,
     HUB,
     PLAYER_SOCKETS,
@@ -98,7 +101,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     metrics.WEBSOCKETS_OPEN.inc()
     reason = CloseReason.CONNECTION_LOST
     try:
-        reason = await _serve(session, request.app[DEPARTURES])
+        through_door = partial(request.app[ARRIVALS].through, request.protocol)
+        reason = await _serve(session, request.app[DEPARTURES], through_door)
     except (ConnectionResetError, asyncio.CancelledError):
         # The connection was lost under the handler (aiohttp then cancels it), for one of the
         # server's reasons (its heartbeat, a slow reader cut off, the shutdown) or the peer's.
@@ -169,12 +173,15 @@ async def _offline(session: WsSession) -> None:
         log.warning("online: the close of %s was not recorded at once", session.key)
 
 
-async def _serve(session: WsSession, departures: Departures) -> CloseReason:
+async def _serve(
+    session: WsSession, departures: Departures, through_door: Callable[[], None]
+) -> CloseReason:
     """Read the connection's frames; once it ends, wait for its turn to be let go
     (``departures``) and stop its worker. Reading never waits on a request being served: requests go
     to the connection's worker, which serves them one at a time in order, while this loop keeps
     reading, so pings (websocket and ``ping`` messages) are answered at once even while an
-    action waits for its commit.
+    action waits for its commit. ``through_door`` is called once the first message is read
+    (:meth:`server.web.arrivals.Arrivals.through`).
 
     Returns:
         Why the connection ended.
@@ -182,6 +189,7 @@ async def _serve(session: WsSession, departures: Departures) -> CloseReason:
     ws = session.ws
     try:
         deadline = time.monotonic() + HELLO_TIMEOUT_S
+        entering = True
         while not ws.closed:
             timeout = None if session.player else max(0.0, deadline - time.monotonic())
             try:
@@ -197,6 +205,9 @@ async def _serve(session: WsSession, departures: Departures) -> CloseReason:
                     b"no hello",
                 )
                 return CloseReason.HELLO_TIMEOUT
+            if entering:
+                through_door()
+                entering = False
             if msg.type in (
                 WSMsgType.CLOSE,
                 WSMsgType.CLOSING,

@@ -26,13 +26,14 @@ from server.web.arrivals import (
 )
 from server.web.keys import ADMISSION, ARRIVALS
 from tests.conftest import ServerFactory
-from tests.helpers import WsPlayer, eventually
+from tests.helpers import WsPlayer, eventually, hold_the_door
 
 
 class _Transport:
     """A connection as the door sees it: paused, resumed, closing, aborted."""
 
     def __init__(self, sock: socket.socket | None = None) -> None:
+        self.handler = cast(RequestHandler, _Handler())
         self.paused = False
         self.closing = False
         self.aborted = False
@@ -61,10 +62,19 @@ class _Handler:
     """A request handler without aiohttp's header timer."""
 
 
+def _through(arrivals: Arrivals, transports: list[_Transport]) -> int:
+    """How many of ``transports`` were let in; each is through the door then (its first
+    request answered at once)."""
+    for transport in transports:
+        if not transport.paused:
+            arrivals.through(transport.handler)
+    return sum(not t.paused for t in transports)
+
+
 def _arrive(arrivals: Arrivals, count: int) -> list[_Transport]:
     transports = [_Transport() for _ in range(count)]
     for transport in transports:
-        arrivals.arrived(cast(RequestHandler, _Handler()), cast(Any, transport))
+        arrivals.arrived(transport.handler, cast(Any, transport))
     return transports
 
 
@@ -78,7 +88,7 @@ async def test_while_the_process_is_busy_new_connections_wait_and_are_let_in_at_
     arrivals = Arrivals(admission, header_timeout_s=10)
 
     def let_in(transports: list[_Transport]) -> int:
-        return sum(not t.paused for t in transports)
+        return _through(arrivals, transports)
 
     first = _arrive(arrivals, LET_IN_MOST + 3)  # faster than the door is wide
     assert let_in(first) == LET_IN_MOST and arrivals.waiting == 3
@@ -112,21 +122,101 @@ async def test_while_the_process_is_busy_new_connections_wait_and_are_let_in_at_
 async def test_a_late_loop_holds_a_crowd_whatever_share_of_a_core_the_process_had() -> None:
     """On a machine whose cores are all busy the process may never reach its share of a core
     for its own work: a late loop still holds connections once a crowd arrives (and while
-    some wait), but not a trickle."""
+    some wait), but not a trickle; and it does not narrow the door, since holding connections
+    back would not make a loop late for the machine's work any sooner."""
     admission = Admission(limit=5)
     arrivals = Arrivals(admission, header_timeout_s=10)
     admission.lag_s, admission.last_cpu_share = 0.5, 0.2  # late, for the machine's work
     trickle = _arrive(arrivals, CROWD - 1)
     assert not any(t.paused for t in trickle)  # a few connections: read at once
-    crowd = _arrive(arrivals, 10)
-    assert all(t.paused for t in crowd) and arrivals.waiting == 10
-    arrivals.measured()  # still late, some waiting: half the door's width
-    assert arrivals.waiting == 0 and arrivals.held_total == 10
+    crowd = _arrive(arrivals, LET_IN_MOST)
+    assert all(t.paused for t in crowd) and arrivals.waiting == LET_IN_MOST
+    arrivals.measured()  # still late, but not for the process's work: the door's whole width
+    assert _through(arrivals, crowd) == LET_IN_MOST
+    assert arrivals.waiting == 0 and arrivals.held_total == LET_IN_MOST
     assert _arrive(arrivals, 1)[0].paused  # the crowd before the last measure still counts
     arrivals.measured()
     arrivals.measured()  # two measures without a crowd: a late loop alone holds nobody
     assert not _arrive(arrivals, 1)[0].paused
     assert arrivals.last_held_at > 0
+
+
+async def test_the_door_widens_by_a_quarter_while_the_loop_is_on_time() -> None:
+    admission = Admission(limit=5)
+    arrivals = Arrivals(admission, header_timeout_s=10)
+    _busy(admission, True)
+    held = _arrive(arrivals, 4000)
+    widths: list[int] = []
+    for _ in range(8):
+        arrivals.measured()
+        widths.append(_through(arrivals, held) - sum(widths))
+    assert widths == [64, 32, 16, 8, 4, 2, 2, 2]  # halved while late for its own work
+    _busy(admission, False)
+    for _ in range(20):
+        arrivals.measured()
+        widths.append(_through(arrivals, held) - sum(widths))
+    assert widths[8:] == [
+        *(3, 4, 5, 6, 7, 8, 10, 12, 15, 18, 22, 27, 33, 41, 51, 63, 78, 97, 121),
+        LET_IN_MOST,
+    ]
+
+
+async def test_connections_entering_bound_the_door_until_through_or_for_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """However wide the door, at most ENTERING_MOST connections are let in whose first request
+    is not through; one through (or closed) makes room at the next measure, and one let in
+    longer than ENTERING_S ago counts no more."""
+    monkeypatch.setattr(door, "ENTERING_MOST", 5)
+    monkeypatch.setattr(door, "ENTERING_S", 0.2)
+    admission = Admission(limit=5)
+    arrivals = Arrivals(admission, header_timeout_s=10)
+    first = _arrive(arrivals, 8)  # the door wide open: let in until 5 are entering
+    assert [t.paused for t in first] == [False] * 5 + [True] * 3
+    assert arrivals.entering == 5 and arrivals.waiting == 3
+    arrivals.measured()
+    assert arrivals.waiting == 3  # none through yet: nobody more
+    arrivals.through(first[0].handler)
+    arrivals.through(first[0].handler)  # again: changes nothing
+    arrivals.through(first[1].handler)
+    assert arrivals.entering == 3
+    arrivals.measured()
+    assert [t.paused for t in first] == [False] * 7 + [True]
+    loop = asyncio.get_running_loop()
+    since = loop.time()
+    await eventually(lambda: loop.time() > since + 0.25, "past ENTERING_S")
+    arrivals.measured()  # the others count as entering no more
+    assert not first[7].paused and arrivals.entering == 1
+
+
+async def test_a_page_a_call_and_a_websocket_are_through_the_door(
+    make_server: ServerFactory,
+) -> None:
+    """A response to a page or an API call, a websocket's first message and a connection
+    closed take its connection off those entering, on a real server."""
+    server: TestServer = await make_server()
+    app = server.app
+    base = str(server.make_url("")).rstrip("/")
+    arrivals: Arrivals = app[ARRIVALS]
+    async with ClientSession(connector=TCPConnector(force_close=True)) as http:
+        async with http.post(f"{base}/api/v1/players", json={"name": "Door"}) as resp:
+            token = (await resp.json())["token"]
+        async with http.get(f"{base}/healthz") as resp:
+            assert resp.status == 200
+        await eventually(lambda: arrivals.entering == 0, "the calls through")
+        ws = await http.ws_connect(f"{base}/ws")
+        assert arrivals.entering == 1  # upgraded; its first message not read yet
+        player = WsPlayer(ws)
+        assert (await player.request({"type": "hello", "token": token}))["type"] == "welcome"
+        assert arrivals.entering == 0
+        await ws.close()
+        silent = await http.ws_connect(f"{base}/ws")
+        assert arrivals.entering == 1
+        await silent.close()
+        await eventually(lambda: arrivals.entering == 0, "the closed connection through")
+    with socket.create_connection(("127.0.0.1", server.port)):  # nothing sent
+        await eventually(lambda: arrivals.entering == 1, "the silent connection let in")
+    await eventually(lambda: arrivals.entering == 0, "the silent connection's close seen")
 
 
 @pytest.fixture
@@ -214,10 +304,7 @@ async def test_a_connection_held_past_its_header_time_out_is_served_once_let_in(
         async with http.post(f"{base}/api/v1/players", json={"name": "Door"}) as resp:
             assert resp.status == 201
             token = (await resp.json())["token"]
-        busy = [True]
-        monkeypatch.setattr(Arrivals, "_busy", lambda self: busy[0])
-        monkeypatch.setattr(door, "LET_IN_LEAST", 0)  # nobody let in while it is busy
-        app[ARRIVALS]._let_in = 0
+        busy = hold_the_door(app, monkeypatch)
         began = loop.time()
         connecting = asyncio.create_task(http.ws_connect(f"{base}/ws"))
         await eventually(lambda: app[ARRIVALS].waiting == 1, "the connection waits at the door")

@@ -11,13 +11,11 @@ import pytest
 from aiohttp import ClientSession, TCPConnector, web
 from aiohttp.test_utils import TestServer
 
-from server.web import arrivals as door
 from server.web import operations
-from server.web.arrivals import Arrivals
 from server.web.keys import ARRIVALS
 from server.web.operations import OperationsRunner, operations_app
 from tests.conftest import ServerFactory
-from tests.helpers import WAIT_S, eventually
+from tests.helpers import WAIT_S, eventually, hold_the_door
 
 
 @contextlib.asynccontextmanager
@@ -43,10 +41,7 @@ async def test_health_and_metrics_answer_on_the_operations_port_while_the_door_h
     async with _operations_port(server) as (_, port):
         ops_base = f"http://127.0.0.1:{port}"
         async with ClientSession(connector=TCPConnector(force_close=True)) as http:
-            busy = [True]
-            monkeypatch.setattr(Arrivals, "_busy", lambda self: busy[0])
-            monkeypatch.setattr(door, "LET_IN_LEAST", 0)  # nobody let in while it is busy
-            app[ARRIVALS]._let_in = 0
+            busy = hold_the_door(app, monkeypatch)
             probe = asyncio.create_task(http.get(f"{base}/readyz"))
             await eventually(lambda: app[ARRIVALS].waiting == 1, "the probe waits at the door")
             for path, kind in (
