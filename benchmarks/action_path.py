@@ -74,7 +74,7 @@ async def measure(
                         f"= {ours / theirs:.1f}x"
                     )
         if args.burst:
-            await burst(base, args.burst, server.pid)
+            await burst(base, args.burst, server.pid, args.burst_clients)
         if args.storm:
             await storm(base, args.storm, args.storm_stayed, server.pid, args.pace)
         if args.idle:
@@ -117,6 +117,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--burst", type=int, default=0, help="Connections opened at once (0: skip)."
+    )
+    parser.add_argument(
+        "--burst-clients",
+        type=int,
+        default=1,
+        help="Load processes the burst's connections are spread over (all opening together).",
     )
     parser.add_argument(
         "--storm", type=int, default=0, help="Players whose sockets are cut at once (0: skip)."

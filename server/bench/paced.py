@@ -4,7 +4,6 @@ process carries with its ack p99 under a target."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -19,7 +18,7 @@ import aiohttp
 
 from server.bench import percentile
 from server.bench.crowd import Refused, Start, connect_player, crowd, send_action, start_game
-from server.bench.process import cpu_s, cpu_since, rss_kb, spawned
+from server.bench.process import cpu_s, cpu_since, rss_kb, shares, spawned_each
 from server.bench.stats import Stats
 
 #: A paced send this much later than planned counts as late (ms).
@@ -144,22 +143,11 @@ async def run_paced_split(
     and the time spent playing (s)."""
     barrier = multiprocessing.get_context("spawn").Barrier(clients + 1)
     stats = Stats()
-    async with contextlib.AsyncExitStack() as processes:
-        pipes = [
-            await processes.enter_async_context(
-                spawned(
-                    _paced_process,
-                    base,
-                    players // clients + (1 if i < players % clients else 0),
-                    seconds,
-                    pace,
-                    jitter,
-                    i * players,
-                    barrier,
-                )
-            )
-            for i in range(clients)
-        ]
+    arguments: list[tuple[object, ...]] = [
+        (base, share, seconds, pace, jitter, i * players, barrier)
+        for i, share in enumerate(shares(players, clients))
+    ]
+    async with spawned_each(_paced_process, arguments) as pipes:
         await asyncio.to_thread(barrier.wait)
         began = time.monotonic()
         server_before = cpu_s(pid) if pid else None

@@ -83,6 +83,17 @@ def family(pid: int) -> set[int]:
     return family
 
 
+def machine_busy() -> tuple[float, float]:
+    """The machine's CPU time so far (Linux ``/proc/stat``, every core), in seconds:
+    ``(busy, total)``, busy being all but idle and waiting on I/O; two readings' differences
+    give the share of the machine used between them."""
+    with open("/proc/stat") as stat:
+        ticks = [int(value) for value in stat.readline().split()[1:]]
+    tick_s = 1 / os.sysconf("SC_CLK_TCK")
+    total = sum(ticks[:8]) * tick_s  # guest time is already counted in user time
+    return total - (ticks[3] + ticks[4]) * tick_s, total
+
+
 def cpu_since(pid: int, before: float | None) -> float | None:
     """CPU seconds a process has used since it had used ``before`` (from :func:`cpu_s`), or
     None when either reading is missing."""
@@ -111,6 +122,21 @@ async def spawned(
         await asyncio.to_thread(process.join, JOIN_S)
         if process.is_alive():
             process.kill()
+
+
+def shares(count: int, parts: int) -> list[int]:
+    """``count`` spread over ``parts`` as evenly as it goes (the first ones one more)."""
+    return [count // parts + (1 if i < count % parts else 0) for i in range(parts)]
+
+
+@contextlib.asynccontextmanager
+async def spawned_each(
+    target: Callable[..., None], arguments: list[tuple[object, ...]]
+) -> AsyncIterator[list[multiprocessing.connection.Connection]]:
+    """:func:`spawned` once for each of ``arguments`` (``target(*args, pipe)`` each), yielding
+    their pipes in that order; on exit, each joined."""
+    async with contextlib.AsyncExitStack() as processes:
+        yield [await processes.enter_async_context(spawned(target, *args)) for args in arguments]
 
 
 def free_port() -> int:

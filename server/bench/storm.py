@@ -17,6 +17,7 @@ import asyncio
 import json
 import math
 import multiprocessing.connection
+import os
 import random
 import statistics
 import time
@@ -29,7 +30,7 @@ import aiohttp
 from server.bench import percentile
 from server.bench.burst import REGISTER_CONCURRENCY, register
 from server.bench.crowd import choose_action
-from server.bench.process import cpu_s, cpu_since, spawned
+from server.bench.process import cpu_s, cpu_since, machine_busy, spawned
 
 #: The page's reconnection delays (ms) by attempt, before its jitter (connection.js).
 BACKOFF_MS = (250, 500, 1000, 2000, 4000, 8000)
@@ -78,7 +79,13 @@ class StormResult:
     lost: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     stayed_acks_ms: list[float] = field(default_factory=list)
+    #: When each of ``stayed_acks_ms`` was sent, in s from the cut.
+    stayed_sent_s: list[float] = field(default_factory=list)
     server_cpu_s: float | None = None
+    #: CPU time of this process (the cut players' pages) during the storm (s).
+    client_cpu_s: float = 0.0
+    #: Share of the machine's CPU (every core) used during the storm, by anything.
+    machine_share: float = 0.0
     storm_s: float = 0.0
     #: Whether hellos name the game the page holds (``hello.games``); a server from before
     #: it refuses them, and is greeted as the page of its time did.
@@ -247,6 +254,8 @@ class _StayedReport:
     """What the players who stayed connected measured, sent back by their own process."""
 
     acks_ms: list[float] = field(default_factory=list)
+    #: When each of ``acks_ms`` was sent (monotonic s, the machine's clock: the parent's too).
+    acks_sent_at: list[float] = field(default_factory=list)
     after_acks_ms: list[float] = field(default_factory=list)
     busy: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
@@ -291,7 +300,11 @@ async def _stayed(
             while said != "stop":
                 await asyncio.sleep(player.rng.uniform(0.5, 1.5) / pace)
                 try:
-                    acks.append(await _act(player, report.busy))
+                    sent_at = time.monotonic()
+                    took = await _act(player, report.busy)
+                    acks.append(took)
+                    if acks is report.acks_ms:
+                        report.acks_sent_at.append(sent_at)
                 except RuntimeError as refused:  # counted; sent again at the next turn
                     report.errors[str(refused)] += 1
                 except (aiohttp.ClientError, ConnectionError) as lost:  # counted; it stops
@@ -349,12 +362,18 @@ async def storm(
             await asyncio.sleep(1.0)  # the stayed players' pace is established
             cpu_before = cpu_s(pid) if pid else None
             counts_before = await _server_counts(http, base)
+            client_before, machine_before = time.process_time(), machine_busy()
             cut_at = time.monotonic()
             for player in cut:
                 assert player.ws is not None
                 cut_off(player.ws)
             await asyncio.gather(*(_come_back(http, ws_url, p, cut_at, result) for p in cut))
             result.storm_s = time.monotonic() - cut_at
+            result.client_cpu_s = time.process_time() - client_before
+            machine_after = machine_busy()
+            result.machine_share = (machine_after[0] - machine_before[0]) / max(
+                machine_after[1] - machine_before[1], 1e-9
+            )
             if cpu_before is not None and pid:
                 result.server_cpu_s = cpu_since(pid, cpu_before)
             counts_after = await _server_counts(http, base)
@@ -373,7 +392,15 @@ async def storm(
             )
             ours.send("stop")
             report: _StayedReport = await asyncio.to_thread(ours.recv)
-        result.stayed_acks_ms = report.acks_ms
+        # The players who stayed played from before the cut (while the others were seated):
+        # only their acks sent since the cut count.
+        during = [
+            (at - cut_at, ms)
+            for at, ms in zip(report.acks_sent_at, report.acks_ms, strict=True)
+            if at >= cut_at
+        ]
+        result.stayed_sent_s = [sent_s for sent_s, _ in during]
+        result.stayed_acks_ms = [ms for _, ms in during]
         after_acks += report.after_acks_ms
         result.busy_in_play += report.busy
         result.errors += report.errors
@@ -417,6 +444,12 @@ def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
         f"  back in play: 50% {at(0.5)}  99% {at(0.99)}  100% {at(1.0)}  "
         f"({len(back)} of {result.cut})"
     )
+    if back:
+        back_in = Counter(int(t) for t in back)
+        print(
+            "  back in play by the second after the cut: "
+            + " ".join(f"{back_in[second]}" for second in range(int(back[-1]) + 1))
+        )
     print(
         f"  server_busy answers: {result.busy} to hellos, {dict(result.busy_in_play) or 0} "
         f"to players in play  errors: {dict(result.errors) or 0}"
@@ -432,6 +465,13 @@ def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
             f"p50 {statistics.median(acks):.1f} ms  p99 {percentile(acks, 0.99):.1f} ms  "
             f"max {max(acks):.1f} ms"
         )
+        sent_in: dict[int, list[float]] = {}
+        for sent_s, ms in zip(result.stayed_sent_s, acks, strict=True):
+            sent_in.setdefault(math.floor(sent_s), []).append(ms)
+        print(
+            "  their ack p99 (ms) by the second after the cut they were sent in: "
+            + " ".join(f"{percentile(sent_in[second], 0.99):.0f}" for second in sorted(sent_in))
+        )
     if after_acks:
         print(
             f"  everyone at a human pace after it ({len(after_acks)} acks): "
@@ -443,3 +483,7 @@ def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
             f"{result.storm_s:.2f} s = {result.server_cpu_s / result.hellos * 1e3:.2f} ms "
             f"per hello ({result.hellos} hellos, with their resumes and the stayed players' acts)"
         )
+    print(
+        f"  meanwhile the cut players' client used {result.client_cpu_s:.2f} s of CPU, and the "
+        f"machine {result.machine_share:.0%} of its {os.cpu_count()} cores"
+    )
