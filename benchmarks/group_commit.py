@@ -40,6 +40,7 @@ from server.storage.commits import (
     COMMIT_BATCH_SQL,
     ActionWrite,
     GroupCommitter,
+    WriteOutcome,
     _arguments,
     _Link,
     _Pending,
@@ -62,11 +63,13 @@ _NAMED_BATCH = text(_NAMED_SQL)
 class TextCommitter(GroupCommitter):
     """The group committer sending each batch through SQLAlchemy's ``text()``."""
 
-    async def _commit(self, link: _Link, batch: Sequence[_Pending]) -> dict[int, str]:
+    async def _commit(
+        self, link: _Link, batch: Sequence[_Pending], outcomes: dict[int, str]
+    ) -> None:
         await self._was_closed(link.conn)
         parameters = {f"p{i}": value for i, value in enumerate(_arguments(batch), 1)}
         result = await link.conn.execute(_NAMED_BATCH, parameters)
-        return {row[0]: str(row[1]) for row in result}
+        outcomes.update((row[0], str(row[1])) for row in result)
 
     @staticmethod
     async def _was_closed(conn: AsyncConnection) -> bool:
@@ -151,8 +154,9 @@ async def statement_alone(committer: GroupCommitter, link: _Link) -> Batch:
     loop = asyncio.get_running_loop()
 
     async def run(writes: list[ActionWrite]) -> None:
-        batch = [_Pending(w, None, loop.create_future(), 0.0) for w in writes]
-        stored = await committer._commit(link, batch)
+        batch = [_Pending(w, None, WriteOutcome(loop=loop), 0.0) for w in writes]
+        stored: dict[int, str] = {}
+        await committer._commit(link, batch, stored)
         assert len(stored) == len(writes), stored
 
     return run

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import trueskill  # type: ignore[import-untyped]
+import trueskill  # type: ignore[import-untyped,import-not-found,unused-ignore]
 from openskill.models import PlackettLuce, ThurstoneMostellerFull
 
 from server.engine.actions import Action, ActionKind

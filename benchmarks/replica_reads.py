@@ -49,7 +49,7 @@ from typing import Any
 
 import aiohttp
 import asyncpg
-from leaderboard import DATE, fill  # type: ignore[import-not-found]
+from leaderboard import DATE, fill
 
 from server.bench import percentile
 from server.bench.paced import run_paced
