@@ -116,6 +116,7 @@ def create_app(
         daily_secret = load_or_create_daily_secret(settings, generate=False)
     app = web.Application(
         middlewares=[
+            _door_middleware,
             http.timing_middleware,
             per_address.limit_middleware,
             http.error_middleware,
@@ -530,6 +531,14 @@ async def _close_sockets(app: web.Application) -> None:
                 await socket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")
 
     await asyncio.gather(*(close(socket) for socket in list(sockets)))
+
+
+@web.middleware
+async def _door_middleware(request: web.Request, handler: http.Handler) -> web.StreamResponse:
+    """A request begins: the first of a connection let in makes it one entering
+    (:meth:`server.web.arrivals.Arrivals.started`)."""
+    request.app[ARRIVALS].started(request.protocol)
+    return await handler(request)
 
 
 async def _through_door(request: web.Request, response: web.StreamResponse) -> None:

@@ -32,13 +32,16 @@ The door's width follows the process's own work only: a loop late while the proc
 little of a core (the machine busy with other work, a load generator on the same cores) does
 not narrow it, since holding connections back would not make that loop any sooner (it holds
 new arrivals, though, while a crowd arrives). What bounds the work let in is the
-number of connections *entering*: let in, and their first request not through yet (a page's
-or the API's: its response begun; the websocket's: its first message read, a hello then waiting
-for its turn at admission, where :data:`HOLD_WAITING` bounds it). While
-:data:`ENTERING_MOST` are entering, the door lets nobody more in: a process that greets slowly
-(its database slow, its core shared) is sent connections as fast as it greets them, and a
-storm's pages do not pile up as hellos it must turn away. A connection counts as entering for
-:data:`ENTERING_S` at most, so silent connections let in cannot keep the door shut.
+number of connections *entering*: let in, their first request begun (its headers read:
+:meth:`Arrivals.started`) and not through yet (a page's or the API's: its response begun; the
+websocket's: its first message read, a hello then waiting for its turn at admission, where
+:data:`HOLD_WAITING` bounds it). While :data:`ENTERING_MOST` are entering, the door lets nobody
+more in: a process that greets slowly (its database slow, its core shared) is sent connections
+as fast as it greets them, and a storm's pages do not pile up as hellos it must turn away. A
+connection that sends nothing, or not a whole request's headers, is not entering (it costs the
+process nothing, and a flood of them must not keep the door shut); one counts as entering for
+:data:`ENTERING_S` at most, and those that do without end (a websocket that never says hello)
+are in use, bounded for each address (``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``).
 """
 
 from __future__ import annotations
@@ -79,10 +82,10 @@ LET_IN_LEAST = 2
 LET_IN_MOST = 128
 #: Connections waiting at the door at most.
 HELD_AT_MOST = 10_000
-#: Connections entering (let in, their first request not through yet) from which the door
-#: lets nobody more in.
+#: Connections entering (let in, their first request begun and not through yet) from which
+#: the door lets nobody more in.
 ENTERING_MOST = 512
-#: How long a connection let in counts as entering at most (s).
+#: How long a connection counts as entering at most, from its first request's beginning (s).
 ENTERING_S = 2.0
 #: TCP states (``tcpi_state`` of ``TCP_INFO``, Linux) of a connection still open both ways,
 #: and of one whose peer closed its side.
@@ -108,10 +111,12 @@ class Arrivals:
         self._admission = admission
         self._header_timeout_s = header_timeout_s
         self._held: deque[tuple[RequestHandler, asyncio.Transport]] = deque()
-        #: Connections let in whose first request is not through yet, and, oldest first,
-        #: when each was let in (the loop's clock, s; some may be through already).
+        #: Connections let in whose first request has not begun, those entering (begun, not
+        #: through yet) and, oldest first, when each of these began (the loop's clock, s; some
+        #: may be through already).
+        self._unbegun: set[RequestHandler] = set()
         self._entering: set[RequestHandler] = set()
-        self._let_in_at: deque[tuple[float, RequestHandler]] = deque()
+        self._began_at: deque[tuple[float, RequestHandler]] = deque()
         self._let_in = LET_IN_MOST
         #: Connections that may still come in before the next measure.
         self._allowance = LET_IN_MOST
@@ -133,25 +138,32 @@ class Arrivals:
 
     @property
     def entering(self) -> int:
-        """Connections let in whose first request is not through yet (for at most
-        :data:`ENTERING_S`)."""
+        """Connections let in whose first request has begun and is not through yet (for at
+        most :data:`ENTERING_S`)."""
         return len(self._entering)
+
+    def started(self, handler: RequestHandler) -> None:
+        """A request of ``handler``'s connection begins (its headers were read): if it is the
+        first of a connection let in, the connection is entering from now. Any other call
+        changes nothing."""
+        if handler in self._unbegun:
+            self._unbegun.discard(handler)
+            self._entering.add(handler)
+            self._began_at.append((asyncio.get_running_loop().time(), handler))
 
     def through(self, handler: RequestHandler) -> None:
         """``handler``'s connection is through the door: its first request is through (a
         response begun, a websocket's first message read), or it closed. Any later call
         changes nothing."""
+        self._unbegun.discard(handler)
         self._entering.discard(handler)
 
-    def _enter(self, handler: RequestHandler, now: float) -> None:
-        self._entering.add(handler)
-        self._let_in_at.append((now, handler))
-
-    def _forget_entered_before(self, when: float) -> None:
-        """Connections let in before ``when`` count as entering no more."""
-        let_in_at = self._let_in_at
-        while let_in_at and let_in_at[0][0] < when:
-            self._entering.discard(let_in_at.popleft()[1])
+    def _forget_begun_before(self, when: float) -> None:
+        """Connections whose first request began before ``when`` count as entering no
+        more."""
+        began_at = self._began_at
+        while began_at and began_at[0][0] < when:
+            self._entering.discard(began_at.popleft()[1])
 
     def _busy(self) -> bool:
         """Whether :data:`HOLD_WAITING` hellos wait at admission or :data:`ENTERING_MOST`
@@ -172,7 +184,7 @@ class Arrivals:
         self._arrived += 1
         if not self._held and self._allowance > 0 and not self._busy():
             self._allowance -= 1
-            self._enter(handler, asyncio.get_running_loop().time())
+            self._unbegun.add(handler)
             return
         if len(self._held) >= HELD_AT_MOST:
             self.turned_away += 1
@@ -193,8 +205,7 @@ class Arrivals:
         """After each measure of the loop: let connections in (see the module's
         docstring)."""
         self._arrived_before, self._arrived = self._arrived, 0
-        now = asyncio.get_running_loop().time()
-        self._forget_entered_before(now - ENTERING_S)
+        self._forget_begun_before(asyncio.get_running_loop().time() - ENTERING_S)
         admission = self._admission
         if admission.waiting >= HOLD_WAITING or admission.late_for_own_work(HOLD_LAG_S):
             self._let_in = max(LET_IN_LEAST, self._let_in // 2)
@@ -214,7 +225,7 @@ class Arrivals:
                 continue
             _header_timer(handler, self._header_timeout_s)
             transport.resume_reading()
-            self._enter(handler, now)
+            self._unbegun.add(handler)
             self._allowance -= 1
 
 
@@ -265,12 +276,14 @@ def _stop_header_timer_while_held(handler: RequestHandler, transport: asyncio.Tr
 
 def hold_arrivals(server: web.Server, arrivals: Arrivals) -> None:
     """Make ``server`` hand each connection it accepts to ``arrivals`` (:class:`Arrivals`),
-    and tell it of each one that closed (:meth:`Arrivals.through`)."""
+    unless it is closing or its reading was paused as it was accepted (refused there, its
+    close on the loop's next turn), and tell it of each one that closed
+    (:meth:`Arrivals.through`)."""
     made, lost = server.connection_made, server.connection_lost
 
     def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
         made(handler, transport)
-        if not transport.is_closing():
+        if transport.is_reading():  # not closing, nor paused: refused at accept
             arrivals.arrived(handler, transport)
 
     def connection_lost(handler: RequestHandler, exc: BaseException | None = None) -> None:

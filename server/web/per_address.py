@@ -138,6 +138,7 @@ def close_at_accept(server: web.Server, refusal: Callable[[asyncio.Transport], s
         why = refusal(transport)
         if why is not None:
             client_fault(Fault.CONNECTION_LIMIT, why)
+            transport.pause_reading()  # nothing read from it; the door lets it be
             # On the loop's next turn: the handler's task, created as this returns, must start
             # before the close reaches the handler, as for a client that leaves at once.
             asyncio.get_running_loop().call_soon(transport.abort)

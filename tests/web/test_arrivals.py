@@ -164,29 +164,41 @@ async def test_the_door_widens_by_a_quarter_while_the_loop_is_on_time() -> None:
 async def test_connections_entering_bound_the_door_until_through_or_for_a_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """However wide the door, at most ENTERING_MOST connections are let in whose first request
-    is not through; one through (or closed) makes room at the next measure, and one let in
-    longer than ENTERING_S ago counts no more."""
+    """A connection let in is entering once its first request begins, until that request is
+    through (or the connection closed), for ENTERING_S at most; while ENTERING_MOST are
+    entering, nobody more is let in. One that has sent no request is not entering."""
     monkeypatch.setattr(door, "ENTERING_MOST", 5)
     monkeypatch.setattr(door, "ENTERING_S", 0.2)
     admission = Admission(limit=5)
     arrivals = Arrivals(admission, header_timeout_s=10)
-    first = _arrive(arrivals, 8)  # the door wide open: let in until 5 are entering
-    assert [t.paused for t in first] == [False] * 5 + [True] * 3
-    assert arrivals.entering == 5 and arrivals.waiting == 3
+    first = _arrive(arrivals, 8)  # the door wide open
+    assert not any(t.paused for t in first) and arrivals.entering == 0  # no request yet
+    for transport in first[:6]:
+        arrivals.started(transport.handler)
+    arrivals.started(first[0].handler)  # a later request of the same connection: nothing
+    assert arrivals.entering == 6
+    later = _arrive(arrivals, 3)  # 6 entering: they wait
+    assert all(t.paused for t in later) and arrivals.waiting == 3
     arrivals.measured()
     assert arrivals.waiting == 3  # none through yet: nobody more
     arrivals.through(first[0].handler)
     arrivals.through(first[0].handler)  # again: changes nothing
-    arrivals.through(first[1].handler)
-    assert arrivals.entering == 3
+    arrivals.through(first[6].handler)  # closed before its first request: not entering
+    assert arrivals.entering == 5
     arrivals.measured()
-    assert [t.paused for t in first] == [False] * 7 + [True]
+    assert arrivals.waiting == 3  # still 5 entering
+    arrivals.through(first[1].handler)
+    arrivals.measured()  # 4 entering: let in (they count once their requests begin)
+    assert arrivals.waiting == 0 and arrivals.entering == 4
+    arrivals.started(first[0].handler)  # through already: its next request changes nothing
+    for transport in later:
+        arrivals.started(transport.handler)
+    assert arrivals.entering == 7
     loop = asyncio.get_running_loop()
     since = loop.time()
     await eventually(lambda: loop.time() > since + 0.25, "past ENTERING_S")
-    arrivals.measured()  # the others count as entering no more
-    assert not first[7].paused and arrivals.entering == 1
+    arrivals.measured()  # they count as entering no more
+    assert arrivals.entering == 0
 
 
 async def test_a_page_a_call_and_a_websocket_are_through_the_door(
@@ -215,8 +227,31 @@ async def test_a_page_a_call_and_a_websocket_are_through_the_door(
         await silent.close()
         await eventually(lambda: arrivals.entering == 0, "the closed connection through")
     with socket.create_connection(("127.0.0.1", server.port)):  # nothing sent
-        await eventually(lambda: arrivals.entering == 1, "the silent connection let in")
-    await eventually(lambda: arrivals.entering == 0, "the silent connection's close seen")
+        await eventually(lambda: len(arrivals._unbegun) == 1, "the silent connection let in")
+        assert arrivals.entering == 0  # no request: not entering
+    await eventually(lambda: not arrivals._unbegun, "the silent connection's close seen")
+
+
+async def test_connections_that_send_nothing_do_not_keep_the_door_shut(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flood of connections that send nothing, or not a whole request's headers, is let in
+    without counting as entering: a page's request after them is not held for them."""
+    monkeypatch.setattr(door, "ENTERING_MOST", 2)
+    server: TestServer = await make_server()
+    arrivals: Arrivals = server.app[ARRIVALS]
+    silent = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(10)]
+    for sock in silent[:5]:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # headers never ended
+    try:
+        await eventually(lambda: len(arrivals._unbegun) == 10, "the flood let in")
+        assert arrivals.entering == 0
+        async with ClientSession() as http, http.get(str(server.make_url("/healthz"))) as resp:
+            assert resp.status == 200
+        assert arrivals.entering == 0 and len(arrivals._unbegun) == 10
+    finally:
+        for sock in silent:
+            sock.close()
 
 
 @pytest.fixture

@@ -15,9 +15,11 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web_protocol import RequestHandler
 from prometheus_client import REGISTRY
 
 from server.web import ws as ws_module
+from server.web.arrivals import Arrivals
 from server.web.keys import SOCKETS
 from server.web.per_address import ADDRESS_CONNECTIONS
 from tests.conftest import ServerFactory
@@ -144,11 +146,19 @@ async def _closed_unanswered(server: TestServer) -> bool:
 
 
 async def test_an_address_at_its_limit_has_new_connections_closed_as_they_are_accepted(
-    make_server: ServerFactory, caplog: pytest.LogCaptureFixture
+    make_server: ServerFactory, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = await make_server(max_connections_per_address=3)
     counts = server.app[ADDRESS_CONNECTIONS]
     before = _refused_for_the_limit()
+    at_the_door: list[object] = []  # connections the door was handed
+    arrived = Arrivals.arrived
+
+    def counted(self: Arrivals, handler: RequestHandler, transport: asyncio.Transport) -> None:
+        at_the_door.append(transport)
+        arrived(self, handler, transport)
+
+    monkeypatch.setattr(Arrivals, "arrived", counted)
     async with TestClient(server) as client, _connection(server) as (kept, keeping):
         # A connection accepted before the limit is reached, kept alive.
         keeping.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -159,11 +169,14 @@ async def test_an_address_at_its_limit_has_new_connections_closed_as_they_are_ac
         await kept.readexactly(int(length[1]))
         sockets = [await client.ws_connect("/ws") for _ in range(3)]
         await eventually(lambda: counts.in_use("127.0.0.1") == 3, "three in use")
-        # New connections are closed unanswered: nothing parsed, nothing sent.
+        handed = len(at_the_door)
+        # New connections are closed unanswered: nothing parsed, nothing sent, and the door
+        # not asked (they take none of its places).
         assert await _closed_unanswered(server)
         with pytest.raises(aiohttp.ClientConnectionError):
             await client.ws_connect("/ws")
         assert _refused_for_the_limit() == before + 2
+        assert len(at_the_door) == handed
         # A request on the connection accepted before is answered 429.
         keeping.write(b"GET /api/v1/daily HTTP/1.1\r\nHost: x\r\n\r\n")
         answer = await _until_closed(kept)
