@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -537,7 +538,7 @@ async def _close_sockets(app: web.Application) -> None:
 async def _door_middleware(request: web.Request, handler: http.Handler) -> web.StreamResponse:
     """A request begins: the first of a connection let in makes it one entering
     (:meth:`server.web.arrivals.Arrivals.started`)."""
-    request.app[ARRIVALS].started(request.protocol)
+    request.app[ARRIVALS].started(request.protocol, partial(http.client_group, request))
     return await handler(request)
 
 

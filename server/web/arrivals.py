@@ -40,8 +40,9 @@ more in: a process that greets slowly (its database slow, its core shared) is se
 as fast as it greets them, and a storm's pages do not pile up as hellos it must turn away. A
 connection that sends nothing, or not a whole request's headers, is not entering (it costs the
 process nothing, and a flood of them must not keep the door shut); one counts as entering for
-:data:`ENTERING_S` at most, and those that do without end (a websocket that never says hello)
-are in use, bounded for each address (``TRIPEAKS_MAX_CONNECTIONS_PER_ADDRESS``).
+:data:`ENTERING_S` at most, and at most :data:`ENTERING_PER_ADDRESS` of one client's address
+group count (connections that never get through, websockets that never say hello reopened as
+they are closed, from a few addresses, must not keep it shut either).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ import logging
 import socket
 import struct
 import sys
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -87,6 +89,11 @@ HELD_AT_MOST = 10_000
 ENTERING_MOST = 512
 #: How long a connection counts as entering at most, from its first request's beginning (s).
 ENTERING_S = 2.0
+#: Connections of one client's address group (an IPv4 address, an IPv6 /64, the forwarded
+#: client behind a trusted proxy) counted as entering at most: more of them are let in without
+#: counting, so that a few addresses holding connections that never get through (websockets
+#: that never say hello, reopened as they are closed) cannot keep the door shut.
+ENTERING_PER_ADDRESS = 16
 #: TCP states (``tcpi_state`` of ``TCP_INFO``, Linux) of a connection still open both ways,
 #: and of one whose peer closed its side.
 _ESTABLISHED = 1
@@ -115,7 +122,10 @@ class Arrivals:
         #: through yet) and, oldest first, when each of these began (the loop's clock, s; some
         #: may be through already).
         self._unbegun: set[RequestHandler] = set()
-        self._entering: set[RequestHandler] = set()
+        #: Each connection entering and its client's address group, and how many of each
+        #: group are entering.
+        self._entering: dict[RequestHandler, str] = {}
+        self._entering_from: Counter[str] = Counter()
         self._began_at: deque[tuple[float, RequestHandler]] = deque()
         self._let_in = LET_IN_MOST
         #: Connections that may still come in before the next measure.
@@ -142,28 +152,41 @@ class Arrivals:
         most :data:`ENTERING_S`)."""
         return len(self._entering)
 
-    def started(self, handler: RequestHandler) -> None:
+    def started(self, handler: RequestHandler, address: Callable[[], str]) -> None:
         """A request of ``handler``'s connection begins (its headers were read): if it is the
-        first of a connection let in, the connection is entering from now. Any other call
-        changes nothing."""
-        if handler in self._unbegun:
-            self._unbegun.discard(handler)
-            self._entering.add(handler)
-            self._began_at.append((asyncio.get_running_loop().time(), handler))
+        first of a connection let in, the connection is entering from now, unless
+        :data:`ENTERING_PER_ADDRESS` of its client's address group (``address()``) already
+        are. Any other call changes nothing."""
+        if handler not in self._unbegun:
+            return
+        self._unbegun.discard(handler)
+        group = address()
+        if self._entering_from[group] >= ENTERING_PER_ADDRESS:
+            return
+        self._entering_from[group] += 1
+        self._entering[handler] = group
+        self._began_at.append((asyncio.get_running_loop().time(), handler))
 
     def through(self, handler: RequestHandler) -> None:
         """``handler``'s connection is through the door: its first request is through (a
         response begun, a websocket's first message read), or it closed. Any later call
         changes nothing."""
         self._unbegun.discard(handler)
-        self._entering.discard(handler)
+        self._no_longer_entering(handler)
+
+    def _no_longer_entering(self, handler: RequestHandler) -> None:
+        group = self._entering.pop(handler, None)
+        if group is not None:
+            self._entering_from[group] -= 1
+            if not self._entering_from[group]:
+                del self._entering_from[group]
 
     def _forget_begun_before(self, when: float) -> None:
         """Connections whose first request began before ``when`` count as entering no
         more."""
         began_at = self._began_at
         while began_at and began_at[0][0] < when:
-            self._entering.discard(began_at.popleft()[1])
+            self._no_longer_entering(began_at.popleft()[1])
 
     def _busy(self) -> bool:
         """Whether :data:`HOLD_WAITING` hellos wait at admission or :data:`ENTERING_MOST`
@@ -297,6 +320,7 @@ def hold_arrivals(server: web.Server, arrivals: Arrivals) -> None:
 __all__ = [
     "CROWD",
     "ENTERING_MOST",
+    "ENTERING_PER_ADDRESS",
     "ENTERING_S",
     "HELD_AT_MOST",
     "HOLD_LAG_S",

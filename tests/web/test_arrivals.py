@@ -18,6 +18,7 @@ from server.web import arrivals as door
 from server.web.admission import Admission
 from server.web.arrivals import (
     CROWD,
+    ENTERING_PER_ADDRESS,
     HELD_AT_MOST,
     HOLD_WAITING,
     LET_IN_LEAST,
@@ -32,8 +33,9 @@ from tests.helpers import WsPlayer, eventually, hold_the_door
 class _Transport:
     """A connection as the door sees it: paused, resumed, closing, aborted."""
 
-    def __init__(self, sock: socket.socket | None = None) -> None:
+    def __init__(self, sock: socket.socket | None = None, address: str = "192.0.2.1") -> None:
         self.handler = cast(RequestHandler, _Handler())
+        self.address = address
         self.paused = False
         self.closing = False
         self.aborted = False
@@ -60,6 +62,11 @@ class _Transport:
 
 class _Handler:
     """A request handler without aiohttp's header timer."""
+
+
+def _start(arrivals: Arrivals, transport: _Transport) -> None:
+    """The connection's request begins (its headers read), from its address."""
+    arrivals.started(transport.handler, lambda: transport.address)
 
 
 def _through(arrivals: Arrivals, transports: list[_Transport]) -> int:
@@ -174,8 +181,8 @@ async def test_connections_entering_bound_the_door_until_through_or_for_a_time(
     first = _arrive(arrivals, 8)  # the door wide open
     assert not any(t.paused for t in first) and arrivals.entering == 0  # no request yet
     for transport in first[:6]:
-        arrivals.started(transport.handler)
-    arrivals.started(first[0].handler)  # a later request of the same connection: nothing
+        _start(arrivals, transport)
+    _start(arrivals, first[0])  # a later request of the same connection: nothing
     assert arrivals.entering == 6
     later = _arrive(arrivals, 3)  # 6 entering: they wait
     assert all(t.paused for t in later) and arrivals.waiting == 3
@@ -190,15 +197,35 @@ async def test_connections_entering_bound_the_door_until_through_or_for_a_time(
     arrivals.through(first[1].handler)
     arrivals.measured()  # 4 entering: let in (they count once their requests begin)
     assert arrivals.waiting == 0 and arrivals.entering == 4
-    arrivals.started(first[0].handler)  # through already: its next request changes nothing
+    _start(arrivals, first[0])  # through already: its next request changes nothing
     for transport in later:
-        arrivals.started(transport.handler)
+        _start(arrivals, transport)
     assert arrivals.entering == 7
     loop = asyncio.get_running_loop()
     since = loop.time()
     await eventually(lambda: loop.time() > since + 0.25, "past ENTERING_S")
     arrivals.measured()  # they count as entering no more
     assert arrivals.entering == 0
+
+
+async def test_one_address_counts_for_a_few_connections_entering_at_most() -> None:
+    """Connections of one address past ENTERING_PER_ADDRESS are let in without counting as
+    entering: a few addresses whose connections never get through cannot shut the door."""
+    arrivals = Arrivals(Admission(limit=5), header_timeout_s=10)
+    mine = _arrive(arrivals, ENTERING_PER_ADDRESS + 4)
+    theirs = [_Transport(address="2001:db8::/64") for _ in range(3)]
+    for transport in theirs:
+        arrivals.arrived(transport.handler, cast(Any, transport))
+    for transport in mine + theirs:
+        _start(arrivals, transport)
+    assert arrivals.entering == ENTERING_PER_ADDRESS + 3
+    arrivals.through(mine[0].handler)  # one of the address's counted gets through
+    arrivals.through(mine[-1].handler)  # one that was not counted: nothing changes
+    assert arrivals.entering == ENTERING_PER_ADDRESS + 2
+    more = _Transport()
+    arrivals.arrived(more.handler, cast(Any, more))
+    _start(arrivals, more)  # the address has room for one again
+    assert arrivals.entering == ENTERING_PER_ADDRESS + 3
 
 
 async def test_a_page_a_call_and_a_websocket_are_through_the_door(
