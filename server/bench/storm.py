@@ -3,7 +3,8 @@ network blip, a proxy restarted), every page reconnecting as the browser's code 
 (:func:`page_backoff_ms`, the same schedule as ``static/js/connection.js``), resuming its game
 and playing on at a human pace; beside them players whose sockets were not cut keep playing,
 and their acks are timed throughout (in a process of their own: the storm's client, busy with
-thousands of pages, would otherwise time itself).
+thousands of pages, would otherwise time itself). The pages connect from many loopback
+addresses (:data:`PAGE_ADDRESSES`), as players' pages come from many addresses.
 
 Printed: the time from the cut until 50 %, 99 % and 100 % of the cut players are back in play
 (their ``resume`` answered with the STATE they had), the ``server_busy`` answers they got, the
@@ -14,6 +15,7 @@ time during the storm per hello answered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import multiprocessing.connection
@@ -21,6 +23,7 @@ import os
 import random
 import statistics
 import time
+import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +44,19 @@ JITTER = 0.5
 GIVE_UP_S = 120.0
 
 
+#: Loopback addresses the storm's pages connect from (127.0.0.2 on), a few dozen pages each,
+#: so that what a server counts by address sees many players' addresses, as in a real storm.
+PAGE_ADDRESSES = 250
+
+
+def page_addresses(base: str) -> list[tuple[str, int] | None]:
+    """The local addresses the storm's pages connect from: :data:`PAGE_ADDRESSES` loopback
+    ones when the server is at 127.0.0.1, else the system's choice (one None)."""
+    if urllib.parse.urlsplit(base).hostname != "127.0.0.1":
+        return [None]
+    return [(f"127.0.{n // 256}.{n % 256}", 0) for n in range(2, 2 + PAGE_ADDRESSES)]
+
+
 def page_backoff_ms(attempt: int, retry_after_ms: float | None, rng: random.Random) -> float:
     """How long the page waits before its reconnection number ``attempt`` (0 first), in ms:
     its step of :data:`BACKOFF_MS` jittered down by up to :data:`JITTER`, and at least the
@@ -58,6 +74,8 @@ class _Player:
 
     token: str
     rng: random.Random
+    #: The session its page connects through (from an address of its own), or None.
+    http: aiohttp.ClientSession | None = None
     ws: aiohttp.ClientWebSocketResponse | None = None
     state: dict[str, Any] | None = None
     #: When it was back in play after the cut (monotonic s), None while it is not.
@@ -346,15 +364,31 @@ async def storm(
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=GIVE_UP_S)
     result = StormResult(cut=count)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+    async with (
+        aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
+        contextlib.AsyncExitStack() as sessions,
+    ):
+        # Each page connects from one of many addresses, as players' pages do.
+        pages = [
+            await sessions.enter_async_context(
+                aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(limit=0, local_addr=address),
+                    timeout=timeout,
+                )
+            )
+            for address in page_addresses(base)
+        ]
         tokens = await register(http, base, count + stayed)
-        cut = [_Player(token, random.Random(i)) for i, token in enumerate(tokens[:count])]
+        cut = [
+            _Player(token, random.Random(i), pages[i % len(pages)])
+            for i, token in enumerate(tokens[:count])
+        ]
         async with spawned(_stayed_process, base, tokens[count:], pace) as ours:
             gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
 
             async def seat(player: _Player) -> None:
                 async with gate:
-                    await _seat(http, ws_url, player)
+                    await _seat(player.http or http, ws_url, player)
 
             await asyncio.gather(*(seat(p) for p in cut))
             if await asyncio.to_thread(ours.recv) != "seated":
@@ -367,7 +401,9 @@ async def storm(
             for player in cut:
                 assert player.ws is not None
                 cut_off(player.ws)
-            await asyncio.gather(*(_come_back(http, ws_url, p, cut_at, result) for p in cut))
+            await asyncio.gather(
+                *(_come_back(p.http or http, ws_url, p, cut_at, result) for p in cut)
+            )
             result.storm_s = time.monotonic() - cut_at
             result.client_cpu_s = time.process_time() - client_before
             machine_after = machine_busy()
