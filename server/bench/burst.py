@@ -72,6 +72,14 @@ async def _open_all(
     return stats, time.monotonic(), sockets
 
 
+def _load_session() -> aiohttp.ClientSession:
+    """A burst's client session: no limit on its connections, every request bounded."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        timeout=aiohttp.ClientTimeout(total=PATIENCE_S * 2),
+    )
+
+
 def _burst_process(
     base: str, count: int, barrier: Any, pipe: multiprocessing.connection.Connection
 ) -> None:
@@ -79,9 +87,7 @@ def _burst_process(
     the others, open and greet them all, and send back ``(stats, last answered at)``."""
 
     async def run() -> None:
-        connector = aiohttp.TCPConnector(limit=0)
-        timeout = aiohttp.ClientTimeout(total=PATIENCE_S * 2)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        async with _load_session() as http:
             tokens = await register(http, base, count)
 
             async def go() -> None:
@@ -103,14 +109,12 @@ async def burst(base: str, count: int, pid: int | None, clients: int = 1) -> Non
     if clients > 1:
         stats, spent, cpu = await _burst_split(base, count, pid, clients)
     else:
-        connector = aiohttp.TCPConnector(limit=0)
-        timeout = aiohttp.ClientTimeout(total=PATIENCE_S * 2)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        async with _load_session() as http:
             tokens = await register(http, base, count)
-            cpu_before = cpu_s(pid) if pid else None
-            began = time.monotonic()
+            cpu_before: float | None = None
+            began = 0.0
 
-            async def go() -> None:
+            async def go() -> None:  # the clock starts with every connection ready
                 nonlocal cpu_before, began
                 cpu_before = cpu_s(pid) if pid else None
                 began = time.monotonic()

@@ -7,9 +7,11 @@ thousands of pages, would otherwise time itself). The pages connect from many lo
 addresses (:data:`PAGE_ADDRESSES`), as players' pages come from many addresses.
 
 Printed: the time from the cut until 50 %, 99 % and 100 % of the cut players are back in play
-(their ``resume`` answered with the STATE they had), the ``server_busy`` answers they got, the
-ack p50/p99 of the players who stayed connected while the storm lasted, and the server's CPU
-time during the storm per hello answered.
+(their ``resume`` answered with the STATE they had) and how many came back in each second, the
+``server_busy`` answers they got, the ack p50/p99 of the players who stayed connected for the
+actions they sent from the cut until the last was back (and their p99 by the second), the
+server's CPU time during the storm per hello answered, and the CPU the storm's client used
+meanwhile with the share of the machine's cores in use.
 """
 
 from __future__ import annotations
