@@ -76,7 +76,14 @@ async def measure(
         if args.burst:
             await burst(base, args.burst, server.pid, args.burst_clients)
         if args.storm:
-            await storm(base, args.storm, args.storm_stayed, server.pid, args.pace)
+            await storm(
+                base,
+                args.storm,
+                args.storm_stayed,
+                server.pid,
+                args.pace,
+                clients=args.storm_clients,
+            )
         if args.idle:
             await idle_connections(base, args.idle, server.pid)
         if args.paced:
@@ -129,6 +136,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--storm-stayed", type=int, default=100, help="Players left connected in the storm."
+    )
+    parser.add_argument(
+        "--storm-clients",
+        type=int,
+        default=1,
+        help="Load processes the storm's cut players are spread over (with their addresses).",
     )
     parser.add_argument("--idle", type=int, default=0, help="Idle connections to hold (0: skip).")
     parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")

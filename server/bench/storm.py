@@ -3,15 +3,17 @@ network blip, a proxy restarted), every page reconnecting as the browser's code 
 (:func:`page_backoff_ms`, the same schedule as ``static/js/connection.js``), resuming its game
 and playing on at a human pace; beside them players whose sockets were not cut keep playing,
 and their acks are timed throughout (in a process of their own: the storm's client, busy with
-thousands of pages, would otherwise time itself). The pages connect from many loopback
-addresses (:data:`PAGE_ADDRESSES`), as players' pages come from many addresses.
+thousands of pages, would otherwise time itself). The cut players' pages run in one or more
+processes of their own (a storm's pages are many machines, each writing its request as soon as
+its connection opens) and connect from many loopback addresses (:data:`PAGE_ADDRESSES`), as
+players' pages come from many addresses.
 
 Printed: the time from the cut until 50 %, 99 % and 100 % of the cut players are back in play
 (their ``resume`` answered with the STATE they had) and how many came back in each second, the
 ``server_busy`` answers they got, the ack p50/p99 of the players who stayed connected for the
 actions they sent from the cut until the last was back (and their p99 by the second), the
-server's CPU time during the storm per hello answered, and the CPU the storm's client used
-meanwhile with the share of the machine's cores in use.
+server's CPU time during the storm per hello answered, and the CPU the storm's client
+processes used meanwhile with the share of the machine's cores in use.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import aiohttp
 from server.bench import percentile
 from server.bench.burst import REGISTER_CONCURRENCY, register
 from server.bench.crowd import choose_action
-from server.bench.process import cpu_s, cpu_since, machine_busy, spawned
+from server.bench.process import cpu_s, cpu_since, machine_busy, shares, spawned, spawned_each
 
 #: The page's reconnection delays (ms) by attempt, before its jitter (connection.js).
 BACKOFF_MS = (250, 500, 1000, 2000, 4000, 8000)
@@ -102,7 +104,7 @@ class StormResult:
     #: When each of ``stayed_acks_ms`` was sent, in s from the cut.
     stayed_sent_s: list[float] = field(default_factory=list)
     server_cpu_s: float | None = None
-    #: CPU time of this process (the cut players' pages) during the storm (s).
+    #: CPU time of the cut players' client processes during the storm (s).
     client_cpu_s: float = 0.0
     #: Share of the machine's CPU (every core) used during the storm, by anything.
     machine_share: float = 0.0
@@ -338,38 +340,36 @@ async def _stayed(
     pipe.send(report)
 
 
-async def storm(
+def _cut_process(
     base: str,
-    count: int,
-    stayed: int = 100,
-    pid: int | None = None,
-    pace: float = 1.0,
-    after_s: float = 5.0,
-) -> StormResult:
-    """Seat ``count + stayed`` registered players in free games in progress, cut the sockets
-    of ``count`` of them at once and let them come back as the page does, while ``stayed``
-    play on at ``pace`` actions per second (in a process of their own, so that their acks
-    time the server, not this process's work for the storm); print and return the figures.
+    tokens: list[str],
+    first: int,
+    addresses: list[tuple[str, int] | None],
+    pace: float,
+    pipe: multiprocessing.connection.Connection,
+) -> None:
+    """A share of the players whose sockets are cut, in a process of its own (a storm's pages
+    are many machines; one Python process opening thousands of connections would lag behind
+    them): seat them (``"seated"``), cut their sockets at the cut time the parent sends
+    (monotonic s), bring them back as the page does and send a :class:`StormResult` of their
+    storm; then play on until the time the parent sends and send back ``(after_acks,
+    busy_in_play, acked)``. ``first`` numbers their random streams, ``addresses`` are the ones
+    their pages connect from."""
+    asyncio.run(_cut_share(base, tokens, first, addresses, pace, pipe))
 
-    Args:
-        base: the server's base URL (loopback).
-        count: players whose sockets are cut.
-        stayed: players whose sockets are not cut (their acks are timed).
-        pid: the server's process id (its CPU time is read from ``/proc``), or None.
-        pace: actions per second of each player in play.
-        after_s: seconds of play after the last cut player is back.
 
-    Raises:
-        RuntimeError: a player could not be seated before the cut.
-    """
+async def _cut_share(
+    base: str,
+    tokens: list[str],
+    first: int,
+    addresses: list[tuple[str, int] | None],
+    pace: float,
+    pipe: multiprocessing.connection.Connection,
+) -> None:
     ws_url = f"{base.replace('http', 'ws', 1)}/ws"
-    connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=GIVE_UP_S)
-    result = StormResult(cut=count)
-    async with (
-        aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
-        contextlib.AsyncExitStack() as sessions,
-    ):
+    result = StormResult(cut=len(tokens))
+    async with contextlib.AsyncExitStack() as sessions:
         # Each page connects from one of many addresses, as players' pages do.
         pages = [
             await sessions.enter_async_context(
@@ -378,36 +378,96 @@ async def storm(
                     timeout=timeout,
                 )
             )
-            for address in page_addresses(base)
+            for address in addresses
         ]
-        tokens = await register(http, base, count + stayed)
         cut = [
-            _Player(token, random.Random(i), pages[i % len(pages)])
-            for i, token in enumerate(tokens[:count])
+            _Player(token, random.Random(first + i), pages[i % len(pages)])
+            for i, token in enumerate(tokens)
         ]
-        async with spawned(_stayed_process, base, tokens[count:], pace) as ours:
-            gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
+        gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
 
-            async def seat(player: _Player) -> None:
-                async with gate:
-                    await _seat(player.http or http, ws_url, player)
+        async def seat(player: _Player) -> None:
+            assert player.http is not None
+            async with gate:
+                await _seat(player.http, ws_url, player)
 
-            await asyncio.gather(*(seat(p) for p in cut))
-            if await asyncio.to_thread(ours.recv) != "seated":
-                raise RuntimeError("the players who stay connected could not be seated")
+        await asyncio.gather(*(seat(p) for p in cut))
+        pipe.send("seated")
+        cut_at: float = await asyncio.to_thread(pipe.recv)
+        client_before = time.process_time()
+        for player in cut:
+            assert player.ws is not None
+            cut_off(player.ws)
+        await asyncio.gather(
+            *(_come_back(p.http, ws_url, p, cut_at, result) for p in cut if p.http)
+        )
+        result.client_cpu_s = time.process_time() - client_before
+        pipe.send(result)
+        # Everyone plays on at a human pace for a while: the storm leaves nothing behind.
+        until: float = await asyncio.to_thread(pipe.recv)
+        back = [p for p in cut if p.back_at is not None]
+        after_acks: list[float] = []
+        busy_in_play: Counter[str] = Counter()
+        await asyncio.gather(*(_paced(p, until, pace, after_acks, busy_in_play) for p in back))
+        acked: dict[int, tuple[int, str]] = {}
+        await _settle(cut, acked)
+    pipe.send((after_acks, busy_in_play, acked))
+
+
+async def storm(
+    base: str,
+    count: int,
+    stayed: int = 100,
+    pid: int | None = None,
+    pace: float = 1.0,
+    after_s: float = 5.0,
+    clients: int = 1,
+) -> StormResult:
+    """Seat ``count + stayed`` registered players in free games in progress, cut the sockets
+    of ``count`` of them at once and let them come back as the page does, while ``stayed``
+    play on at ``pace`` actions per second; print and return the figures. The cut players'
+    pages run in ``clients`` processes of their own, the stayed players in one more (so that
+    their acks time the server, not the storm's client).
+
+    Args:
+        base: the server's base URL (loopback).
+        count: players whose sockets are cut.
+        stayed: players whose sockets are not cut (their acks are timed).
+        pid: the server's process id (its CPU time is read from ``/proc``), or None.
+        pace: actions per second of each player in play.
+        after_s: seconds of play after the last cut player is back.
+        clients: processes the cut players' pages are spread over (their addresses too).
+
+    Raises:
+        RuntimeError: a player could not be seated before the cut.
+    """
+    result = StormResult(cut=count)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        tokens = await register(http, base, count + stayed)
+        addresses = page_addresses(base)
+        parts = min(clients, max(count, 1))
+        firsts = [sum(shares(count, parts)[:k]) for k in range(parts)]
+        arguments: list[tuple[object, ...]] = [
+            (base, tokens[first : first + n], first, addresses[k::parts] or addresses, pace)
+            for k, (first, n) in enumerate(zip(firsts, shares(count, parts), strict=True))
+        ]
+        async with (
+            spawned(_stayed_process, base, tokens[count:], pace) as ours,
+            spawned_each(_cut_process, arguments) as pipes,
+        ):
+            for pipe in [ours, *pipes]:
+                if await asyncio.to_thread(pipe.recv) != "seated":
+                    raise RuntimeError("the players could not be seated")
             await asyncio.sleep(1.0)  # the stayed players' pace is established
             cpu_before = cpu_s(pid) if pid else None
             counts_before = await _server_counts(http, base)
-            client_before, machine_before = time.process_time(), machine_busy()
+            machine_before = machine_busy()
             cut_at = time.monotonic()
-            for player in cut:
-                assert player.ws is not None
-                cut_off(player.ws)
-            await asyncio.gather(
-                *(_come_back(p.http or http, ws_url, p, cut_at, result) for p in cut)
-            )
+            for pipe in pipes:
+                pipe.send(cut_at)
+            for pipe in pipes:
+                _merge(result, await asyncio.to_thread(pipe.recv))
             result.storm_s = time.monotonic() - cut_at
-            result.client_cpu_s = time.process_time() - client_before
             machine_after = machine_busy()
             result.machine_share = (machine_after[0] - machine_before[0]) / max(
                 machine_after[1] - machine_before[1], 1e-9
@@ -421,31 +481,43 @@ async def storm(
                 if counts_after[name] != counts_before.get(name, 0.0)
             }
             ours.send("over")
-            # Everyone plays on at a human pace for a while: the storm leaves nothing behind.
             until = time.monotonic() + after_s
-            back = [p for p in cut if p.back_at is not None]
             after_acks: list[float] = []
-            await asyncio.gather(
-                *(_paced(p, until, pace, after_acks, result.busy_in_play) for p in back)
-            )
+            for pipe in pipes:
+                pipe.send(until)
+            for pipe in pipes:
+                acks, busy_in_play, acked = await asyncio.to_thread(pipe.recv)
+                after_acks += acks
+                result.busy_in_play += busy_in_play
+                result.acked.update(acked)
             ours.send("stop")
             report: _StayedReport = await asyncio.to_thread(ours.recv)
-        # The players who stayed played from before the cut (while the others were seated):
-        # only their acks sent since the cut count.
-        during = [
-            (at - cut_at, ms)
-            for at, ms in zip(report.acks_sent_at, report.acks_ms, strict=True)
-            if at >= cut_at
-        ]
-        result.stayed_sent_s = [sent_s for sent_s, _ in during]
-        result.stayed_acks_ms = [ms for _, ms in during]
-        after_acks += report.after_acks_ms
-        result.busy_in_play += report.busy
-        result.errors += report.errors
-        result.acked.update(report.acked)
-        await _settle(cut, result.acked)
-    _print(result, stayed, after_acks)
+    # The players who stayed played from before the cut (while the others were seated):
+    # only their acks sent since the cut count.
+    during = [
+        (at - cut_at, ms)
+        for at, ms in zip(report.acks_sent_at, report.acks_ms, strict=True)
+        if at >= cut_at
+    ]
+    result.stayed_sent_s = [sent_s for sent_s, _ in during]
+    result.stayed_acks_ms = [ms for _, ms in during]
+    after_acks += report.after_acks_ms
+    result.busy_in_play += report.busy
+    result.errors += report.errors
+    result.acked.update(report.acked)
+    _print(result, stayed, after_acks, parts)
     return result
+
+
+def _merge(result: StormResult, share: StormResult) -> None:
+    """Add one client process's storm (a share of the cut players) to ``result``."""
+    result.back_s += share.back_s
+    result.busy += share.busy
+    result.hellos += share.hellos
+    result.lost += share.lost
+    result.errors += share.errors
+    result.client_cpu_s += share.client_cpu_s
+    result.says_games = result.says_games and share.says_games
 
 
 #: The server's counters a storm reports (``/metrics`` names, without ``_total``).
@@ -470,7 +542,7 @@ async def _server_counts(http: aiohttp.ClientSession, base: str) -> dict[str, fl
     return counts
 
 
-def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
+def _print(result: StormResult, stayed: int, after_acks: list[float], clients: int) -> None:
     back = sorted(result.back_s)
     print(f"storm: {result.cut} sockets cut at once, {stayed} players stayed connected")
 
@@ -522,6 +594,7 @@ def _print(result: StormResult, stayed: int, after_acks: list[float]) -> None:
             f"per hello ({result.hellos} hellos, with their resumes and the stayed players' acts)"
         )
     print(
-        f"  meanwhile the cut players' client used {result.client_cpu_s:.2f} s of CPU, and the "
+        f"  meanwhile the cut players' {clients} client process(es) used "
+        f"{result.client_cpu_s:.2f} s of CPU, and the "
         f"machine {result.machine_share:.0%} of its {os.cpu_count()} cores"
     )

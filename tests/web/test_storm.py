@@ -7,6 +7,7 @@ acknowledged is what the database holds."""
 from __future__ import annotations
 
 import asyncpg
+import pytest
 from aiohttp.test_utils import TestServer
 
 from server.bench.storm import storm
@@ -16,12 +17,14 @@ CUT = 300
 STAYED = 20
 
 
+@pytest.mark.parametrize("clients", [1, 2])
 async def test_every_player_cut_off_in_a_storm_resumes_its_game_and_nothing_acked_is_lost(
-    make_server: ServerFactory, database_url: str
+    make_server: ServerFactory, database_url: str, clients: int
 ) -> None:
+    """With the cut players' pages in one client process or spread over two."""
     server: TestServer = await make_server(admission_shed_lag_ms=200)
     base = str(server.make_url("")).rstrip("/")
-    result = await storm(base, CUT, stayed=STAYED, after_s=2.0)
+    result = await storm(base, CUT, stayed=STAYED, after_s=2.0, clients=clients)
     assert not result.errors, result.errors
     assert len(result.back_s) == CUT  # every one back in play
     assert result.lost == 0  # each resumed the STATE it had been acknowledged
