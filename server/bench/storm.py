@@ -340,32 +340,32 @@ async def _stayed(
     pipe.send(report)
 
 
-def _cut_process(
-    base: str,
-    tokens: list[str],
-    first: int,
-    addresses: list[tuple[str, int] | None],
-    pace: float,
-    pipe: multiprocessing.connection.Connection,
-) -> None:
+@dataclass
+class _CutShare:
+    """A client process's share of the players whose sockets are cut."""
+
+    base: str
+    tokens: list[str]
+    #: The number of its first player's random stream (the others' follow).
+    first: int
+    #: The local addresses its pages connect from (see :func:`page_addresses`).
+    addresses: list[tuple[str, int] | None]
+    #: Actions per second of each player in play.
+    pace: float
+
+
+def _cut_process(share: _CutShare, pipe: multiprocessing.connection.Connection) -> None:
     """A share of the players whose sockets are cut, in a process of its own (a storm's pages
     are many machines; one Python process opening thousands of connections would lag behind
     them): seat them (``"seated"``), cut their sockets at the cut time the parent sends
     (monotonic s), bring them back as the page does and send a :class:`StormResult` of their
     storm; then play on until the time the parent sends and send back ``(after_acks,
-    busy_in_play, acked)``. ``first`` numbers their random streams, ``addresses`` are the ones
-    their pages connect from."""
-    asyncio.run(_cut_share(base, tokens, first, addresses, pace, pipe))
+    busy_in_play, acked)``."""
+    asyncio.run(_cut_share(share, pipe))
 
 
-async def _cut_share(
-    base: str,
-    tokens: list[str],
-    first: int,
-    addresses: list[tuple[str, int] | None],
-    pace: float,
-    pipe: multiprocessing.connection.Connection,
-) -> None:
+async def _cut_share(share: _CutShare, pipe: multiprocessing.connection.Connection) -> None:
+    base, tokens, pace = share.base, share.tokens, share.pace
     ws_url = f"{base.replace('http', 'ws', 1)}/ws"
     timeout = aiohttp.ClientTimeout(total=None, sock_read=GIVE_UP_S)
     result = StormResult(cut=len(tokens))
@@ -378,10 +378,10 @@ async def _cut_share(
                     timeout=timeout,
                 )
             )
-            for address in addresses
+            for address in share.addresses
         ]
         cut = [
-            _Player(token, random.Random(first + i), pages[i % len(pages)])
+            _Player(token, random.Random(share.first + i), pages[i % len(pages)])
             for i, token in enumerate(tokens)
         ]
         gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
@@ -448,7 +448,11 @@ async def storm(
         parts = min(clients, max(count, 1))
         firsts = [sum(shares(count, parts)[:k]) for k in range(parts)]
         arguments: list[tuple[object, ...]] = [
-            (base, tokens[first : first + n], first, addresses[k::parts] or addresses, pace)
+            (
+                _CutShare(
+                    base, tokens[first : first + n], first, addresses[k::parts] or addresses, pace
+                ),
+            )
             for k, (first, n) in enumerate(zip(firsts, shares(count, parts), strict=True))
         ]
         async with (
