@@ -73,7 +73,9 @@ async def test_a_page_turned_away_while_the_server_sheds_comes_back_by_itself(
         def shedding_turn(self: Admission, greeting: bool = False) -> Any:
             turned_away.append(1)
             if len(turned_away) <= 2:  # the first two hellos are turned away
-                return real_turn(Admission(limit=1, wait_s=0.001, queue=0), greeting)
+                return real_turn(
+                    Admission(limit=1, wait_s=0.001, queue=0, greeting_queue=0), greeting
+                )
             return real_turn(self, greeting)
 
         monkeypatch.setattr(Admission, "turn", shedding_turn)

@@ -276,6 +276,60 @@ async def test_a_hello_while_the_server_sheds_is_told_server_busy_and_nothing_is
         await seated.close()
 
 
+async def test_hellos_beyond_the_queue_wait_their_turn_instead_of_being_turned_away() -> None:
+    # Each connection has at most one hello waiting: a storm's hellos are bounded by the
+    # connections, and are greeted in turn rather than told to come back later.
+    gate = Admission(limit=1, wait_s=30, queue=2, greeting_limit=1)
+    hold = asyncio.Event()
+    greeted: list[int] = []
+
+    async def greet(n: int) -> None:
+        async with gate.turn(greeting=True):
+            greeted.append(n)
+            await hold.wait()
+
+    hellos = [asyncio.create_task(greet(n)) for n in range(20)]
+    await eventually(lambda: greeted == [0] and gate.waiting == 19, "one greeted, 19 waiting")
+    # Registrations and new tables still have their queue (2 here), hellos waiting or not.
+    admitted: list[int] = []
+
+    async def admit(n: int) -> None:
+        async with gate.turn():
+            admitted.append(n)
+            await hold.wait()
+
+    admissions = [asyncio.create_task(admit(n)) for n in range(3)]
+    await eventually(lambda: admitted == [0] and gate.waiting == 21, "one in, two waiting")
+    with pytest.raises(ServerBusyError):
+        async with gate.turn():
+            pass
+    assert gate.turned_away == 1
+    hold.set()
+    await asyncio.gather(*hellos, *admissions)
+    assert greeted == list(range(20)) and admitted == [0, 1, 2] and gate.turned_away == 1
+
+
+async def test_a_bound_on_waiting_hellos_turns_the_one_beyond_it_away() -> None:
+    gate = Admission(limit=1, wait_s=30, greeting_limit=1, greeting_queue=1)
+    hold = asyncio.Event()
+
+    async def greet() -> None:
+        async with gate.turn(greeting=True):
+            await hold.wait()
+
+    first, second = asyncio.create_task(greet()), asyncio.create_task(greet())
+    await eventually(lambda: gate.waiting == 1, "one greeted, one waiting")
+    with pytest.raises(ServerBusyError):
+        async with gate.turn(greeting=True):
+            pass
+    hold.set()
+    await asyncio.gather(first, second)
+    with pytest.raises(ValueError, match="negative"):
+        Admission(limit=1, greeting_queue=-1)
+    with pytest.raises(ValueError, match="at least 1"):
+        Admission(limit=1, greeting_limit=0)
+
+
 async def test_the_retry_time_grows_with_how_many_are_turned_away_and_is_bounded() -> None:
     now = [100.0]
     gate = Admission(

@@ -335,9 +335,9 @@ async def test_a_held_connection_whose_peer_left_is_dropped_without_taking_a_pla
 async def test_many_hellos_waiting_for_admission_hold_the_door_and_a_full_door_closes() -> None:
     admission = Admission(limit=1)
     arrivals = Arrivals(admission, header_timeout_s=10)
-    admission._waiting = HOLD_WAITING  # the database holds the hellos up
+    admission._waiting_for[True] = HOLD_WAITING  # the database holds the hellos up
     assert _arrive(arrivals, 1)[0].paused
-    admission._waiting = 0
+    admission._waiting_for[True] = 0
     arrivals.measured()
     assert arrivals.waiting == 0
 
