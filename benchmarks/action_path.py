@@ -146,7 +146,12 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=0, help="Idle connections to hold (0: skip).")
     parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")
     parser.add_argument("--jitter", type=float, default=0.5)
-    parser.add_argument("--seconds", type=float, default=10.0, help="Seconds per measurement.")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=10.0,
+        help="Seconds per measurement (closed loop, echo, human pace; not the storm).",
+    )
     parser.add_argument(
         "--loops",
         default="",

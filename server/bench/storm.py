@@ -10,8 +10,11 @@ players' pages come from many addresses.
 
 Printed: the time from the cut until 50 %, 99 % and 100 % of the cut players are back in play
 (their ``resume`` answered with the STATE they had) and how many came back in each second, the
-``server_busy`` answers they got, the ack p50/p99 of the players who stayed connected for the
-actions they sent from the cut until the last was back (and their p99 by the second), the
+``server_busy`` answers they got and the requests refused otherwise (``errors``), the server's
+own counts that moved (``/metrics``: ``server_busy`` by reason, connections held at the door),
+how many resumed a STATE other than the one acknowledged, the ack p50/p99/max of the players
+who stayed connected for the actions they sent from the cut until the last was back (and their
+p99 by the second), everyone's ack p50/p99 as they play on for a few seconds after it, the
 server's CPU time during the storm per hello answered, and the CPU the storm's client
 processes used meanwhile with the share of the machine's cores in use.
 """
@@ -529,8 +532,8 @@ SERVER_COUNTERS = ("tripeaks_admission_server_busy", "tripeaks_arrivals_held")
 
 
 async def _server_counts(http: aiohttp.ClientSession, base: str) -> dict[str, float]:
-    """The server's :data:`SERVER_COUNTERS` now, each sample by its labels (one worker's when
-    several share the port); empty when ``/metrics`` is not served."""
+    """The server's :data:`SERVER_COUNTERS` now, each sample by its labels (every worker's,
+    summed, when several share the port); empty when ``/metrics`` is not served."""
     try:
         async with http.get(f"{base}/metrics") as resp:
             if resp.status != 200:
@@ -570,7 +573,7 @@ def _print(result: StormResult, stayed: int, after_acks: list[float], clients: i
     )
     if result.server_counts:
         shown = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(result.server_counts.items()))
-        print(f"  the server's counts (one worker's): {shown}")
+        print(f"  the server's counts: {shown}")
     print(f"  resumed STATE not the one acknowledged: {result.lost}")
     acks = result.stayed_acks_ms
     if acks:
