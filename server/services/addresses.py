@@ -25,20 +25,30 @@ def address_key(daily_secret: bytes) -> bytes:
 #: Addresses whose group is remembered (:func:`address_group`): a connection's address is
 #: grouped at its accept, at its first request and by its limits, some 3 µs each time.
 ADDRESS_GROUPS_KEPT = 4096
+#: The longest address whose group is remembered: an IPv6 address with a zone takes at most
+#: this; a longer text (a forwarded header's, behind a trusted proxy) is grouped each time
+#: rather than kept.
+ADDRESS_LONGEST_KEPT = 64
 
 
-@functools.lru_cache(maxsize=ADDRESS_GROUPS_KEPT)
 def address_group(address: str) -> str | None:
     """What counts as one address: an IPv4 address as it is (an IPv4-mapped IPv6 address as its
     IPv4 address), an IPv6 address by its /64 network, which one subscriber usually holds whole;
-    None for anything that is not an IP address (a Unix socket's peer). The last
-    :data:`ADDRESS_GROUPS_KEPT` addresses' groups are remembered.
+    None for anything that is not an IP address (a Unix socket's peer). The groups of the last
+    :data:`ADDRESS_GROUPS_KEPT` addresses of at most :data:`ADDRESS_LONGEST_KEPT` characters
+    are remembered.
 
     >>> address_group("203.0.113.7"), address_group("::ffff:203.0.113.7")
     ('203.0.113.7', '203.0.113.7')
     >>> address_group("2001:db8:1:2:aaaa::1"), address_group("unknown")
     ('2001:db8:1:2::/64', None)
     """
+    if len(address) > ADDRESS_LONGEST_KEPT:
+        return _group(address)
+    return _kept_group(address)
+
+
+def _group(address: str) -> str | None:
     try:
         ip = ipaddress.ip_address(address.strip().split("%", 1)[0])
     except ValueError:
@@ -48,6 +58,9 @@ def address_group(address: str) -> str | None:
             return str(ip.ipv4_mapped)
         return str(ipaddress.IPv6Network((ip, 64), strict=False))
     return str(ip)
+
+
+_kept_group = functools.lru_cache(maxsize=ADDRESS_GROUPS_KEPT)(_group)
 
 
 def hash_address(key: bytes, address: str) -> bytes | None:
@@ -62,6 +75,7 @@ def hash_address(key: bytes, address: str) -> bytes | None:
 __all__ = [
     "ADDRESS_GROUPS_KEPT",
     "ADDRESS_KEY_LABEL",
+    "ADDRESS_LONGEST_KEPT",
     "address_group",
     "address_key",
     "hash_address",

@@ -9,7 +9,13 @@ import datetime as dt
 import pytest
 
 from server.engine import GameCode
-from server.services.addresses import address_group, address_key, hash_address
+from server.services.addresses import (
+    ADDRESS_LONGEST_KEPT,
+    _kept_group,
+    address_group,
+    address_key,
+    hash_address,
+)
 from server.services.review import Line, Thresholds, review, solve_line
 from server.storage.review import DayResult
 
@@ -151,6 +157,19 @@ def test_the_solvers_line_is_the_one_the_server_publishes() -> None:
 )
 def test_address_groups(address: str, group: str | None) -> None:
     assert address_group(address) == group
+    assert address_group(address) == group  # remembered, the same
+
+
+def test_a_long_address_text_is_grouped_each_time_not_kept() -> None:
+    # A forwarded header's text is the client's to choose: only what an address can be is kept.
+    kept = _kept_group.cache_info().currsize
+    long_text = "203.0.113.7" + " " * ADDRESS_LONGEST_KEPT
+    assert address_group(long_text) == "203.0.113.7"
+    assert address_group("x" * 8000) is None
+    assert _kept_group.cache_info().currsize == kept
+    longest = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255%" + "e" * 15
+    assert len(longest) <= ADDRESS_LONGEST_KEPT
+    assert address_group(longest) == "ffff:ffff:ffff:ffff::/64"
 
 
 def test_address_hashes_are_keyed_and_name_no_address() -> None:
