@@ -210,6 +210,11 @@ class FriendService:
         """
         await self.records.disconnected(key)
 
+    def forget(self, key: str) -> None:
+        """This process's connection ``key`` closed: it is forgotten in the next write, not
+        waited for (a failed write is logged, and the next :meth:`sweep` forgets it)."""
+        self.records.forget(key)
+
     async def reconnect(self, connections: Iterable[tuple[int, str]]) -> None:
         """Record again this process's connections (``(player_id, key)``), after its records
         were dropped with its process record (it was taken for dead, say after a stall).

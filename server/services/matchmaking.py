@@ -211,6 +211,10 @@ class Matchmaker:
         """The player stops waiting; whether they were waiting."""
         return await self._queue.cancel(player.id)
 
+    def waits_from(self, connection: Connection) -> bool:
+        """Whether someone asked to wait for a quick race from ``connection`` (and may still)."""
+        return connection.key in self._asked
+
     async def disconnected(self, connection: Connection) -> list[int]:
         """``connection`` closed: whoever waited from it stops waiting (their ids). A
         connection that never asked to wait (most of them) costs no read or write.

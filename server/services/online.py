@@ -7,21 +7,26 @@ one write is in flight wait for it and go together in the next, as the group com
 actions: a lone hello is written at once, a thousand at once in a handful of writes.
 
 Each caller waits for the write that holds its change and sees its failure
-(:class:`~server.errors.StorageError`); a failed write marks the records as possibly out of
-line, and the next :meth:`OnlineRecorder.reconcile` brings them back in line with the open
-connections (until then it does nothing, so an idle process reads nothing).
+(:class:`~server.errors.StorageError`), except a close, which need not wait
+(:meth:`OnlineRecorder.forget`: no task of its own for each of the thousands a cut closes at
+once); a failed write marks the records as possibly out of line, is logged, and the next
+:meth:`OnlineRecorder.reconcile` brings them back in line with the open connections (until
+then it does nothing, so an idle process reads nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from server.errors import StorageUnavailable
 from server.services.clock import Clock
 from server.storage.online import OnlineConnection, OnlineStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -73,6 +78,12 @@ class OnlineRecorder:
         """
         if not self._closed:
             await self._submit((), [key])
+
+    def forget(self, key: str) -> None:
+        """Forget connection ``key`` in the next write without waiting for it: a failed write
+        is logged and mended by the next :meth:`reconcile` (nothing once :meth:`close` ran)."""
+        if not self._closed:
+            self._queue((), [key])
 
     async def connected_all(self, connections: Iterable[tuple[int, str]]) -> None:
         """Record every ``(player_id, key)`` again (after this process's records were dropped
@@ -128,6 +139,10 @@ class OnlineRecorder:
         """
         if self._closed:
             raise StorageUnavailable("the server is stopping")
+        await asyncio.shield(self._queue(added, removed).done)
+
+    def _queue(self, added: Iterable[tuple[str, int]], removed: Iterable[str]) -> _Batch:
+        """Put the changes in the next batch and start the writer if it is idle; the batch."""
         if self._next is None:
             self._next = _Batch()
         batch = self._next
@@ -139,7 +154,7 @@ class OnlineRecorder:
             batch.added[key] = OnlineConnection(key, player_id, now)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write())
-        await asyncio.shield(batch.done)
+        return batch
 
     async def _write(self) -> None:
         """Write the batches one after the other until none is waiting."""
@@ -157,6 +172,13 @@ class OnlineRecorder:
                 raise
             except Exception as exc:
                 self.out_of_line = True
+                log.warning(
+                    "online: a write of %d hellos and %d closes failed (%s); the next sweep "
+                    "brings the records in line",
+                    len(batch.added),
+                    len(batch.removed),
+                    type(exc).__name__,
+                )
                 _fail(batch, exc)
             else:
                 batch.done.set_result(None)

@@ -261,6 +261,8 @@ class Outbox:
 
     async def wait_sent(self, timeout: float) -> None:  # noqa: ASYNC109 - a bounded best effort
         """Give the writer up to ``timeout`` seconds to write what is queued."""
+        if not self._queue or self._closed:
+            return  # nothing to wait for: no timer armed (most closed connections)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 while self._queue and not self._closed:

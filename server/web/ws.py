@@ -112,8 +112,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         session.release_place()  # if it was not given back before its turn came
         if session.player is not None:
             session.hub.signed_off(session)
-            # In a task of its own, as below; a close not recorded is the sweep's.
-            session.hub.spawn(_offline(session))
+            _offline(session)
         session.hub.drop(session)
         session.hub.closed(session.key)
         request.app[SOCKETS].discard(ws)
@@ -159,11 +158,23 @@ async def _unfollow(session: WsSession) -> None:
         log.warning("presence: the close of %s was not recorded at once", session.key)
 
 
-async def _offline(session: WsSession) -> None:
-    """The connection closed: its player is online no more through it, and waits for a quick
-    race no more if they waited from it. A database that does not answer in time is logged;
-    the next sweep forgets the online record, and this process's next matcher pass the queue
-    row (it matches nobody from a connection of its own that is closed)."""
+def _offline(session: WsSession) -> None:
+    """The connection closed: its player is online no more through it (forgotten in the next
+    write of the online records, not waited for: a cut closes thousands at once), and waits
+    for a quick race no more if they waited from it (in a task of its own: this handler may be
+    in the middle of being cancelled)."""
+    services = session.services
+    if services.matchmaker.waits_from(session.connection):
+        session.hub.spawn(_leave_queue(session))
+    else:
+        services.friends.forget(session.key)
+
+
+async def _leave_queue(session: WsSession) -> None:
+    """The connection of a player who asked for a quick race closed: out of the queue, then
+    online no more through it. A database that does not answer in time is logged; the next
+    sweep forgets the online record, and this process's next matcher pass the queue row (it
+    matches nobody from a connection of its own that is closed)."""
     try:
         async with asyncio.timeout(UNFOLLOW_TIMEOUT_S):
             # The queue first: a matcher pass could seat a player who is gone.

@@ -153,9 +153,11 @@ class FlakyOnline:
         await self._store.announce_invite(event)
 
 
-async def test_online_follows_the_connections_and_the_sweep_mends_failed_writes(
+async def _ada_and_bob_online(
     backend: Backend,
-) -> None:
+) -> tuple[int, int, int, FlakyOnline, FriendService]:
+    """Me following Ada and Bob, each online through a connection (ws-1, ws-2), recorded in a
+    :class:`FlakyOnline` store: ``(me, ada, bob, online, friends)``."""
     me, ada, bob = await backend.add_players(["Me", "Ada", "Bob"])
     online = FlakyOnline(backend.online)
     friends = _service(backend, online=online)
@@ -163,6 +165,13 @@ async def test_online_follows_the_connections_and_the_sweep_mends_failed_writes(
     await friends.follow(me, bob)
     await friends.connected("ws-1", ada)
     await friends.connected("ws-2", bob)
+    return me, ada, bob, online, friends
+
+
+async def test_online_follows_the_connections_and_the_sweep_mends_failed_writes(
+    backend: Backend,
+) -> None:
+    me, ada, bob, online, friends = await _ada_and_bob_online(backend)
     assert {p.id: p.online for p in await friends.following(me)} == {ada: True, bob: True}
     await friends.disconnected("ws-1")
     await friends.sweep(lambda: {"ws-2"}, lambda: [(bob, "ws-2")])
@@ -183,6 +192,29 @@ async def test_online_follows_the_connections_and_the_sweep_mends_failed_writes(
     await friends.sweep(set, list)  # in line again: the sweep reads nothing
     assert online.reads == reads
     assert {p.id: p.online for p in await friends.following(me)} == {ada: True, bob: False}
+
+
+async def test_a_close_is_forgotten_without_waiting_and_a_failed_write_is_mended(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    me, ada, bob, online, friends = await _ada_and_bob_online(backend)
+    friends.forget("ws-1")  # returns at once; written with the next batch
+    await friends.connected("ws-3", me)  # written with it or after it
+    assert sorted(await backend.online.own_keys(INSTANCE)) == ["ws-2", "ws-3"]
+    # A close whose write fails: nothing raised to anyone, logged once, mended by the sweep.
+    online.failing = True
+    friends.forget("ws-2")
+    with pytest.raises(StorageError):
+        await friends.connected("ws-4", ada)  # in the same batch
+    assert [r.message for r in caplog.records if "online: a write" in r.message] == [
+        "online: a write of 1 hellos and 1 closes failed (StorageUnavailable); the next sweep "
+        "brings the records in line"
+    ]
+    assert {p.id: p.online for p in await friends.following(me)} == {ada: False, bob: True}
+    online.failing = False
+    await friends.sweep(lambda: {"ws-3", "ws-4"}, lambda: [(me, "ws-3"), (ada, "ws-4")])
+    assert {p.id: p.online for p in await friends.following(me)} == {ada: True, bob: False}
+    assert sorted(await backend.online.own_keys(INSTANCE)) == ["ws-3", "ws-4"]
 
 
 async def test_a_crowd_of_hellos_is_written_in_a_few_batches(backend: Backend) -> None:

@@ -10,7 +10,7 @@ from aiohttp import ClientSession
 
 from server.bench.storm import cut_off
 from server.web.departures import Departures
-from server.web.keys import DEPARTURES, PLAYER_SOCKETS, SOCKETS
+from server.web.keys import DEPARTURES, PLAYER_SOCKETS, SERVICES, SOCKETS
 from tests.conftest import ServerFactory
 from tests.helpers import WsPlayer, eventually
 
@@ -104,22 +104,30 @@ async def test_sockets_cut_at_once_are_all_let_go_while_a_player_who_stayed_is_s
     app = server.app
     app[DEPARTURES]._per_turn = 1  # any two closes seen in one turn: the second waits
     base = str(server.make_url("")).rstrip("/")
+    friends = app[SERVICES].friends
     async with ClientSession() as http:
-        tokens = []
+        tokens, ids = [], []
         for n in range(CUT + 1):
             async with http.post(f"{base}/api/v1/players", json={"name": f"Cut {n}"}) as resp:
                 assert resp.status == 201
                 tokens.append((await resp.json())["token"])
+                ids.append((await resp.json())["id"])
         players = [WsPlayer(await http.ws_connect(f"{base}/ws")) for _ in tokens]
         for player, token in zip(players, tokens, strict=True):
             welcome = await player.request({"type": "hello", "token": token})
             assert welcome["type"] == "welcome"
         stayed, cut = players[0], players[1:]
+        for followed in ids[1:4]:
+            await friends.follow(ids[0], followed)
+        assert all(p.online for p in await friends.following(ids[0]))
         await eventually(lambda: len(app[SOCKETS]) == CUT + 1, "every socket is open")
         for player in cut:
             cut_off(player.ws)
         await eventually(lambda: len(app[SOCKETS]) == 1, "every cut connection is let go")
         assert app[DEPARTURES].waited_total > 0 and app[DEPARTURES].waiting == 0
+        # Their closes were not waited for; a write asked for now follows theirs.
+        await friends.disconnected("ws-never-opened")
+        assert not any(p.online for p in await friends.following(ids[0]))
         pong = await stayed.request({"type": "ping"})
         assert pong["type"] == "pong"
         game = await stayed.request({"type": "new_game"})
