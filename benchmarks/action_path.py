@@ -20,7 +20,9 @@ of *this* tree:
 - a storm (``--storm``): that many players with games in progress, every socket cut at once,
   each page reconnecting with the browser's backoff and resuming its game, while
   ``--storm-stayed`` players play on; the time until 50/99/100 % are back in play, the
-  ``server_busy`` answers, the stayed players' ack p99 and the server's CPU per hello.
+  ``server_busy`` answers, the stayed players' ack p99 and the server's CPU per hello;
+- a cut (``--cut``): that many players with games in progress, every socket cut at once and
+  nobody coming back; the server's CPU per closed connection until it is quiet.
 
 Every target is on loopback; every step stops by itself.
 """
@@ -40,7 +42,7 @@ from server.bench.load import idle_connections
 from server.bench.paced import paced_ladder
 from server.bench.process import serve_tree
 from server.bench.stats import report
-from server.bench.storm import storm
+from server.bench.storm import cut, storm
 
 
 async def measure(
@@ -84,6 +86,8 @@ async def measure(
                 args.pace,
                 clients=args.storm_clients,
             )
+        if args.cut:
+            await cut(base, args.cut, server.pid)
         if args.idle:
             await idle_connections(base, args.idle, server.pid)
         if args.paced:
@@ -142,6 +146,9 @@ def main() -> None:
         type=int,
         default=1,
         help="Load processes the storm's cut players are spread over (with their addresses).",
+    )
+    parser.add_argument(
+        "--cut", type=int, default=0, help="Sockets cut at once, nobody back (0: skip)."
     )
     parser.add_argument("--idle", type=int, default=0, help="Idle connections to hold (0: skip).")
     parser.add_argument("--pace", type=float, default=1.0, help="Actions per second per player.")

@@ -17,6 +17,9 @@ who stayed connected for the actions they sent from the cut until the last was b
 p99 by the second), everyone's ack p50/p99 as they play on for a few seconds after it, the
 server's CPU time during the storm per hello answered, and the CPU the storm's client
 processes used meanwhile with the share of the machine's cores in use.
+
+:func:`cut` is the cut alone: every socket cut and nobody coming back, and the server's CPU
+time to let go of the closed connections.
 """
 
 from __future__ import annotations
@@ -605,3 +608,47 @@ def _print(result: StormResult, stayed: int, after_acks: list[float], clients: i
         f"{result.client_cpu_s:.2f} s of CPU, and the "
         f"machine {result.machine_share:.0%} of its {os.cpu_count()} cores"
     )
+
+
+#: How often the server's CPU is read after the cut (s).
+QUIET_EVERY_S = 0.5
+#: CPU time the server may use in one :data:`QUIET_EVERY_S` and be quiet (s).
+QUIET_CPU_S = 0.02
+#: Seconds the seated players are left alone before the cut (their writes settle).
+SETTLE_S = 2.0
+
+
+async def cut(base: str, count: int, pid: int) -> float:
+    """Seat ``count`` registered players in free games in progress, cut every socket at once
+    and wait until the server (``pid``) is quiet; print and return its CPU time meanwhile per
+    closed connection (µs)."""
+    ws_url = f"{base.replace('http', 'ws', 1)}/ws"
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        tokens = await register(http, base, count)
+        players = [_Player(token, random.Random(i), http) for i, token in enumerate(tokens)]
+        gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
+
+        async def seat(player: _Player) -> None:
+            async with gate:
+                await _seat(http, ws_url, player)
+
+        await asyncio.gather(*(seat(p) for p in players))
+        await asyncio.sleep(SETTLE_S)
+        before = last = cpu_s(pid) or 0.0
+        cut_at = time.monotonic()
+        for player in players:
+            assert player.ws is not None
+            cut_off(player.ws)
+        while True:
+            await asyncio.sleep(QUIET_EVERY_S)
+            now = cpu_s(pid) or 0.0
+            if now - last < QUIET_CPU_S:
+                break
+            last = now
+        quiet_s = time.monotonic() - cut_at
+    per_connection_us = (last - before) / max(count, 1) * 1e6
+    print(
+        f"cut: {count} sockets cut at once, nobody back: server CPU {last - before:.2f} s = "
+        f"{per_connection_us:.0f} us per closed connection (quiet after {quiet_s:.1f} s)"
+    )
+    return per_connection_us
