@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -153,7 +154,8 @@ class OnlineRecorder:
         for key, player_id in added:
             batch.added[key] = OnlineConnection(key, player_id, now)
         if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write())
+            # A context of its own: not the log fields of the connection that started it.
+            self._writer = asyncio.create_task(self._write(), context=contextvars.Context())
         return batch
 
     async def _write(self) -> None:

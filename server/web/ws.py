@@ -172,16 +172,17 @@ def _offline(session: WsSession) -> None:
 
 async def _leave_queue(session: WsSession) -> None:
     """The connection of a player who asked for a quick race closed: out of the queue, then
-    online no more through it. A database that does not answer in time is logged; the next
-    sweep forgets the online record, and this process's next matcher pass the queue row (it
-    matches nobody from a connection of its own that is closed)."""
+    online no more through it, whether the queue could be left or not (forgotten as any close
+    is). A database that does not answer in time is logged; this process's next matcher pass
+    drops the queue row (it matches nobody from a connection of its own that is closed)."""
     try:
         async with asyncio.timeout(UNFOLLOW_TIMEOUT_S):
             # The queue first: a matcher pass could seat a player who is gone.
             await session.services.matchmaker.disconnected(session.connection)
-            await session.services.friends.disconnected(session.key)
-    except Exception:  # the database, the time-out: the sweep settles it
-        log.warning("online: the close of %s was not recorded at once", session.key)
+    except Exception:  # the database, the time-out: the matcher settles it
+        log.warning("quick race: the close of %s was not recorded at once", session.key)
+    finally:
+        session.services.friends.forget(session.key)
 
 
 async def _serve(

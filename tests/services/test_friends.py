@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections.abc import Collection, Sequence
 
 import pytest
@@ -20,6 +21,7 @@ from server.errors import (
     StorageError,
     StorageUnavailable,
 )
+from server.logs import bound, log_context
 from server.services.clock import FakeClock
 from server.services.friends import INVITE_AGAIN_S, INVITES_PER_MINUTE, FriendService
 from server.services.leaderboards import LeaderboardService
@@ -153,6 +155,18 @@ class FlakyOnline:
         await self._store.announce_invite(event)
 
 
+class _LogFields(logging.Filter):
+    """Keeps the log fields bound (:func:`server.logs.bound`) as each record is logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[dict[str, object]] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.seen.append(bound())
+        return True
+
+
 async def _ada_and_bob_online(
     backend: Backend,
 ) -> tuple[int, int, int, FlakyOnline, FriendService]:
@@ -201,15 +215,25 @@ async def test_a_close_is_forgotten_without_waiting_and_a_failed_write_is_mended
     friends.forget("ws-1")  # returns at once; written with the next batch
     await friends.connected("ws-3", me)  # written with it or after it
     assert sorted(await backend.online.own_keys(INSTANCE)) == ["ws-2", "ws-3"]
-    # A close whose write fails: nothing raised to anyone, logged once, mended by the sweep.
+    # A close whose write fails: nothing raised to anyone, logged once (without the log
+    # fields of the connection whose close started the write: it is the batch's), mended by
+    # the sweep.
     online.failing = True
-    friends.forget("ws-2")
-    with pytest.raises(StorageError):
-        await friends.connected("ws-4", ada)  # in the same batch
+    recorded = logging.getLogger("server.services.online")
+    keep_fields = _LogFields()
+    recorded.addFilter(keep_fields)
+    try:
+        with log_context(connection_id="ws-2"):
+            friends.forget("ws-2")
+        with pytest.raises(StorageError):
+            await friends.connected("ws-4", ada)  # in the same batch
+    finally:
+        recorded.removeFilter(keep_fields)
     assert [r.message for r in caplog.records if "online: a write" in r.message] == [
         "online: a write of 1 hellos and 1 closes failed (StorageUnavailable); the next sweep "
         "brings the records in line"
     ]
+    assert keep_fields.seen == [{}]
     assert {p.id: p.online for p in await friends.following(me)} == {ada: False, bob: True}
     online.failing = False
     await friends.sweep(lambda: {"ws-3", "ws-4"}, lambda: [(me, "ws-3"), (ada, "ws-4")])

@@ -10,9 +10,11 @@ import datetime as dt
 from typing import Any
 
 import asyncpg
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy import func, select
 
+from server.errors import StorageUnavailable
 from server.services.clock import FakeClock
 from server.storage.models import QueuedPlayer, RacePlayer
 from server.web.keys import SERVICES
@@ -129,6 +131,31 @@ async def test_cancelling_and_closing_the_socket_leave_the_queue(
 
         await eventually(lambda: _empty(server), "the closed socket's player to leave the queue")
         assert await _seats(server) == {}
+        await ann.close()
+
+
+async def test_a_waiting_player_whose_queue_cannot_be_left_at_the_close_is_still_offline(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = await make_server(**SETTINGS)
+    friends = server.app[SERVICES].friends
+
+    async def down(connection: object) -> list[int]:
+        raise StorageUnavailable("the database is down")
+
+    async with TestClient(server) as client:
+        ann_info, bob_info = await register(client, "Ann"), await register(client, "Bob")
+        ann, _ = await WsPlayer.connect(client, ann_info["token"])
+        bob, _ = await WsPlayer.connect(client, bob_info["token"])
+        await friends.follow(ann_info["id"], bob_info["id"])
+        await bob.request({"type": "queue_join", "rules": "E"})
+        monkeypatch.setattr(server.app[SERVICES].matchmaker, "disconnected", down)
+        await bob.close()
+
+        async def bob_offline() -> bool:
+            return not any(p.online for p in await friends.following(ann_info["id"]))
+
+        await eventually(bob_offline, "Bob, whose queue could not be left, shown offline")
         await ann.close()
 
 
