@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import math
 import multiprocessing.connection
@@ -84,8 +85,8 @@ class _Player:
 
     token: str
     rng: random.Random
-    #: The session its page connects through (from an address of its own), or None.
-    http: aiohttp.ClientSession | None = None
+    #: The session its page connects through (from an address of its own, for a cut player).
+    http: aiohttp.ClientSession
     ws: aiohttp.ClientWebSocketResponse | None = None
     state: dict[str, Any] | None = None
     #: When it was back in play after the cut (monotonic s), None while it is not.
@@ -150,6 +151,18 @@ async def _seat(http: aiohttp.ClientSession, ws_url: str, player: _Player) -> No
     player.state = {"status": "none"}
     await _act(player)  # a new game
     await _act(player)  # an action in it
+
+
+async def _seat_all(players: list[_Player], ws_url: str) -> None:
+    """:func:`_seat` every player through its page's session, :data:`REGISTER_CONCURRENCY` at
+    a time."""
+    gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
+
+    async def seat(player: _Player) -> None:
+        async with gate:
+            await _seat(player.http, ws_url, player)
+
+    await asyncio.gather(*(seat(p) for p in players))
 
 
 async def _act(player: _Player, busy: Counter[str] | None = None) -> float:
@@ -305,15 +318,9 @@ async def _stayed(
 ) -> None:
     ws_url = f"{base.replace('http', 'ws', 1)}/ws"
     report = _StayedReport()
-    players = [_Player(token, random.Random(10**6 + i)) for i, token in enumerate(tokens)]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-        gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
-
-        async def seat(player: _Player) -> None:
-            async with gate:
-                await _seat(http, ws_url, player)
-
-        await asyncio.gather(*(seat(p) for p in players))
+        players = [_Player(token, random.Random(10**6 + i), http) for i, token in enumerate(tokens)]
+        await _seat_all(players, ws_url)
         pipe.send("seated")
         acks = report.acks_ms
         said = ""
@@ -390,23 +397,14 @@ async def _cut_share(share: _CutShare, pipe: multiprocessing.connection.Connecti
             _Player(token, random.Random(share.first + i), pages[i % len(pages)])
             for i, token in enumerate(tokens)
         ]
-        gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
-
-        async def seat(player: _Player) -> None:
-            assert player.http is not None
-            async with gate:
-                await _seat(player.http, ws_url, player)
-
-        await asyncio.gather(*(seat(p) for p in cut))
+        await _seat_all(cut, ws_url)
         pipe.send("seated")
         cut_at: float = await asyncio.to_thread(pipe.recv)
         client_before = time.process_time()
         for player in cut:
             assert player.ws is not None
             cut_off(player.ws)
-        await asyncio.gather(
-            *(_come_back(p.http, ws_url, p, cut_at, result) for p in cut if p.http)
-        )
+        await asyncio.gather(*(_come_back(p.http, ws_url, p, cut_at, result) for p in cut))
         result.client_cpu_s = time.process_time() - client_before
         pipe.send(result)
         # Everyone plays on at a human pace for a while: the storm leaves nothing behind.
@@ -452,14 +450,15 @@ async def storm(
         tokens = await register(http, base, count + stayed)
         addresses = page_addresses(base)
         parts = min(clients, max(count, 1))
-        firsts = [sum(shares(count, parts)[:k]) for k in range(parts)]
+        sizes = shares(count, parts)
+        firsts = [0, *itertools.accumulate(sizes)][:-1]
         arguments: list[tuple[object, ...]] = [
             (
                 _CutShare(
                     base, tokens[first : first + n], first, addresses[k::parts] or addresses, pace
                 ),
             )
-            for k, (first, n) in enumerate(zip(firsts, shares(count, parts), strict=True))
+            for k, (first, n) in enumerate(zip(firsts, sizes, strict=True))
         ]
         async with (
             spawned(_stayed_process, base, tokens[count:], pace) as ours,
@@ -626,13 +625,7 @@ async def cut(base: str, count: int, pid: int) -> float:
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         tokens = await register(http, base, count)
         players = [_Player(token, random.Random(i), http) for i, token in enumerate(tokens)]
-        gate = asyncio.Semaphore(REGISTER_CONCURRENCY)
-
-        async def seat(player: _Player) -> None:
-            async with gate:
-                await _seat(http, ws_url, player)
-
-        await asyncio.gather(*(seat(p) for p in players))
+        await _seat_all(players, ws_url)
         await asyncio.sleep(SETTLE_S)
         before = last = cpu_s(pid) or 0.0
         cut_at = time.monotonic()
