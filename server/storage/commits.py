@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import datetime as dt
 import functools
 import logging
@@ -391,7 +392,11 @@ class GroupCommitter:
         """Queue a write for the writer task (started when it is not running)."""
         if self._task is None or self._task.done():
             self._queue = asyncio.Queue()
-            self._task = asyncio.create_task(self._run(), name="group-commit")
+            # Everyone's writer: in a context of its own, not that of the request that
+            # happened to start it (its log fields, its place in the loop's queues).
+            self._task = asyncio.create_task(
+                self._run(), name="group-commit", context=contextvars.Context()
+            )
         assert self._queue is not None
         self._queue.put_nowait(pending)
 

@@ -19,6 +19,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.errors import StorageConflict, StorageError, StorageUnavailable
+from server.logs import bound, log_context
 from server.storage.commits import (
     COMMIT_BATCH_SQL,
     ActionWrite,
@@ -168,6 +169,33 @@ async def test_events_are_published_for_stored_writes_only(
         await committer.close()
         await publisher.stop()
         await listener.close()
+
+
+class _FieldsHeard:
+    """A publisher that keeps the log fields bound (:func:`server.logs.bound`) where each event
+    is sent from: the writer's task."""
+
+    def __init__(self) -> None:
+        self.fields: list[dict[str, object]] = []
+
+    def send(self, message: Outgoing) -> None:
+        self.fields.append(bound())
+
+
+async def test_the_writer_started_by_a_request_runs_in_a_context_of_its_own(
+    db: AsyncEngine,
+) -> None:
+    """The writer serves every later write too: it must not log as the connection and player
+    whose write happened to start it."""
+    (game,) = await games(db, 1)
+    heard = _FieldsHeard()
+    committer = GroupCommitter(db, publisher=heard)
+    try:
+        with log_context(connection_id="ws-1", player_id=7):
+            await committer.write(draw(game, 0, event=progress(game)))
+        assert heard.fields == [{}]
+    finally:
+        await committer.close()
 
 
 async def test_writes_go_on_while_their_events_cannot_be_published(db: AsyncEngine) -> None:
