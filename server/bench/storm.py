@@ -11,12 +11,14 @@ players' pages come from many addresses.
 Printed: the time from the cut until 50 %, 99 % and 100 % of the cut players are back in play
 (their ``resume`` answered with the STATE they had) and how many came back in each second, the
 ``server_busy`` answers they got and the requests refused otherwise (``errors``), the server's
-own counts that moved (``/metrics``: ``server_busy`` by reason, connections held at the door),
-how many resumed a STATE other than the one acknowledged, the ack p50/p99/max of the players
-who stayed connected for the actions they sent from the cut until the last was back (and their
-p99 by the second), everyone's ack p50/p99 as they play on for a few seconds after it, the
-server's CPU time during the storm per hello answered, and the CPU the storm's client
-processes used meanwhile with the share of the machine's cores in use.
+own counts that moved (``/metrics``: ``server_busy`` by reason, connections held at the door)
+and the p99 of its own times meanwhile (the bucket bound of its histograms: each action from its
+frame's parsing to its reply, each group commit's statement), how many resumed a STATE other
+than the one acknowledged, the ack p50/p99/max of the players who stayed connected for the
+actions they sent from the cut until the last was back (and their p99 by the second),
+everyone's ack p50/p99 as they play on for a few seconds after it, the server's CPU time during
+the storm per hello answered, and the CPU the storm's client processes used meanwhile with the
+share of the machine's cores in use.
 
 :func:`cut` is the cut alone: every socket cut and nobody coming back, and the server's CPU
 time to let go of the closed connections.
@@ -531,6 +533,17 @@ def _merge(result: StormResult, share: StormResult) -> None:
 
 #: The server's counters a storm reports (``/metrics`` names, without ``_total``).
 SERVER_COUNTERS = ("tripeaks_admission_server_busy", "tripeaks_arrivals_held")
+#: The server's histograms a storm reports, each by its buckets' bound: its own time for
+#: each action it answered, and the group commit's statement time.
+SERVER_HISTOGRAMS = {
+    "tripeaks_action_ack_seconds_bucket": (
+        "the server's own time for the actions it answered (from their frame's parsing to "
+        "their reply's sending)"
+    ),
+    "tripeaks_group_commit_seconds_bucket": (
+        "the group commit's statements (a batch's round trip to the database and its commit)"
+    ),
+}
 
 
 async def _server_counts(http: aiohttp.ClientSession, base: str) -> dict[str, float]:
@@ -548,7 +561,30 @@ async def _server_counts(http: aiohttp.ClientSession, base: str) -> dict[str, fl
         name, _, value = line.rpartition(" ")
         if name.startswith(tuple(f"{c}_total" for c in SERVER_COUNTERS)):
             counts[name.replace("_total", "", 1)] = float(value)
+        elif name.startswith(tuple(SERVER_HISTOGRAMS)):
+            counts[name] = float(value)
     return counts
+
+
+def histogram_p99_ms(counts: dict[str, float], histogram: str) -> tuple[int, float | None]:
+    """From the moved counts of the buckets of ``histogram`` (``<name>_bucket``, each by its
+    ``le`` bound, in s): how many it observed, and the bound (ms) its 99th percentile falls
+    within (None above the largest finite bound).
+
+    >>> histogram_p99_ms({'h_bucket{le="0.1"}': 98, 'h_bucket{le="1.0"}': 100,
+    ...                   'h_bucket{le="+Inf"}': 100}, "h_bucket")
+    (100, 1000.0)
+    """
+    buckets = sorted(
+        (float(name.split('le="', 1)[1].split('"', 1)[0]), n)
+        for name, n in counts.items()
+        if name.startswith(histogram + "{")
+    )
+    total = int(buckets[-1][1]) if buckets else 0
+    for bound, n in buckets:
+        if total and n >= 0.99 * total:
+            return total, None if math.isinf(bound) else bound * 1000
+    return total, None
 
 
 def _print(result: StormResult, stayed: int, after_acks: list[float], clients: int) -> None:
@@ -573,9 +609,17 @@ def _print(result: StormResult, stayed: int, after_acks: list[float], clients: i
         f"  server_busy answers: {result.busy} to hellos, {dict(result.busy_in_play) or 0} "
         f"to players in play  errors: {dict(result.errors) or 0}"
     )
-    if result.server_counts:
-        shown = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(result.server_counts.items()))
+    counters = {
+        k: v for k, v in result.server_counts.items() if not k.startswith(tuple(SERVER_HISTOGRAMS))
+    }
+    if counters:
+        shown = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(counters.items()))
         print(f"  the server's counts: {shown}")
+    for histogram, what in SERVER_HISTOGRAMS.items():
+        observed, within_ms = histogram_p99_ms(result.server_counts, histogram)
+        if observed:
+            bound = "above its largest bucket" if within_ms is None else f"within {within_ms:g} ms"
+            print(f"  {what} ({observed}): p99 {bound}")
     print(f"  resumed STATE not the one acknowledged: {result.lost}")
     acks = result.stayed_acks_ms
     if acks:

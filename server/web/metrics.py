@@ -77,8 +77,8 @@ def action_failed(code: str) -> None:
     _FAILED.get(code, _FAILED[OTHER]).inc()
 
 
-#: Upper bounds of the acknowledgement-time buckets, in seconds: 1 ms to 2 s.
-ACK_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+#: Upper bounds of the acknowledgement-time buckets, in seconds: 1 ms to 10 s.
+ACK_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 ACK_SECONDS = Histogram(
     "tripeaks_action_ack_seconds",
     "Server time of an action request, in seconds: from the start of parsing its frame to its "

@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 from aiohttp.test_utils import TestServer
 
-from server.bench.storm import storm
+from server.bench.storm import histogram_p99_ms, storm
 from tests.conftest import ServerFactory
 
 CUT = 300
@@ -30,6 +30,9 @@ async def test_every_player_cut_off_in_a_storm_resumes_its_game_and_nothing_acke
     assert result.lost == 0  # each resumed the STATE it had been acknowledged
     assert result.hellos == CUT
     assert len(result.acked) == CUT + STAYED
+    # The server's own times moved with the storm: the stayed players' actions, their commits.
+    for histogram in ("tripeaks_action_ack_seconds_bucket", "tripeaks_group_commit_seconds_bucket"):
+        assert histogram_p99_ms(result.server_counts, histogram)[0] > 0, histogram
     conn = await asyncpg.connect(database_url)
     try:
         rows = await conn.fetch(
@@ -39,3 +42,17 @@ async def test_every_player_cut_off_in_a_storm_resumes_its_game_and_nothing_acke
         await conn.close()
     stored = {row["id"]: (row["seq"], row["status"]) for row in rows}
     assert stored == result.acked
+
+
+def test_a_histograms_p99_is_the_bound_of_the_first_bucket_holding_99_percent() -> None:
+    counts = {
+        'h_bucket{le="0.01"}': 900.0,
+        'h_bucket{le="0.1"}': 995.0,
+        'h_bucket{le="2.0"}': 1000.0,
+        'h_bucket{le="+Inf"}': 1000.0,
+        'other_bucket{le="+Inf"}': 5.0,
+    }
+    assert histogram_p99_ms(counts, "h_bucket") == (1000, 100.0)
+    counts['h_bucket{le="+Inf"}'] = 1100.0  # 100 above the largest bound
+    assert histogram_p99_ms(counts, "h_bucket") == (1100, None)
+    assert histogram_p99_ms({}, "h_bucket") == (0, None)
