@@ -34,7 +34,7 @@ from server.storage.models import Game as GameRow
 from server.storage.models import GameAction, Player, Race
 from server.storage.moderation import PlayerRecord
 from server.storage.sessions import Sessions
-from server.storage.single import write_single
+from server.storage.single import read_single, write_single
 from server.storage.today import DATABASE_TODAY_SQL, today_sql
 from server.storage.transactions import Transaction, session_of
 
@@ -297,6 +297,25 @@ INSERT_DAILY_GAME_SQL = f"""
 """
 
 
+#: A game's row, its action log (kinds and positions in ``seq`` order) and its race's window,
+#: in one statement ($1: the game's id).
+LOAD_GAME_SQL = """
+    SELECT g.id, g.player_id, g.mode, g.code, g.daily_date, g.status, g.score, g.seq,
+           g.created_at, g.finished_at, g.elapsed_ms, g.hinted, g.race_id,
+           r.starts_at, r.ends_at,
+           COALESCE(a.kinds, '{}') AS kinds, COALESCE(a.positions, '{}') AS positions
+      FROM games g
+      LEFT JOIN races r ON r.id = g.race_id
+      LEFT JOIN LATERAL (
+            SELECT array_agg(ga.kind ORDER BY ga.seq) AS kinds,
+                   array_agg(ga.pos ORDER BY ga.seq) AS positions
+              FROM game_actions ga
+             WHERE ga.game_id = g.id
+           ) a ON true
+     WHERE g.id = $1
+"""
+
+
 class PostgresGameStore:
     """:class:`GameStore` in PostgreSQL: rows of ``games`` and ``game_actions``, races'
     windows from ``races``, bans from ``players``; a daily's date is closed by the database's
@@ -445,43 +464,30 @@ class PostgresGameStore:
         return None if record is None else (record, await self.actions(game_id))
 
     async def load(self, game_id: int) -> StoredGame | None:
-        """A game's row, its action log and its race's window, read in one snapshot (so a
-        concurrent writer cannot split them), or None when there is no such game."""
-        async with self._sessions() as session:
-            await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-            row = await session.get(GameRow, game_id)
-            if row is None:
-                return None
-            kinds = (
-                await session.execute(
-                    select(GameAction.kind, GameAction.pos)
-                    .where(GameAction.game_id == game_id)
-                    .order_by(GameAction.seq)
-                )
-            ).all()
-            race = None
-            if row.race_id is not None:
-                window = (
-                    await session.execute(
-                        select(Race.starts_at, Race.ends_at).where(Race.id == row.race_id)
-                    )
-                ).one()
-                assert window.starts_at is not None and window.ends_at is not None
-                race = RaceWindow(row.race_id, window.starts_at, window.ends_at)
+        """A game's row, its action log and its race's window, read in one statement (one
+        snapshot: a concurrent writer cannot split them), or None when there is no such
+        game."""
+        row = await read_single(self._sessions.engine, LOAD_GAME_SQL, [game_id])
+        if row is None:
+            return None
+        race = None
+        if row["race_id"] is not None:
+            assert row["starts_at"] is not None and row["ends_at"] is not None
+            race = RaceWindow(row["race_id"], row["starts_at"], row["ends_at"])
         return StoredGame(
-            id=row.id,
-            player_id=row.player_id,
-            mode=GameMode(row.mode),
-            code=GameCode.parse(row.code),
-            daily_date=row.daily_date,
-            status=Status(row.status),
-            score=row.score,
-            seq=row.seq,
-            created_at=row.created_at,
-            finished_at=row.finished_at,
-            elapsed_ms=row.elapsed_ms,
-            hinted=row.hinted,
-            actions=tuple((kind, pos) for kind, pos in kinds),
+            id=row["id"],
+            player_id=row["player_id"],
+            mode=GameMode(row["mode"]),
+            code=GameCode.parse(row["code"]),
+            daily_date=row["daily_date"],
+            status=Status(row["status"]),
+            score=row["score"],
+            seq=row["seq"],
+            created_at=row["created_at"],
+            finished_at=row["finished_at"],
+            elapsed_ms=row["elapsed_ms"],
+            hinted=row["hinted"],
+            actions=tuple(zip(row["kinds"], row["positions"], strict=True)),
             race=race,
         )
 

@@ -13,6 +13,7 @@ import pytest
 
 from server.engine.codes import GameCode
 from server.engine.game import Status
+from server.storage.games import RaceWindow
 from server.storage.review import Step
 from tests.backends import Backend
 
@@ -65,9 +66,16 @@ CASES: dict[str, tuple[list[Step], int | None]] = {
 }
 
 
-async def _race_games(backend: Backend, logs: Sequence[Sequence[Step]]) -> tuple[int, list[int]]:
-    """A running race with one racer per log, each log stored with action k made at
-    ``_at(k)``: the race's id and its racers, in the logs' order."""
+#: When the seeded races end: ten minutes after their start, ``T0``.
+ENDS = T0 + dt.timedelta(minutes=10)
+
+
+async def _race_games(
+    backend: Backend, logs: Sequence[Sequence[Step]]
+) -> tuple[int, list[int], dict[int, int]]:
+    """A running race (from ``T0`` to :data:`ENDS`) with one racer per log, each log stored
+    with action k made at ``_at(k)``: the race's id, its racers in the logs' order, and each
+    racer's game."""
     players = await backend.add_players([f"Racer {i}" for i in range(len(logs))])
     async with backend.races.transaction() as tx:
         race = await backend.races.create(
@@ -83,11 +91,11 @@ async def _race_games(backend: Backend, logs: Sequence[Sequence[Step]]) -> tuple
         games = await backend.games.insert_race_games(
             tx, race.id, CODE, Status.PLAYING, 500, players, T0
         )
-        await backend.races.start(tx, race, T0, T0 + dt.timedelta(minutes=10), games)
+        await backend.races.start(tx, race, T0, ENDS, games)
         await tx.commit()
     for player, log in zip(players, logs, strict=True):
         await backend.add_actions(games[player], log, [_at(k) for k in range(1, len(log) + 1)])
-    return race.id, players
+    return race.id, players, games
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -95,7 +103,7 @@ async def test_the_last_removal_still_in_effect_is_read_from_the_log(
     backend: Backend, case: str
 ) -> None:
     log, expected = CASES[case]
-    race_id, players = await _race_games(backend, [log])
+    race_id, players, _ = await _race_games(backend, [log])
     async with backend.races.transaction() as tx:
         (row,) = await backend.races.seats.games(tx, race_id)
     assert (row.player_id, row.name) == (players[0], "Racer 0")
@@ -106,7 +114,7 @@ async def test_the_last_removal_still_in_effect_is_read_from_the_log(
 async def test_each_game_of_a_race_gets_its_own_last_removal(backend: Backend) -> None:
     rnd = random.Random(20260314)
     logs = [log for log, _ in CASES.values()] + [_random_log(rnd) for _ in range(16)]
-    race_id, players = await _race_games(backend, logs)
+    race_id, players, _ = await _race_games(backend, logs)
     async with backend.races.transaction() as tx:
         rows = await backend.races.seats.games(tx, race_id)
     found = {row.player_id: row.last_removal_at for row in rows}
@@ -116,3 +124,23 @@ async def test_each_game_of_a_race_gets_its_own_last_removal(backend: Backend) -
         expected[player] = None if last is None else _at(last)
     assert found == expected
     assert any(v is not None for v in expected.values()) and None in expected.values()
+
+
+async def test_a_race_game_loads_with_its_log_in_order_and_its_races_window(
+    backend: Backend,
+) -> None:
+    """What rebuilds a game on another process (one statement on PostgreSQL): its counters,
+    every stored action in ``seq`` order (a draw's position null) and its race's window."""
+    log = [R, D, ("remove", 7), U, D]
+    race_id, (racer,), games = await _race_games(backend, [log])
+    stored = await backend.games.load(games[racer])
+    assert stored is not None
+    assert (stored.id, stored.player_id, stored.code, stored.status) == (
+        games[racer],
+        racer,
+        CODE,
+        Status.PLAYING,
+    )
+    assert stored.actions == tuple(log)
+    assert stored.race == RaceWindow(race_id, T0, ENDS)
+    assert (stored.daily_date, stored.finished_at, stored.hinted) == (None, None, False)
