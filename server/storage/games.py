@@ -315,6 +315,9 @@ LOAD_GAME_SQL = """
      WHERE g.id = $1
 """
 
+#: How far a stored game is ($1: its id).
+GAME_HEAD_SQL = "SELECT seq, status FROM games WHERE id = $1"
+
 
 class PostgresGameStore:
     """:class:`GameStore` in PostgreSQL: rows of ``games`` and ``game_actions``, races'
@@ -492,14 +495,10 @@ class PostgresGameStore:
         )
 
     async def head(self, game_id: int) -> GameHead | None:
-        """How far the stored game is, or None when there is no such game."""
-        async with self._sessions() as session:
-            row = (
-                await session.execute(
-                    select(GameRow.seq, GameRow.status).where(GameRow.id == game_id)
-                )
-            ).first()
-        return None if row is None else GameHead(game_id, row.seq, Status(row.status))
+        """How far the stored game is, or None when there is no such game (one statement
+        through the driver, as :meth:`load`)."""
+        row = await read_single(self._sessions.engine, GAME_HEAD_SQL, [game_id])
+        return None if row is None else GameHead(game_id, row["seq"], Status(row["status"]))
 
     async def resign(
         self,
