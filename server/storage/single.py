@@ -16,6 +16,7 @@ known to be replicated (:func:`~server.storage.replication.acknowledged`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.errors import StorageOutcomeUnknown
 from server.storage import replication
+from server.storage.db import process_statement_name
 from server.storage.driver_errors import database_error
 from server.storage.sessions import storage_errors
 
@@ -46,8 +48,19 @@ async def write_single(engine: AsyncEngine, statement: str, arguments: Sequence[
         async with engine.connect() as conn:
             driver = await _driver(conn)
 
+            try:
+                prepared = await _prepared(conn, driver, statement)
+            except (TimeoutError, asyncio.CancelledError):
+                await conn.invalidate()  # (a cancel pending on it, see read_single)
+                raise
+
             async def send() -> Any:
-                return await _as_engines(driver, statement, driver.fetchval(statement, *arguments))
+                sent = (
+                    driver.fetchval(statement, *arguments)
+                    if prepared is None
+                    else prepared.fetchval(*arguments)
+                )
+                return await _as_engines(driver, statement, sent)
 
             try:
                 return await replication.acknowledged(driver, send, None)
@@ -68,9 +81,20 @@ async def read_single(
     with storage_errors():
         async with engine.connect() as conn:
             driver = await _driver(conn)
-            row: asyncpg.Record | None = await _as_engines(
-                driver, statement, driver.fetchrow(statement, *arguments)
-            )
+            try:
+                prepared = await _prepared(conn, driver, statement)
+                sent = (
+                    driver.fetchrow(statement, *arguments)
+                    if prepared is None
+                    else prepared.fetchrow(*arguments)
+                )
+                row: asyncpg.Record | None = await _as_engines(driver, statement, sent)
+            except (TimeoutError, asyncio.CancelledError):
+                # Past its deadline (or its caller gone) mid-statement, the connection waits
+                # for the server to confirm a cancel: back in the pool, the next checkout's
+                # ping would wait for that as long as the server does not answer.
+                await conn.invalidate()
+                raise
             return row
 
 
@@ -80,6 +104,34 @@ async def _driver(conn: AsyncConnection) -> asyncpg.Connection:
     driver = raw.driver_connection
     assert driver is not None  # a connection just checked out is attached
     return driver
+
+
+#: Where the statements prepared on a connection are kept, by their text: the pool's record of
+#: the connection (``info``), which the pool empties when it replaces the connection.
+_PREPARED_KEY = "tripeaks.single.prepared"
+
+
+async def _prepared(
+    conn: AsyncConnection, driver: asyncpg.Connection, statement: str
+) -> asyncpg.prepared_stmt.PreparedStatement | None:
+    """``statement`` prepared on ``driver`` once, under a name no other process uses
+    (:func:`~server.storage.db.process_statement_name`, as the engine's own statements: the
+    driver's names would collide on a server session two processes share); None behind a
+    transaction pooler, where the driver's statement cache is off and each statement is
+    unnamed (:data:`~server.storage.db.TRANSACTION_POOLER_CONNECT_ARGS`)."""
+    config = getattr(driver, "_config", None)
+    if getattr(config, "statement_cache_size", 0) <= 0:
+        return None
+    raw = await conn.get_raw_connection()
+    kept: dict[str, tuple[asyncpg.Connection, Any]] = raw.info.setdefault(_PREPARED_KEY, {})
+    found = kept.get(statement)
+    if found is None or found[0] is not driver:
+        prepared = await _as_engines(
+            driver, statement, driver.prepare(statement, name=process_statement_name())
+        )
+        found = kept[statement] = (driver, prepared)
+    result: asyncpg.prepared_stmt.PreparedStatement = found[1]
+    return result
 
 
 async def _as_engines(driver: asyncpg.Connection, statement: str, sent: Awaitable[T]) -> T:

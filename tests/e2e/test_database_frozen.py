@@ -8,8 +8,13 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
+import asyncpg
+import pytest
 
 from server.bench.process import free_port
+from server.errors import StorageUnavailable
+from server.storage.db import DatabaseDeadlines, create_engine
+from server.storage.single import read_single
 from tests.e2e.test_cli import _start
 from tests.e2e.test_database_restart import (
     REPLY_BOUND_S,
@@ -22,7 +27,7 @@ from tests.e2e.test_database_restart import (
     signed_in_players,
 )
 from tests.freeze import freeze, thaw
-from tests.helpers import WAIT_S
+from tests.helpers import WAIT_S, eventually
 from tests.pg import PrivatePostgres
 
 PLAYERS = 4
@@ -30,6 +35,8 @@ PLAYERS = 4
 OUTAGE_ERRORS = 2
 #: Actions each player must get accepted before the freeze and after the thaw.
 ACCEPTED = 5
+#: A read still running when the database is frozen (far longer than its deadline).
+SLOW_READ = "SELECT pg_sleep(30)"
 
 
 async def test_a_frozen_database_answers_unavailable_in_time_and_play_resumes_on_thaw(
@@ -103,3 +110,52 @@ async def test_a_frozen_database_answers_unavailable_in_time_and_play_resumes_on
     problems = [f"player {p.seed}: {problem}" for p in players for problem in p.problems]
     assert not problems, "\n".join(problems) + "\n" + (tmp_path / "server.log").read_text()[-4000:]
     assert all(p.resumed is not None for p in players)
+
+
+async def test_a_read_past_its_deadline_gives_its_connection_up(
+    private_postgres: PrivatePostgres,
+) -> None:
+    """A statement read through the driver alone (a game's load) that runs past its deadline
+    leaves its connection waiting for a cancel the frozen server never confirms: it is never
+    put back in the pool, where the next checkout's ping would wait on that cancel for as long
+    as the database stays frozen."""
+    deadlines = DatabaseDeadlines(connect_s=1.0, statement_s=3.0, checkout_s=5.0)
+    engine = create_engine(private_postgres.url, pool_size=1, deadlines=deadlines)
+    frozen: list[int] = []
+    try:
+        reading = asyncio.create_task(read_single(engine, SLOW_READ, []))
+        watcher = await asyncpg.connect(private_postgres.url)
+        try:
+
+            async def running() -> bool:
+                return bool(
+                    await watcher.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE query = $1", SLOW_READ
+                    )
+                )
+
+            await eventually(running, "the read to be running")
+        finally:
+            await watcher.close()
+        frozen = freeze(private_postgres)
+        with pytest.raises(StorageUnavailable):
+            await asyncio.wait_for(reading, WAIT_S)
+        # The next read checks a connection out within its deadlines (a new one, which the
+        # frozen server does not take either) instead of pinging the first one.
+        with pytest.raises(StorageUnavailable):
+            await asyncio.wait_for(read_single(engine, "SELECT 1", []), WAIT_S)
+        thaw(frozen)
+        frozen = []
+
+        async def answers() -> bool:
+            try:
+                row = await read_single(engine, "SELECT 2", [])
+            except StorageUnavailable:
+                return False
+            return row is not None and row[0] == 2
+
+        await eventually(answers, "the thawed database to answer")
+    finally:
+        if frozen:
+            thaw(frozen)
+        await asyncio.wait_for(engine.dispose(), WAIT_S)
