@@ -89,7 +89,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.errors import StorageOutcomeUnknown
 from server.storage import replication
-from server.storage.db import process_statement_name
+from server.storage.db import names_statements, process_statement_name
 from server.storage.driver_errors import DriverError, database_error, unsent
 from server.storage.events import Event, Outgoing, Publisher, outgoing
 from server.storage.sessions import DATABASE_FAILURES, as_storage_error
@@ -718,10 +718,7 @@ class GroupCommitter:
             raise
         driver = raw.driver_connection
         assert driver is not None  # a connection just checked out is attached to its driver
-        # asyncpg names its statements only while its statement cache is on; create_engine
-        # turns it off for a transaction pooler (TRANSACTION_POOLER_CONNECT_ARGS).
-        config = getattr(driver, "_config", None)
-        named = getattr(config, "statement_cache_size", 0) > 0
+        named = names_statements(driver)
         backend = None
         if named:
             # PostgreSQL itself ends a batch statement held up past the write timeout (see

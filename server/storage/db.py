@@ -322,6 +322,14 @@ def process_statement_name() -> str:
     return f"__tp_{_statement_tag[1]}_{next(_statement_numbers):x}__"
 
 
+def names_statements(driver: Any) -> bool:
+    """Whether statements are prepared and kept on ``driver``'s connection (asyncpg names them
+    only while its statement cache is on): not behind a transaction pooler, for which
+    :func:`create_engine` turns the cache off (:data:`TRANSACTION_POOLER_CONNECT_ARGS`)."""
+    config = getattr(driver, "_config", None)
+    return getattr(config, "statement_cache_size", 0) > 0
+
+
 def unnamed_statement() -> str:
     """The name of every statement behind a transaction pooler: the empty one, PostgreSQL's
     unnamed statement (see :data:`TRANSACTION_POOLER_CONNECT_ARGS`)."""

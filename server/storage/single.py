@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.errors import StorageOutcomeUnknown
 from server.storage import replication
-from server.storage.db import process_statement_name
+from server.storage.db import names_statements, process_statement_name
 from server.storage.driver_errors import database_error
 from server.storage.sessions import storage_errors
 
@@ -46,21 +46,15 @@ async def write_single(engine: AsyncEngine, statement: str, arguments: Sequence[
     """
     with storage_errors():
         async with engine.connect() as conn:
-            driver = await _driver(conn)
-
+            raw, driver = await _checked_out(conn)
             try:
-                prepared = await _prepared(conn, driver, statement)
+                prepared = await _prepared(raw.info, driver, statement)
             except (TimeoutError, asyncio.CancelledError):
                 await conn.invalidate()  # (a cancel pending on it, see read_single)
                 raise
 
             async def send() -> Any:
-                sent = (
-                    driver.fetchval(statement, *arguments)
-                    if prepared is None
-                    else prepared.fetchval(*arguments)
-                )
-                return await _as_engines(driver, statement, sent)
+                return await _send(driver, prepared, statement, arguments, "fetchval")
 
             try:
                 return await replication.acknowledged(driver, send, None)
@@ -80,15 +74,12 @@ async def read_single(
     """
     with storage_errors():
         async with engine.connect() as conn:
-            driver = await _driver(conn)
+            raw, driver = await _checked_out(conn)
             try:
-                prepared = await _prepared(conn, driver, statement)
-                sent = (
-                    driver.fetchrow(statement, *arguments)
-                    if prepared is None
-                    else prepared.fetchrow(*arguments)
+                prepared = await _prepared(raw.info, driver, statement)
+                row: asyncpg.Record | None = await _send(
+                    driver, prepared, statement, arguments, "fetchrow"
                 )
-                row: asyncpg.Record | None = await _as_engines(driver, statement, sent)
             except (TimeoutError, asyncio.CancelledError):
                 # Past its deadline (or its caller gone) mid-statement, the connection waits
                 # for the server to confirm a cancel: back in the pool, the next checkout's
@@ -98,12 +89,13 @@ async def read_single(
             return row
 
 
-async def _driver(conn: AsyncConnection) -> asyncpg.Connection:
-    """The driver's connection under a connection just checked out of the engine's pool."""
+async def _checked_out(conn: AsyncConnection) -> tuple[Any, asyncpg.Connection]:
+    """The pool's record of a connection just checked out of the engine's pool, and the
+    driver's connection under it."""
     raw = await conn.get_raw_connection()
     driver = raw.driver_connection
     assert driver is not None  # a connection just checked out is attached
-    return driver
+    return raw, driver
 
 
 #: Where the statements prepared on a connection are kept, by their text: the pool's record of
@@ -112,18 +104,17 @@ _PREPARED_KEY = "tripeaks.single.prepared"
 
 
 async def _prepared(
-    conn: AsyncConnection, driver: asyncpg.Connection, statement: str
+    info: dict[Any, Any], driver: asyncpg.Connection, statement: str
 ) -> asyncpg.prepared_stmt.PreparedStatement | None:
-    """``statement`` prepared on ``driver`` once, under a name no other process uses
+    """``statement`` prepared on ``driver`` once (kept in ``info``, the pool's record of the
+    connection), under a name no other process uses
     (:func:`~server.storage.db.process_statement_name`, as the engine's own statements: the
     driver's names would collide on a server session two processes share); None behind a
-    transaction pooler, where the driver's statement cache is off and each statement is
-    unnamed (:data:`~server.storage.db.TRANSACTION_POOLER_CONNECT_ARGS`)."""
-    config = getattr(driver, "_config", None)
-    if getattr(config, "statement_cache_size", 0) <= 0:
+    transaction pooler, where each statement is unnamed
+    (:func:`~server.storage.db.names_statements`)."""
+    if not names_statements(driver):
         return None
-    raw = await conn.get_raw_connection()
-    kept: dict[str, tuple[asyncpg.Connection, Any]] = raw.info.setdefault(_PREPARED_KEY, {})
+    kept: dict[str, tuple[asyncpg.Connection, Any]] = info.setdefault(_PREPARED_KEY, {})
     found = kept.get(statement)
     if found is None or found[0] is not driver:
         prepared = await _as_engines(
@@ -132,6 +123,24 @@ async def _prepared(
         found = kept[statement] = (driver, prepared)
     result: asyncpg.prepared_stmt.PreparedStatement = found[1]
     return result
+
+
+async def _send(
+    driver: asyncpg.Connection,
+    prepared: asyncpg.prepared_stmt.PreparedStatement | None,
+    statement: str,
+    arguments: Sequence[object],
+    fetch: Literal["fetchval", "fetchrow"],
+) -> Any:
+    """Run ``statement`` with ``arguments`` by the driver's ``fetch`` (``fetchval``,
+    ``fetchrow``): through ``prepared`` when it is, else unnamed on ``driver``; the driver's
+    errors raised as the engine's."""
+    sent = (
+        getattr(driver, fetch)(statement, *arguments)
+        if prepared is None
+        else getattr(prepared, fetch)(*arguments)
+    )
+    return await _as_engines(driver, statement, sent)
 
 
 async def _as_engines(driver: asyncpg.Connection, statement: str, sent: Awaitable[T]) -> T:
