@@ -227,6 +227,56 @@ async def test_a_won_game_shows_its_moments_and_the_end_panel_steps_aside(
     assert page_errors == []
 
 
+_WATCH_GLOWS = """() => {
+    // From now on, at every frame while a cleared peak's glow shows, note how far its label
+    // sticks out of the peaks on either side and how far the page is wider than the screen
+    // (px; 0 or less: inside).
+    window.__glows = [];
+    const frame = () => {
+        const peaks = document.querySelector('#peaks').getBoundingClientRect();
+        for (const label of document.querySelectorAll('.peak-glow.shown .peak-glow-label')) {
+            const box = label.getBoundingClientRect();
+            window.__glows.push({text: label.textContent, left: peaks.left - box.left,
+                                 right: box.right - peaks.right,
+                                 page: document.documentElement.scrollWidth - window.innerWidth});
+        }
+        requestAnimationFrame(frame);
+    };
+    requestAnimationFrame(frame);
+}"""
+
+
+async def test_on_a_phone_a_cleared_peaks_bonus_stays_on_the_table(
+    browser: Browser, make_server: ServerFactory, page_errors: list[str]
+) -> None:
+    """Each peak's glow is as wide as the peak; its label (the bonus) fits inside the peaks
+    on a phone, in both languages, and never makes the page wider than the screen."""
+    server: TestServer = await make_server()
+    base = str(server.make_url("")).rstrip("/")
+    code = GameCode.parse(CODE)
+    line = find_winning_line(code.deal(), code.rules)
+    assert line is not None
+    for lang, label in (("en", "Peak cleared · +100"), ("zh-Hant", "清空山峰 · +100")):
+        context, page = await open_page(
+            browser, base, page_errors, viewport=PHONE, has_touch=True, is_mobile=True
+        )
+        await page.select_option("#lang-select", lang)
+        await _start(page, f"Glow {lang}")
+        await page.evaluate(_WATCH_GLOWS)
+        await play_line(page, line)
+        await expect(page.locator("#end-panel")).to_be_visible()
+        # Until the last glow has gone out.
+        await page.wait_for_function(
+            "() => !document.querySelector('.peak-glow.shown')", polling=50
+        )
+        glows: list[dict[str, Any]] = await page.evaluate("() => window.__glows")
+        assert {g["text"] for g in glows} == {label}, glows
+        outside = [g for g in glows if max(g["left"], g["right"], g["page"]) > 0]
+        assert outside == [], outside[:5]
+        await context.close()
+    assert page_errors == []
+
+
 async def test_settings_open_over_the_page_and_keep_the_table_in_view(
     browser: Browser, make_server: ServerFactory, page_errors: list[str]
 ) -> None:
