@@ -286,6 +286,27 @@ async def server(make_server: ServerFactory) -> TestServer:
     return await make_server()
 
 
+#: Starts an HTTP/websocket client of a server (see :func:`make_client`).
+ClientFactory = Callable[[TestServer], Awaitable[TestClient[Request, Application]]]
+
+
+@pytest.fixture
+async def make_client(make_server: ServerFactory) -> AsyncIterator[ClientFactory]:
+    """Start HTTP/websocket clients of servers from ``make_server``; each is closed when the
+    test ends, passed or failed (closing one also stops its server)."""
+    clients: list[TestClient[Request, Application]] = []
+
+    async def start(server: TestServer) -> TestClient[Request, Application]:
+        test_client: TestClient[Request, Application] = TestClient(server)
+        await test_client.start_server()
+        clients.append(test_client)
+        return test_client
+
+    yield start
+    for test_client in clients:
+        await test_client.close()
+
+
 @pytest.fixture
 async def client(server: TestServer) -> AsyncIterator[TestClient[Request, Application]]:
     """An HTTP/websocket client of ``server``."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, expect
 
 from server.config import Settings
@@ -16,7 +16,7 @@ from server.services.clock import FakeClock
 from server.web.keys import SERVICES
 from tests.backends import PostgresBackend, Seed
 from tests.browser.support import PHONE, finish_daily_over_ws, open_page, register
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import daily_code
 
 DATE = dt.date(2026, 3, 14)  # the test clock's day
@@ -132,13 +132,13 @@ async def test_back_forward_and_reload_move_between_the_views_by_their_addresses
 async def test_a_link_to_a_past_days_board_opens_it_on_a_phone_signed_out(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server()
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     await finish_daily_over_ws(client, "Bob", code)
     clock.advance(days=1)
@@ -166,7 +166,6 @@ async def test_a_link_to_a_past_days_board_opens_it_on_a_phone_signed_out(
     await _at(page, base, f"/daily/{DATE}", "leaderboard")
     await expect(page.locator("#lb-date")).to_have_value(str(DATE))
     await context.close()
-    await client.close()
     assert page_errors == []
 
 

@@ -28,7 +28,7 @@ from tests.browser.support import (
     play_line,
     register,
 )
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import blocking_line, daily_code, find_winning_line
 
 DATE = dt.date(2026, 3, 14)  # the test clock's day: the next daily opens 2026-03-15 00:00 UTC
@@ -80,13 +80,13 @@ async def _my_rank(client: TestClient[Any, Any], player_id: int) -> int:
 async def test_the_end_of_a_daily_says_rank_streak_and_next_daily_and_shares_no_card(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server()
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     base = str(server.make_url("")).rstrip("/")
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     par = solve(code.deal(), code.rules).par
@@ -155,7 +155,6 @@ async def test_the_end_of_a_daily_says_rank_streak_and_next_daily_and_shares_no_
     await page.click("#btn-show-end")
     await expect(countdown).to_contain_text("下一局每日挑戰：11:59:")
     await context.close()
-    await client.close()
     assert page_errors == []
 
 
@@ -215,13 +214,13 @@ async def test_on_a_phone_a_given_up_daily_begins_no_streak_and_shares_through_t
 async def test_on_a_phone_a_finished_daily_ranks_keeps_the_streak_and_shares_no_card(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server()
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     base = str(server.make_url("")).rstrip("/")
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     await finish_daily_over_ws(client, "Bob", code)
@@ -277,5 +276,4 @@ async def test_on_a_phone_a_finished_daily_ranks_keeps_the_streak_and_shares_no_
     _assert_spoiler_free(shared["text"], code)
     assert final["status"] in ("won", "blocked")
     await context.close()
-    await client.close()
     assert page_errors == []

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from server.engine import GameCode
 from server.services.clock import FakeClock
 from tests.browser.support import PHONE, covered_cards, no_overflow, open_page, register
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import WsPlayer
 from tests.helpers import register as register_rest
 
@@ -51,11 +51,14 @@ def _beside(report: dict[str, Any]) -> None:
 
 
 async def test_the_end_panels_leave_every_card_in_sight_on_a_desktop_and_a_phone(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     base = str(server.make_url("")).rstrip("/")
     sizes = {"desktop": DESKTOP_800, "phone": PHONE}
     for n, (size, locale) in enumerate(
@@ -116,5 +119,4 @@ async def test_the_end_panels_leave_every_card_in_sight_on_a_desktop_and_a_phone
             assert results["left"] >= race["peaks"]["right"], race  # the room's side
         await host.close()
         await context.close()
-    await client.close()
     assert page_errors == []

@@ -9,7 +9,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, ViewportSize, expect
 
 from server.config import Settings
@@ -27,7 +27,7 @@ from tests.browser.support import (
     register,
     wrapped_words,
 )
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import WsPlayer, daily_code
 from tests.helpers import register as register_over_rest
 
@@ -40,6 +40,7 @@ DATE = dt.date(2026, 3, 14)  # the test clock's day
 async def test_the_menu_shows_today_the_streak_the_strip_and_friends(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
@@ -47,8 +48,7 @@ async def test_the_menu_shows_today_the_streak_the_strip_and_friends(
     locale: str,
 ) -> None:
     server: TestServer = await make_server()
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     # Bob stays online, having finished today's daily; Cy finished it too, and has gone.
     bob = await register_over_rest(client, "Bob")
@@ -156,5 +156,4 @@ async def test_the_menu_shows_today_the_streak_the_strip_and_friends(
     await expect(page.locator("#following-table tbody tr")).to_have_count(1)
     await expect(page.locator("#following-table tbody tr")).to_contain_text("Cy")
     await context.close()
-    await client.close()
     assert page_errors == []

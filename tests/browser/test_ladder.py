@@ -28,7 +28,7 @@ from tests.browser.support import (
     open_page,
     register,
 )
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 
 CLASSIC = 55  # players rated under Classic besides Ada: with her, two pages of 50
 
@@ -70,11 +70,14 @@ async def _json(client: TestClient[Any, Any], path: str) -> Any:
 
 
 async def test_the_ladder_by_rule_set_page_by_page_around_me_and_friends(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server()
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     base = str(server.make_url("")).rstrip("/")
     context, page = await open_page(browser, base, page_errors, viewport=DESKTOP)
     await register(page, "Ada")
@@ -190,5 +193,4 @@ async def test_the_ladder_by_rule_set_page_by_page_around_me_and_friends(
     await _shows(page.locator("#ladder-table tbody tr"), second["entries"], None)
     await fits(page, "visitor")
     await context.close()
-    await client.close()
     assert page_errors == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, expect
 
 from server.config import Settings
@@ -19,7 +19,7 @@ from server.services.clock import FakeClock
 from server.web.keys import SERVICES
 from tests.backends import PostgresBackend, Seed
 from tests.browser.support import PHONE, open_page, register, wrapped_words
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import WsPlayer, daily_code
 from tests.helpers import register as register_over_rest
 
@@ -51,13 +51,13 @@ async def _fits(page: Page, view: str) -> None:
 async def test_every_board_and_room_fits_a_phone_with_big_tap_targets(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     base = str(server.make_url("")).rstrip("/")
     context, page = await open_page(
         browser, base, page_errors, viewport=PHONE, has_touch=True, is_mobile=True
@@ -171,5 +171,4 @@ async def test_every_board_and_room_fits_a_phone_with_big_tap_targets(
     await _fits(page, "race results in Chinese")
 
     await context.close()
-    await client.close()
     assert page_errors == []

@@ -23,7 +23,7 @@ from tests.browser.support import (
     open_page,
     register,
 )
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import WsPlayer, race_code
 from tests.helpers import register as register_rest
 
@@ -66,11 +66,14 @@ async def _ratings(client: TestClient[Any, Any], player_id: int) -> dict[str, An
 
 
 async def test_a_profile_shows_the_ratings_per_rule_set_with_a_chart_and_the_last_races(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server(**SETTINGS)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     base = str(server.make_url("")).rstrip("/")
     context, page = await open_page(browser, base, page_errors, viewport=DESKTOP)
     await register(page, "Rita")
@@ -170,5 +173,4 @@ async def test_a_profile_shows_the_ratings_per_rule_set_with_a_chart_and_the_las
     await context.close()
     for ws in (rita, sam):
         await ws.close()
-    await client.close()
     assert page_errors == []

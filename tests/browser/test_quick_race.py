@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, expect
 from sqlalchemy import select
 
@@ -23,7 +23,7 @@ from tests.browser.support import (
     reconnect,
     register,
 )
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import WsPlayer, eventually, race_code
 from tests.helpers import register as register_rest
 
@@ -161,13 +161,16 @@ def _signed(change: int, provisional: bool) -> str:
 
 
 async def test_a_quick_race_s_results_show_each_racer_s_rating_change(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
 ) -> None:
     """A quick race is rated: its results say so and show each racer's rating change (here
     both new players, so provisional "?"), the same changes the player's ratings list."""
     server: TestServer = await make_server(**SETTINGS)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     wren_info = await register_rest(client, "Wren")
     wren, _ = await WsPlayer.connect(client, wren_info["token"])
     assert (await wren.request({"type": "queue_join", "rules": "E"}))["type"] == "queue_waiting"
@@ -215,5 +218,4 @@ async def test_a_quick_race_s_results_show_each_racer_s_rating_change(
 
     await wren.close()
     await context.close()
-    await client.close()
     assert page_errors == []

@@ -26,7 +26,7 @@ from tests.browser.support import (
     register,
     shown,
 )
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import WsPlayer, find_winning_line
 from tests.helpers import register as register_rest
 
@@ -348,13 +348,16 @@ async def test_the_lobby_shows_who_is_reconnecting_gone_or_watching(
 
 
 async def test_the_results_fit_the_panel_beside_the_table(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
 ) -> None:
     """On a desktop the results sit in the narrow panel beside the table: each row (long names,
     a status over the cards left, the replay link) stays inside it."""
     server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     host_info = await register_rest(client, "Hostess Maximiliana Q")
     host, _ = await WsPlayer.connect(client, host_info["token"])
     created = await host.request({"type": "race_create", "rules": "E", "time_limit_s": 60})
@@ -389,12 +392,15 @@ async def test_the_results_fit_the_panel_beside_the_table(
     assert outside == []
     await host.close()
     await context.close()
-    await client.close()
     assert page_errors == []
 
 
 async def test_the_results_show_shared_ranks_as_they_are_and_the_cards_removed(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
 ) -> None:
     """Two racers remove the same two cards at the same moment and share first place; the
     player on the page resigns at once and is third: the page shows 1, 1, 3, each with the
@@ -402,8 +408,7 @@ async def test_the_results_show_shared_ranks_as_they_are_and_the_cards_removed(
     win = find_winning_line(CODE.deal(), CODE.rules)
     assert win is not None
     server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     racers = []
     for name in ("Ada", "Ben"):
         info = await register_rest(client, name)
@@ -437,12 +442,15 @@ async def test_the_results_show_shared_ranks_as_they_are_and_the_cards_removed(
     for ws in racers:
         await ws.close()
     await context.close()
-    await client.close()
     assert page_errors == []
 
 
 async def test_on_a_phone_the_race_panel_folds_to_one_line_while_the_player_plays(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
 ) -> None:
     """On a 390 × 844 touch phone the running race's panel is one line under the table (my
     place, the leader) while I play: the table takes most of the screen and the panel covers
@@ -451,8 +459,7 @@ async def test_on_a_phone_the_race_panel_folds_to_one_line_while_the_player_play
     win = find_winning_line(CODE.deal(), CODE.rules)
     assert win is not None
     server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     info = await register_rest(client, "Hana")
     host, _ = await WsPlayer.connect(client, info["token"])
     invite = (await host.request({"type": "race_create", "code": str(CODE)}))["race"]["invite"]
@@ -542,5 +549,4 @@ async def test_on_a_phone_the_race_panel_folds_to_one_line_while_the_player_play
     assert measured["covered"] == [], measured
     await host.close()
     await context.close()
-    await client.close()
     assert page_errors == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, expect
 
 from server.config import Settings
@@ -16,7 +16,7 @@ from server.engine import START_SCORE, Action, ActionKind, Game, GameCode, RuleS
 from server.engine.solver import solve, solve_game
 from server.services.clock import FakeClock
 from tests.browser.support import open_page, register
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import WsPlayer, daily_code
 from tests.helpers import register as register_over_rest
 
@@ -63,6 +63,7 @@ async def _at_step(page: Page, game: Game, step: int, total: int) -> None:
 async def test_a_finished_daily_is_replayed_from_its_leaderboard_row(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
@@ -70,8 +71,7 @@ async def test_a_finished_daily_is_replayed_from_its_leaderboard_row(
     server: TestServer = await make_server()
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     line, diverged = _line_with_detour(code)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     ada = await register_over_rest(client, "Ada")
     ws, _ = await WsPlayer.connect(client, ada["token"])
     game = (await ws.request({"type": "join_daily"}))["game"]
@@ -158,13 +158,13 @@ async def test_a_finished_daily_is_replayed_from_its_leaderboard_row(
     await page.select_option("#lang-select", "zh-Hant")
     await expect(page.locator("#replay-title")).to_contain_text("每日挑戰")
     await context.close()
-    await client.close()
     assert not page_errors, page_errors
 
 
 async def test_todays_daily_has_no_replay_link_and_its_address_says_why(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
@@ -172,8 +172,7 @@ async def test_todays_daily_has_no_replay_link_and_its_address_says_why(
     server: TestServer = await make_server()
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     line, _ = _line_with_detour(code)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     ada = await register_over_rest(client, "Ada")
     ws, _ = await WsPlayer.connect(client, ada["token"])
     game: dict[str, Any] = (await ws.request({"type": "join_daily"}))["game"]
@@ -190,16 +189,18 @@ async def test_todays_daily_has_no_replay_link_and_its_address_says_why(
     await expect(page.locator("#replay-error")).to_contain_text("cannot be replayed yet")
     await expect(page.locator("#replay-body")).to_be_hidden()
     await context.close()
-    await client.close()
     assert not [e for e in page_errors if "409" not in e], page_errors
 
 
 async def test_a_finished_races_results_link_to_each_racers_replay(
-    browser: Browser, make_server: ServerFactory, clock: FakeClock, page_errors: list[str]
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     host_info = await register_over_rest(client, "Host")
     host, _ = await WsPlayer.connect(client, host_info["token"])
     created = await host.request({"type": "race_create", "rules": "E", "time_limit_s": 60})
@@ -228,5 +229,4 @@ async def test_a_finished_races_results_link_to_each_racers_replay(
     drawn.apply(Action.draw())
     await _at_step(page, drawn, 1, 1)
     await context.close()
-    await client.close()
     assert not page_errors, page_errors

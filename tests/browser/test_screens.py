@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, expect
 
 from server.config import Settings
@@ -28,7 +28,7 @@ from tests.browser.support import (
     register,
     side_by_side,
 )
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import WsPlayer, daily_code, find_winning_line
 from tests.helpers import register as register_over_rest
 
@@ -49,13 +49,13 @@ async def _shot(page: Page) -> bytes:
 async def test_the_menu_the_end_of_a_daily_and_a_board_on_a_desktop_and_a_phone(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
 ) -> None:
     server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     line = find_winning_line(code.deal(), code.rules)
     assert line is not None
@@ -141,5 +141,4 @@ async def test_the_menu_the_end_of_a_daily_and_a_board_on_a_desktop_and_a_phone(
             # The race's folded panel is at the foot of the phone's screen.
             at = "bottom" if view == "race" else "top"
             await side_by_side(browser, pair, Path(target) / f"{view}.png", phone_from=at)
-    await client.close()
     assert page_errors == []

@@ -11,7 +11,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from server.config import Settings
@@ -28,7 +28,7 @@ from tests.browser.support import (
     register,
     wrapped_words,
 )
-from tests.conftest import ServerFactory
+from tests.conftest import ClientFactory, ServerFactory
 from tests.helpers import daily_code
 
 DATE = dt.date(2026, 3, 14)  # the test clock's day
@@ -47,14 +47,14 @@ async def _words_kept(page: Page, view: str) -> None:
 async def test_no_word_breaks_across_lines_in_chinese_and_nothing_scrolls_sideways(
     browser: Browser,
     make_server: ServerFactory,
+    make_client: ClientFactory,
     settings: Settings,
     clock: FakeClock,
     page_errors: list[str],
     viewport: ViewportSize,
 ) -> None:
     server: TestServer = await make_server()
-    client = TestClient(server)  # closed at the end: it would close the server
-    await client.start_server()
+    client = await make_client(server)
     code = daily_code((settings.daily_secret or "").encode(), DATE, RuleSet.EASY)
     for name in (LONG_NAME, "Bob"):
         await finish_daily_over_ws(client, name, code)
@@ -144,5 +144,4 @@ async def test_no_word_breaks_across_lines_in_chinese_and_nothing_scrolls_sidewa
     await _words_kept(page, "end of a daily")
     await no_overflow(page)
     await context.close()
-    await client.close()
     assert page_errors == []
