@@ -13,12 +13,12 @@ Printed: the time from the cut until 50 %, 99 % and 100 % of the cut players are
 ``server_busy`` answers they got and the requests refused otherwise (``errors``), the server's
 own counts that moved (``/metrics``: ``server_busy`` by reason, connections held at the door)
 and the p99 of its own times meanwhile (the bucket bound of its histograms: each action from its
-frame's parsing to its reply, each group commit's statement), how many resumed a STATE other
-than the one acknowledged, the ack p50/p99/max of the players who stayed connected for the
-actions they sent from the cut until the last was back (and their p99 by the second),
-everyone's ack p50/p99 as they play on for a few seconds after it, the server's CPU time during
-the storm per hello answered, and the CPU the storm's client processes used meanwhile with the
-share of the machine's cores in use.
+frame's parsing to its reply, each group commit's statement, the event loop's lateness), how
+many resumed a STATE other than the one acknowledged, the ack p50/p99/max of the players who
+stayed connected for the actions they sent from the cut until the last was back (and their p99
+by the second), everyone's ack p50/p99 as they play on for a few seconds after it, the server's
+CPU time during the storm per hello answered, and the CPU the storm's client processes used
+meanwhile with the share of the machine's cores in use.
 
 :func:`cut` is the cut alone: every socket cut and nobody coming back, and the server's CPU
 time to let go of the closed connections.
@@ -542,6 +542,9 @@ SERVER_HISTOGRAMS = {
     ),
     "tripeaks_group_commit_seconds_bucket": (
         "the group commit's statements (a batch's round trip to the database and its commit)"
+    ),
+    "tripeaks_event_loop_lag_seconds_bucket": (
+        "how late the server's event loops ran (measured every 50 ms)"
     ),
 }
 

@@ -200,6 +200,7 @@ class Admission:
             await asyncio.sleep(every_s)
             ended = time.monotonic()
             self.lag_s = max(0.0, ended - began - every_s)
+            metrics.LOOP_LAG_SECONDS.observe(self.lag_s)
             self._lags.append(self.lag_s)
             self.last_cpu_share = (self._cpu_clock() - cpu_began) / max(ended - began, 1e-9)
             self._cpu_shares.append(self.last_cpu_share)

@@ -285,6 +285,16 @@ def client_fault(kind: str) -> None:
     _CLIENT_FAULTS[kind].inc()
 
 
+#: Upper bounds of the event loop's lateness buckets, in seconds: 5 ms to 10 s.
+LOOP_LAG_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+LOOP_LAG_SECONDS = Histogram(
+    "tripeaks_event_loop_lag_seconds",
+    "How late the process's event loop ran, in seconds: measured every 50 ms, a short sleep "
+    "that ended that much later than asked (every player's reads, writes and acks wait as "
+    "long).",
+    buckets=LOOP_LAG_BUCKETS_S,
+)
+
 ADMISSION_BUSY = Counter(
     "tripeaks_admission_server_busy",
     "Players arriving (registering, saying hello, asking for a new table) answered "

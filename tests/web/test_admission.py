@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from prometheus_client import REGISTRY
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -167,6 +168,32 @@ class _FrozenCpu:
 
     def __call__(self) -> float:
         return 0.0
+
+
+def _late_measures() -> tuple[float, float]:
+    """The loop lag histogram's measures, and those later than 0.5 s."""
+    name = "tripeaks_event_loop_lag_seconds"
+    count = REGISTRY.get_sample_value(f"{name}_count") or 0.0
+    within = REGISTRY.get_sample_value(f"{name}_bucket", {"le": "0.5"}) or 0.0
+    return count, count - within
+
+
+async def test_every_measure_of_the_loop_goes_into_its_lag_histogram() -> None:
+    gate = Admission(limit=5, wait_s=30, shed_lag_s=0.3, retry_after_s=3)
+    watcher = asyncio.create_task(gate.watch_loop(0.01))
+    try:
+        await eventually(lambda: gate.measures > 0, "the loop measured")
+        count, late = _late_measures()
+        measured = gate.measures
+        _hold_up_the_loop(0.6)
+        await eventually(lambda: gate.measures > measured, "the lag measured")
+        assert gate.lag_s >= 0.5
+        now_count, now_late = _late_measures()
+        assert now_count >= count + 1 and now_late == late + 1
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
 
 
 async def test_newcomers_are_turned_away_at_once_while_the_event_loop_runs_late() -> None:
