@@ -25,16 +25,17 @@ process is doing: a pause of most of a second once in a while, rather than a pro
 for its memory with every player on it.
 
 In a storm (``in_storm()``: until :data:`STORM_LINGER_S` after a connection last waited at the
-door or to be let go, the time a storm's pages take to come back) the survivors of the middle
-generation's collections are frozen too. A storm's objects are nearly all long-lived
-(reconnected players' connections and sessions), and each was otherwise walked a third time by
-the full collections a storm sets off, one every few tenths of a second. Side by side in two
-runs of ``benchmarks/action_path.py --closed 0 --storm 5000 --rounds 2``, without and with
-this: 1.64 and 1.39 ms of CPU per hello against 1.03 and 1.40 ms, the players who stayed
-connected at an ack p99 of 0.90 and 0.75 s against 0.54 and 0.37 s, all back in 11.3 and 9.5 s
-against 8.6 and 8.7 s. Outside a storm it is not done: connections that closed before a
-full collection reached them (a slow client's, cut at its hello deadline) are freed by it, not
-kept until a reclaim.
+door or to be let go, the time a storm's pages take to come back) the collector pauses: at its
+first collection in the storm everything alive is frozen and the collector is turned off
+(:func:`gc.disable`); once the storm is over (asked every ``watch`` step) what the storm made
+is frozen as it is, without a walk, and the collector is turned on again. A storm's objects are
+nearly all long-lived (reconnected players' connections and sessions): each was walked by a
+young and a middle collection before it was frozen: about a tenth of a storm's CPU, in pauses
+of up to 380 ms that every player's acks waited behind. What a storm makes and drops in a cycle
+waits for the next reclaim, and the memory ceiling (``reclaim_force_growth``) bounds it as it
+bounds any frozen garbage: a reclaim collects whether the collector is paused or not. Outside
+a storm the collector runs: connections that closed before a full collection reached them (a
+slow client's, cut at its hello deadline) are freed by it, not kept until a reclaim.
 """
 
 from __future__ import annotations
@@ -112,9 +113,9 @@ class Collector:
         reclaim_every_s: the shortest time between two reclaims (s).
         clock: the monotonic clock reclaims are timed on (s).
         memory: the process's memory now (bytes; :func:`resident_bytes`).
-        in_storm: whether the process is in a storm now, when the survivors of the middle
-            generation are frozen too (called after each of its collections; a few attribute
-            reads at most).
+        in_storm: whether the process is in a storm now, when the collector pauses (called
+            after each of its collections and at each ``watch`` step; a few attribute reads at
+            most).
 
     Raises:
         ValueError: a growth under 1, a forced growth under the growth, or a negative time.
@@ -148,11 +149,13 @@ class Collector:
         #: The process's memory after the start or the last reclaim (bytes).
         self.baseline = 0
         self._reclaimed_at = -float("inf")
-        #: Full collections whose survivors were frozen, middle ones whose survivors were
-        #: frozen in a storm, reclaims done, and those of them made while the process was
-        #: busy or in a storm, so far.
+        #: Full collections whose survivors were frozen, storms the collector paused for,
+        #: reclaims done, and those of them made while the process was busy or in a storm,
+        #: so far.
         self.frozen_collections = 0
-        self.frozen_in_storm = 0
+        self.storm_pauses = 0
+        #: Whether the collector is paused for a storm now.
+        self.paused = False
         self.reclaims = 0
         self.forced_reclaims = 0
         self._started = False
@@ -175,22 +178,34 @@ class Collector:
         )
 
     def stop(self) -> None:
-        """Stop freezing the survivors of full collections (what is frozen stays so)."""
+        """Stop freezing the survivors of full collections and turn a paused collector on
+        again (what is frozen stays so)."""
         if self._started:
             gc.callbacks.remove(self._after_collection)
             self._started = False
+            self._resume()
 
     def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
-        """A full collection's survivors leave the collector's reach as it ends, and in a
-        storm a middle one's."""
+        """A full collection's survivors leave the collector's reach as it ends; in a storm
+        every survivor does, and the collector pauses until the storm is over."""
         if phase != "stop":
             return
         if info["generation"] == 2:
             gc.freeze()
             self.frozen_collections += 1
-        elif info["generation"] == 1 and self._in_storm():
+        if self._in_storm() and not self.paused:
             gc.freeze()
-            self.frozen_in_storm += 1
+            gc.disable()
+            self.paused = True
+            self.storm_pauses += 1
+
+    def _resume(self) -> None:
+        """After a storm: what it made leaves the collector's reach as it is (no walk), and
+        the collector runs again."""
+        if self.paused:
+            gc.freeze()
+            gc.enable()
+            self.paused = False
 
     @property
     def due(self) -> bool:
@@ -226,12 +241,15 @@ class Collector:
         return freed
 
     async def watch(self, every_s: float, quiet: Callable[[], bool]) -> None:
-        """Every ``every_s`` seconds until cancelled, reclaim if one is :attr:`due`, the
-        process is ``quiet()`` (nobody waiting, its loop on time) and not in a storm
-        (``in_storm``: a reclaim's pause of most of a second is not for then), or if one is
-        due and :attr:`pressing` whatever the process is doing."""
+        """Every ``every_s`` seconds until cancelled: turn the collector on again if it was
+        paused for a storm that is over; reclaim if one is :attr:`due`, the process is
+        ``quiet()`` (nobody waiting, its loop on time) and not in a storm (``in_storm``: a
+        reclaim's pause of most of a second is not for then), or if one is due and
+        :attr:`pressing` whatever the process is doing."""
         while True:
             await asyncio.sleep(every_s)
+            if self.paused and not self._in_storm():
+                self._resume()
             if not self.due:
                 continue
             if quiet() and not self._in_storm():

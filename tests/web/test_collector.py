@@ -33,6 +33,7 @@ def collector() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+        gc.enable()
         gc.set_threshold(*threshold)
 
 
@@ -166,24 +167,46 @@ def test_the_memory_read_is_the_process_s() -> None:
 
 
 @pytest.mark.usefixtures("collector")
-def test_in_a_storm_the_survivors_of_a_middle_collection_are_frozen_too() -> None:
+async def test_in_a_storm_the_collector_pauses_and_after_it_freezes_what_the_storm_made() -> None:
     storm = [False]
     collector = Collector(memory=lambda: 1, in_storm=lambda: storm[0])
     collector.start()
+    watcher = asyncio.create_task(collector.watch(0.001, quiet=lambda: False))
     try:
         calm = _Cycle()
         gc.collect(1)  # no storm: its survivors stay in the collector's reach
-        assert collector.frozen_in_storm == 0
+        assert not collector.paused and gc.isenabled()
         assert any(o is calm for o in gc.get_objects(generation=2))
         storm[0] = True
         stormy = _Cycle()
         frozen = gc.get_freeze_count()
-        gc.collect(1)
-        assert collector.frozen_in_storm == 1 and gc.get_freeze_count() > frozen
+        gc.collect(0)  # the first collection in the storm: all alive frozen, then a pause
+        assert collector.paused and not gc.isenabled() and collector.storm_pauses == 1
+        assert gc.get_freeze_count() > frozen
         assert not any(o is stormy or o is calm for o in gc.get_objects())
         assert collector.frozen_collections == 0  # no full collection was asked for
+        during = _Cycle()  # made in the storm: in the youngest generation, never walked
+        await asyncio.sleep(0.01)
+        assert collector.paused and not gc.isenabled()
+        assert any(o is during for o in gc.get_objects(generation=0))
+        storm[0] = False
+        await eventually(lambda: not collector.paused, "the collector back after the storm")
+        assert gc.isenabled() and collector.storm_pauses == 1
+        assert not any(o is during for o in gc.get_objects())  # frozen as it was
     finally:
+        watcher.cancel()
         collector.stop()
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("collector")
+def test_a_collector_paused_for_a_storm_runs_again_when_it_stops() -> None:
+    collector = Collector(memory=lambda: 1, in_storm=lambda: True)
+    collector.start()
+    gc.collect(0)
+    assert collector.paused and not gc.isenabled()
+    collector.stop()
+    assert not collector.paused and gc.isenabled()
 
 
 @pytest.mark.usefixtures("collector")
