@@ -32,10 +32,16 @@ is frozen as it is, without a walk, and the collector is turned on again. A stor
 nearly all long-lived (reconnected players' connections and sessions): each was walked by a
 young and a middle collection before it was frozen: about a tenth of a storm's CPU, in pauses
 of up to 380 ms that every player's acks waited behind. What a storm makes and drops in a cycle
-waits for the next reclaim, and the memory ceiling (``reclaim_force_growth``) bounds it as it
-bounds any frozen garbage: a reclaim collects whether the collector is paused or not. Outside
-a storm the collector runs: connections that closed before a full collection reached them (a
-slow client's, cut at its hello deadline) are freed by it, not kept until a reclaim.
+waits for the next reclaim. A reconnect storm is over within seconds, but churn that never
+ends (connections opened and closed without end, an attack of half-sent requests from many
+addresses) keeps the process in a storm for as long as it lasts, and made without a collector
+its garbage grew twice as fast (2.4 MiB a second against 1.1, ``benchmarks/slowloris.py``'s
+eight addresses): so a pause ends after :data:`STORM_PAUSE_MOST_S` however long the storm goes
+on, and for the rest of that storm only the survivors of the middle generation's collections
+are frozen (as they are in every storm without a pause: each object walked in the oldest
+generation once). Outside a storm the collector runs as usual: connections that closed before
+a full collection reached them (a slow client's, cut at its hello deadline) are freed by it,
+not kept until a reclaim.
 """
 
 from __future__ import annotations
@@ -50,6 +56,11 @@ from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+#: The longest the collector stays paused in one storm (s; asked every ``watch`` step, so up to
+#: one step more): a reconnect storm is over well within it (10,000 pages on two workers, and
+#: :data:`STORM_LINGER_S` after them), churn that never ends is not.
+STORM_PAUSE_MOST_S = 20.0
 
 #: Allocations the collector lets pass before it looks at the youngest generation (Python's
 #: default is 700). At 700 the objects of the requests in flight at each look survive into the
@@ -113,9 +124,11 @@ class Collector:
         reclaim_every_s: the shortest time between two reclaims (s).
         clock: the monotonic clock reclaims are timed on (s).
         memory: the process's memory now (bytes; :func:`resident_bytes`).
-        in_storm: whether the process is in a storm now, when the collector pauses (called
-            after each of its collections and at each ``watch`` step; a few attribute reads at
-            most).
+        in_storm: whether the process is in a storm now, when the collector pauses for
+            ``storm_pause_most_s`` at most, then freezes the survivors of its middle
+            collections (called after each of its collections and at each ``watch`` step; a
+            few attribute reads at most).
+        storm_pause_most_s: the longest pause in one storm (s).
 
     Raises:
         ValueError: a growth under 1, a forced growth under the growth, or a negative time.
@@ -129,12 +142,15 @@ class Collector:
         clock: Callable[[], float] = time.monotonic,
         memory: Callable[[], int] = resident_bytes,
         in_storm: Callable[[], bool] = lambda: False,
+        storm_pause_most_s: float = STORM_PAUSE_MOST_S,
     ) -> None:
         if reclaim_growth < 1 or reclaim_every_s < 0:
             raise ValueError(
                 f"reclaim_growth must be at least 1 and reclaim_every_s not negative, not "
                 f"{reclaim_growth} and {reclaim_every_s}"
             )
+        if storm_pause_most_s < 0:
+            raise ValueError(f"storm_pause_most_s must not be negative, not {storm_pause_most_s}")
         if reclaim_force_growth < reclaim_growth:
             raise ValueError(
                 f"reclaim_force_growth must be at least reclaim_growth ({reclaim_growth}), "
@@ -146,14 +162,21 @@ class Collector:
         self._clock = clock
         self._memory = memory
         self._in_storm = in_storm
+        self._pause_most_s = storm_pause_most_s
+        self._paused_at = 0.0
+        #: The storm going on has had its pause (it outlasted it).
+        self._paused_this_storm = False
         #: The process's memory after the start or the last reclaim (bytes).
         self.baseline = 0
         self._reclaimed_at = -float("inf")
         #: Full collections whose survivors were frozen, storms the collector paused for,
-        #: reclaims done, and those of them made while the process was busy or in a storm,
-        #: so far.
+        #: pauses ended while their storm went on, middle collections whose survivors were
+        #: frozen in a storm, reclaims done, and those of them made while the process was busy
+        #: or in a storm, so far.
         self.frozen_collections = 0
         self.storm_pauses = 0
+        self.pauses_outlasted = 0
+        self.frozen_in_storm = 0
         #: Whether the collector is paused for a storm now.
         self.paused = False
         self.reclaims = 0
@@ -186,18 +209,27 @@ class Collector:
             self._resume()
 
     def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
-        """A full collection's survivors leave the collector's reach as it ends; in a storm
-        every survivor does, and the collector pauses until the storm is over."""
+        """A full collection's survivors leave the collector's reach as it ends; at the first
+        collection of a storm every survivor does, and the collector pauses (see
+        :meth:`watch`); in a storm that outlasted its pause, a middle collection's survivors
+        do."""
         if phase != "stop":
             return
         if info["generation"] == 2:
             gc.freeze()
             self.frozen_collections += 1
-        if self._in_storm() and not self.paused:
+        if self.paused or not self._in_storm():
+            return
+        if not self._paused_this_storm:
             gc.freeze()
             gc.disable()
             self.paused = True
+            self._paused_this_storm = True
+            self._paused_at = self._clock()
             self.storm_pauses += 1
+        elif info["generation"] == 1:
+            gc.freeze()
+            self.frozen_in_storm += 1
 
     def _resume(self) -> None:
         """After a storm: what it made leaves the collector's reach as it is (no walk), and
@@ -242,14 +274,22 @@ class Collector:
 
     async def watch(self, every_s: float, quiet: Callable[[], bool]) -> None:
         """Every ``every_s`` seconds until cancelled: turn the collector on again if it was
-        paused for a storm that is over; reclaim if one is :attr:`due`, the process is
-        ``quiet()`` (nobody waiting, its loop on time) and not in a storm (``in_storm``: a
-        reclaim's pause of most of a second is not for then), or if one is due and
-        :attr:`pressing` whatever the process is doing."""
+        paused for a storm that is over, or that has lasted ``storm_pause_most_s``; reclaim
+        if one is :attr:`due`, the process is ``quiet()`` (nobody waiting, its loop on time)
+        and not in a storm (``in_storm``: a reclaim's pause of most of a second is not for
+        then), or if one is due and :attr:`pressing` whatever the process is doing."""
         while True:
             await asyncio.sleep(every_s)
-            if self.paused and not self._in_storm():
+            if not self._in_storm():
                 self._resume()
+                self._paused_this_storm = False
+            elif self.paused and self._clock() - self._paused_at >= self._pause_most_s:
+                self._resume()
+                self.pauses_outlasted += 1
+                log.info(
+                    "collector: a storm outlasted its pause (%.0f s): running again",
+                    self._pause_most_s,
+                )
             if not self.due:
                 continue
             if quiet() and not self._in_storm():
@@ -271,6 +311,7 @@ __all__ = [
     "RECLAIM_CHECK_S",
     "RECLAIM_FORCE_GROWTH",
     "STORM_LINGER_S",
+    "STORM_PAUSE_MOST_S",
     "Collector",
     "resident_bytes",
 ]

@@ -200,6 +200,49 @@ async def test_in_a_storm_the_collector_pauses_and_after_it_freezes_what_the_sto
 
 
 @pytest.mark.usefixtures("collector")
+async def test_a_storm_that_outlasts_its_pause_has_its_middle_survivors_frozen_instead() -> None:
+    """Churn that never ends keeps the process in a storm: the collector runs again after
+    ``storm_pause_most_s``, freezes what a middle collection finds alive from then on, and
+    pauses again only in the next storm."""
+    storm = [True]
+    now = [0.0]
+    collector = Collector(
+        memory=lambda: 1, in_storm=lambda: storm[0], clock=lambda: now[0], storm_pause_most_s=20
+    )
+    collector.start()
+    watcher = asyncio.create_task(collector.watch(0.001, quiet=lambda: False))
+    try:
+        gc.collect(0)
+        assert collector.paused and not gc.isenabled()
+        now[0] = 19.9
+        await asyncio.sleep(0.01)
+        assert collector.paused  # not yet
+        now[0] = 20.0
+        await eventually(lambda: not collector.paused, "the collector back, the storm going on")
+        assert gc.isenabled() and collector.pauses_outlasted == 1
+        survivor = _Cycle()
+        gc.collect(0)  # a young collection: no second pause in the same storm
+        assert not collector.paused and collector.storm_pauses == 1
+        gc.collect(1)
+        assert collector.frozen_in_storm == 1
+        assert not any(o is survivor for o in gc.get_objects())
+        storm[0] = False
+        await asyncio.sleep(0.01)
+        calm = _Cycle()
+        gc.collect(1)  # no storm: nothing frozen
+        assert collector.frozen_in_storm == 1 and any(o is calm for o in gc.get_objects())
+        storm[0] = True  # the next storm has its pause
+        gc.collect(0)
+        assert collector.paused and collector.storm_pauses == 2
+    finally:
+        watcher.cancel()
+        collector.stop()
+    assert gc.isenabled()
+    with pytest.raises(ValueError, match="storm_pause_most_s"):
+        Collector(storm_pause_most_s=-1)
+
+
+@pytest.mark.usefixtures("collector")
 def test_a_collector_paused_for_a_storm_runs_again_when_it_stops() -> None:
     collector = Collector(memory=lambda: 1, in_storm=lambda: True)
     collector.start()
