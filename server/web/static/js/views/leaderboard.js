@@ -183,6 +183,8 @@ export class Leaderboard {
     const root = this.root;
     this.dateInput.value = this.date || "";
     if (this.today) this.dateInput.max = this.today;
+    // Until the board knows its date (today's, asked of the server) there is no day before.
+    $("#lb-prev", root).disabled = !this.date;
     $("#lb-next", root).disabled = !this.date || this.date >= this.today;
     const info = $("#lb-info", root);
     const code = clear($("#lb-code", root));
