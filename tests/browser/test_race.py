@@ -4,11 +4,12 @@ who is there (racers and watchers connected, reconnecting, gone)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, WebSocketRoute, expect
 
 from server.engine import Action, GameCode
 from server.services.clock import FakeClock
@@ -547,6 +548,58 @@ async def test_on_a_phone_the_race_panel_folds_to_one_line_while_the_player_play
     await expect(fold).to_have_count(0)
     measured = await covered_cards(page, "#race-panel", "#end-panel")
     assert measured["covered"] == [], measured
+    await host.close()
+    await context.close()
+    assert page_errors == []
+
+
+async def test_a_racer_whose_go_was_lost_asks_for_its_game_and_plays(
+    browser: Browser,
+    make_server: ServerFactory,
+    make_client: ClientFactory,
+    clock: FakeClock,
+    page_errors: list[str],
+) -> None:
+    """The server's ``race_go`` never reaches the page (it followed the room just as the
+    countdown ended, its socket was replaced): once the race has started the page asks for
+    the room again, which brings its game, and the player plays."""
+    server: TestServer = await make_server(race_countdown_s=0.05, race_sweep_s=0.05)
+    client = await make_client(server)
+    host_info = await register_rest(client, "Host")
+    host, _ = await WsPlayer.connect(client, host_info["token"])
+    created = await host.request({"type": "race_create", "code": str(CODE), "time_limit_s": 60})
+    invite = created["race"]["invite"]
+    base = str(server.make_url("")).rstrip("/")
+    context, page = await open_page(browser, base, page_errors, f"/race/{invite}", viewport=DESKTOP)
+    dropped: list[str] = []
+
+    def route(ws: WebSocketRoute) -> None:
+        """Pass every frame both ways except the server's race_go."""
+        server_side = ws.connect_to_server()
+
+        def to_page(message: str | bytes) -> None:
+            if isinstance(message, str) and json.loads(message).get("type") == "race_go":
+                dropped.append(message)
+                return
+            ws.send(message)
+
+        server_side.on_message(to_page)
+        ws.on_message(server_side.send)
+
+    await page.route_web_socket(re.compile(r"/ws$"), route)
+    await page.reload()
+    await register(page, "Gus")
+    await page.click("#invite-join")
+    await expect(page.locator("#race-players li")).to_have_count(2)
+    await host.request({"type": "race_start", "invite": invite})
+    await host.until("race_go", invite=invite)
+    clock.advance(seconds=1)
+    await expect(page.locator("#board")).to_be_visible()
+    assert len(dropped) == 1
+    state = await game_state(page)
+    assert state["mode"] == "race" and state["status"] == "playing"
+    await page.click("#stock")  # a draw, acknowledged
+    await page.wait_for_function("() => window.tripeaks.store.game.seq === 1")
     await host.close()
     await context.close()
     assert page_errors == []

@@ -4,7 +4,7 @@
 // the views with notify("race"); the room beside the table is views/race-panel.js.
 import { clearQueue, goHome, showPlay } from "./games.js";
 import { t } from "./i18n.js";
-import { measureOffset } from "./race-clock.js";
+import { measureOffset, serverNow } from "./race-clock.js";
 import { goTo, show } from "./router.js";
 import { request } from "./session.js";
 import { dropGame, followRace, leaveRaceContext, notify, rememberRaceGame, setGame, store } from "./store.js";
@@ -55,6 +55,30 @@ export function rejoinRace() {
     if (reply.type === "race") applyRace(reply);
   });
 }
+
+/** How long after the start a racer without its game waits for `race_go` before asking (ms). */
+const GO_GRACE_MS = 1500;
+/** How often a racer still without its game asks again (ms). */
+const GO_ASK_EVERY_MS = 2000;
+let goAskedAt = 0;
+
+/**
+ * A racer whose race has started and who holds no game of it asks for the room again, which
+ * brings the game: its `race_go` was lost (the page followed the room just as the countdown
+ * ended, or its socket was replaced meanwhile). Asked every half second; nothing to do while
+ * the `race_go` is on time.
+ */
+function askForMissingGame() {
+  const race = store.race;
+  if (!race || race.role !== "racer" || store.game) return;
+  const room = race.room;
+  if (room.status !== "running" || !room.starts_at) return;
+  if (serverNow(race) < Date.parse(room.starts_at) + GO_GRACE_MS) return;
+  if (Date.now() - goAskedAt < GO_ASK_EVERY_MS) return;
+  goAskedAt = Date.now();
+  rejoinRace();
+}
+setInterval(askForMissingGame, 500);
 
 /** A `race` reply: follow its room (and my game in it); `enter`: show the room now. */
 function applyRace(reply, { enter = false } = {}) {
