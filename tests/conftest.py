@@ -308,10 +308,12 @@ async def make_client(make_server: ServerFactory) -> AsyncIterator[ClientFactory
 
 
 @pytest.fixture
-async def client(server: TestServer) -> AsyncIterator[TestClient[Request, Application]]:
-    """An HTTP/websocket client of ``server``."""
-    async with TestClient(server) as test_client:
-        yield test_client
+async def client(
+    server: TestServer, make_client: ClientFactory
+) -> TestClient[Request, Application]:
+    """An HTTP/websocket client of ``server`` (closed when the test ends, see
+    :func:`make_client`)."""
+    return await make_client(server)
 
 
 # ------------------------------------------------------------------------------ PgBouncer
